@@ -1,0 +1,1 @@
+"""RLVR pipeline: GRPO on verifiable reasoning tasks, driven by Hydra configs."""
