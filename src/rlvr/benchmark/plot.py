@@ -1,0 +1,472 @@
+"""Charts of benchmark results, and the ``rlvr-plot`` command that redraws them from report files.
+
+Per-task chart: one bar per model with its 95% Wilson interval and value label. Summary chart:
+bars grouped by task plus an "average" group. Drawing uses Figure + the Agg canvas directly
+(no pyplot), so it needs no display, keeps no global figure registry and does not change the
+backend of a caller's interactive session.
+
+    python -m rlvr.benchmark.plot results_gsm8k_20250101_120000.json \\
+        --rename Qwen/Qwen2.5-0.5B-Instruct=Qwen-0.5B --title "GSM8K" --output gsm8k.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
+
+AVERAGE_LABEL = "average"
+ReportKind = Literal["task", "all_tasks"]
+
+
+class ReportError(ValueError):
+    """A report file or a rename mapping that cannot be plotted; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ModelScore:
+    """One bar: a model's accuracy in [0, 1] and, when known, its confidence interval."""
+
+    label: str
+    accuracy: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+def _color(i: int) -> tuple[float, float, float, float]:
+    palette = matplotlib.colormaps["tab10" if i < 10 else "tab20"]
+    return palette(i % palette.N)
+
+
+def _yerr(scores: Sequence[ModelScore]) -> np.ndarray:
+    """Asymmetric error bars in percent, shape [2, N]; 0 where the interval is unknown."""
+    lower = [0.0 if s.ci_low is None else max(0.0, s.accuracy - s.ci_low) for s in scores]
+    upper = [0.0 if s.ci_high is None else max(0.0, s.ci_high - s.accuracy) for s in scores]
+    return np.array([lower, upper]) * 100.0
+
+
+def _error_bars(
+    ax: Any,
+    x: np.ndarray,
+    acc: np.ndarray,
+    yerr: np.ndarray,
+    scores: Sequence[ModelScore],
+    *,
+    elinewidth: float,
+    capsize: float,
+) -> None:
+    # Only bars with a known interval get one: a zero-length bar would read as "no uncertainty".
+    known = np.array([s.ci_low is not None and s.ci_high is not None for s in scores], dtype=bool)
+    if known.any():
+        ax.errorbar(
+            x[known],
+            acc[known],
+            yerr=yerr[:, known],
+            fmt="none",
+            ecolor="black",
+            elinewidth=elinewidth,
+            capsize=capsize,
+            zorder=3,
+        )
+
+
+def _tick_style(labels: Sequence[str], count: int) -> dict[str, Any]:
+    # Hub ids are long; tilt them instead of letting neighbours overlap.
+    if count > 6 or max((len(label) for label in labels), default=0) > 14:
+        return {"rotation": 25, "ha": "right", "rotation_mode": "anchor"}
+    return {}
+
+
+def _y_top(tops: np.ndarray) -> float:
+    # Leave room for the value labels above the error bars; never claim more than ~100%.
+    highest = float(np.nanmax(tops)) if tops.size else 0.0
+    return max(10.0, min(112.0, highest * 1.12 + 4.0))
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def draw_comparison(scores: Sequence[ModelScore], *, title: str, xlabel: str | None = None) -> Figure:
+    """Bar per model (in the given order) with 95% CI error bars and percentage labels."""
+    labels = [s.label for s in scores]
+    fig = _new_figure(max(5.0, 1.0 * len(scores) + 2.5), 4.8)
+    ax = fig.add_subplot()
+    x = np.arange(len(scores))
+    acc = np.array([s.accuracy for s in scores], dtype=float) * 100.0  # [N]
+    yerr = _yerr(scores)  # [2, N]
+    ax.bar(x, acc, width=0.6, color=[_color(i) for i in range(len(scores))], zorder=2)
+    _error_bars(ax, x, acc, yerr, scores, elinewidth=1.0, capsize=4.0)
+    for xi, top, value in zip(x, acc + yerr[1], acc, strict=True):
+        ax.annotate(
+            f"{value:.1f}%",
+            (xi, top),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    ax.set_xticks(x, labels, **_tick_style(labels, len(labels)))
+    ax.set_ylim(0.0, _y_top(acc + yerr[1]))
+    ax.yaxis.set_major_formatter(PercentFormatter(100.0))
+    ax.set_ylabel("Accuracy (95% CI)")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    ax.set_title(title)
+    return fig
+
+
+def draw_summary(
+    tasks: Mapping[str, Sequence[ModelScore]],
+    average: Mapping[str, float],
+    *,
+    title: str,
+    average_label: str = AVERAGE_LABEL,
+) -> Figure:
+    """Bars grouped by task (one colour per model, legend on the right) plus an average group."""
+    groups = [*tasks, average_label]
+    models: list[str] = []
+    for scores in tasks.values():
+        models.extend(s.label for s in scores if s.label not in models)
+    models.extend(m for m in average if m not in models)
+
+    n_models = max(1, len(models))
+    width = 0.8 / n_models
+    fig = _new_figure(max(6.0, len(groups) * (0.45 * n_models + 0.6) + 3.0), 5.0)
+    ax = fig.add_subplot()
+    small = n_models > 3
+    tops: list[float] = []
+    for j, model in enumerate(models):
+        bars: list[tuple[int, ModelScore]] = [
+            (g, s) for g, scores in enumerate(tasks.values()) for s in scores if s.label == model
+        ]
+        if model in average:
+            bars.append((len(groups) - 1, ModelScore(model, average[model])))
+        if not bars:
+            continue
+        xs = np.array([g for g, _ in bars], dtype=float) + (j - (n_models - 1) / 2) * width
+        acc = np.array([s.accuracy for _, s in bars]) * 100.0
+        yerr = _yerr([s for _, s in bars])
+        ax.bar(xs, acc, width=width * 0.92, color=_color(j), label=model, zorder=2)
+        _error_bars(ax, xs, acc, yerr, [s for _, s in bars], elinewidth=0.8, capsize=2.0)
+        for xi, top, value in zip(xs, acc + yerr[1], acc, strict=True):
+            ax.annotate(
+                f"{value:.0f}" if small else f"{value:.1f}%",
+                (xi, top),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7 if small else 8,
+                rotation=90 if small else 0,
+            )
+        tops.extend(acc + yerr[1])
+    # Set the average apart: it is derived from the groups to its left, not another task.
+    ax.axvline(len(groups) - 1.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xticks(np.arange(len(groups)), groups, **_tick_style(groups, len(groups)))
+    ax.set_ylim(0.0, _y_top(np.array(tops)) + (8.0 if small else 0.0))
+    ax.yaxis.set_major_formatter(PercentFormatter(100.0))
+    ax.set_ylabel("Accuracy (95% CI)")
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    ax.set_title(title)
+    if models:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:
+    """Save as PNG via a temp file + rename, so a reader never sees a half-written image."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp_name, format="png", dpi=dpi)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return path
+
+
+# --- reading report files --------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _model_scores(models: Any, where: str, rename: Mapping[str, str], errors: list[str]) -> list[ModelScore]:
+    if not isinstance(models, dict) or not models:
+        errors.append(f"{where}: expected a non-empty object of model -> results, got {models!r:.80}")
+        return []
+    scores = []
+    for model, entry in models.items():
+        acc = _number(entry.get("accuracy")) if isinstance(entry, dict) else None
+        if acc is None:
+            errors.append(f"{where}[{model!r}]: needs a numeric 'accuracy', got {entry!r:.80}")
+            continue
+        lo, hi = _number(entry.get("ci_low")), _number(entry.get("ci_high"))
+        scores.append(ModelScore(rename.get(model, model), acc, lo, hi))
+    return scores
+
+
+def detect_kind(report: Any, source: str = "report") -> ReportKind:
+    """Kind of a report ("task" or "all_tasks"): its ``kind`` field, or for files without one, its structure."""
+    if not isinstance(report, dict):
+        raise ReportError(f"{source}: expected a JSON object, got {type(report).__name__}")
+    kind = report.get("kind")
+    if kind in (KIND_TASK, KIND_ALL_TASKS):
+        return kind
+    if kind is not None:
+        raise ReportError(f"{source}: unknown kind {kind!r}; expected {KIND_TASK!r} or {KIND_ALL_TASKS!r}")
+    if isinstance(report.get("tasks"), dict):
+        return KIND_ALL_TASKS
+    if isinstance(report.get("models"), dict):
+        return KIND_TASK
+    raise ReportError(
+        f"{source}: not a results file: no 'kind' field, and neither a 'tasks' object (all tasks) "
+        f"nor a 'models' object (one task); top-level keys are {sorted(report)}"
+    )
+
+
+def _check(errors: list[str], source: str) -> None:
+    if errors:
+        raise ReportError("\n".join(f"{source}: {e}" for e in errors))
+
+
+def task_chart(
+    report: Mapping[str, Any],
+    *,
+    title: str | None = None,
+    rename: Mapping[str, str] | None = None,
+    source: str = "report",
+) -> Figure:
+    """Figure for a single-task report (validated; errors name ``source``)."""
+    rename = rename or {}
+    errors: list[str] = []
+    scores = _model_scores(report.get("models"), "models", rename, errors)
+    _check(errors, source)
+    task = str(report.get("task", ""))
+    ns = {entry.get("n") for entry in report["models"].values()}
+    xlabel = f"n = {ns.pop()} questions per model" if len(ns) == 1 and None not in ns else None
+    default = (
+        f"{rename.get(task, task)}: accuracy of the first sample" if task else "Accuracy of the first sample"
+    )
+    return draw_comparison(scores, title=title or default, xlabel=xlabel)
+
+
+def all_tasks_chart(
+    report: Mapping[str, Any],
+    *,
+    title: str | None = None,
+    rename: Mapping[str, str] | None = None,
+    source: str = "report",
+) -> Figure:
+    """Figure for a multi-task report; the average is recomputed when the file lacks one."""
+    rename = rename or {}
+    errors: list[str] = []
+    tasks_in = report.get("tasks")
+    if not isinstance(tasks_in, dict) or not tasks_in:
+        errors.append(
+            f"'tasks': expected a non-empty object of task -> {{'models': ...}}, got {tasks_in!r:.80}"
+        )
+        tasks_in = {}
+    tasks: dict[str, list[ModelScore]] = {}
+    for task, entry in tasks_in.items():
+        models = entry.get("models") if isinstance(entry, dict) else None
+        tasks[rename.get(task, task)] = _model_scores(models, f"tasks[{task!r}].models", rename, errors)
+    average_in = report.get("average")
+    average: dict[str, float] = {}
+    if average_in is None:
+        per_model: dict[str, list[float]] = {}
+        for scores in tasks.values():
+            for s in scores:
+                per_model.setdefault(s.label, []).append(s.accuracy)
+        average = {m: sum(v) / len(v) for m, v in per_model.items()}
+    elif isinstance(average_in, dict):
+        for model, value in average_in.items():
+            if _number(value) is None:
+                errors.append(f"average[{model!r}]: expected a number, got {value!r:.80}")
+            else:
+                average[rename.get(model, model)] = float(value)
+    else:
+        errors.append(f"'average': expected an object of model -> accuracy, got {average_in!r:.80}")
+    _check(errors, source)
+    return draw_summary(
+        tasks,
+        average,
+        title=title or "Accuracy across tasks",
+        average_label=rename.get(AVERAGE_LABEL, AVERAGE_LABEL),
+    )
+
+
+def plot_task_report(
+    report: Mapping[str, Any],
+    output: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    rename: Mapping[str, str] | None = None,
+) -> Figure:
+    """Draw a ``{"kind": "task"}`` report to ``output`` (PNG) and return the figure."""
+    fig = task_chart(report, title=title, rename=rename)
+    save_figure(fig, output)
+    return fig
+
+
+def plot_all_tasks_report(
+    report: Mapping[str, Any],
+    output: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    rename: Mapping[str, str] | None = None,
+) -> Figure:
+    """Draw a ``{"kind": "all_tasks"}`` report to ``output`` (PNG) and return the figure."""
+    fig = all_tasks_chart(report, title=title, rename=rename)
+    save_figure(fig, output)
+    return fig
+
+
+def load_report(path: str | os.PathLike[str]) -> tuple[ReportKind, dict[str, Any]]:
+    """Read a results file and detect its kind; ReportError names the file and the problem."""
+    path = Path(path)
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: cannot read ({e})") from e
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from e
+    return detect_kind(report, str(path)), report
+
+
+def plot_file(
+    path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    rename: Mapping[str, str] | None = None,
+) -> Figure:
+    """Detect the kind of the results file at ``path`` and draw it to ``output``."""
+    kind, report = load_report(path)
+    chart = task_chart if kind == KIND_TASK else all_tasks_chart
+    fig = chart(report, title=title, rename=rename, source=str(path))
+    save_figure(fig, output)
+    return fig
+
+
+def parse_renames(pairs: Sequence[str], rename_file: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """OLD=NEW pairs over an optional JSON ``{"old": "new"}`` file; pairs win over the file."""
+    mapping: dict[str, str] = {}
+    if rename_file is not None:
+        try:
+            data = json.loads(Path(rename_file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ReportError(f"--rename-file {rename_file}: cannot read a JSON object from it ({e})") from e
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise ReportError(
+                f'--rename-file {rename_file}: expected a JSON object of strings, {{"old": "new"}}'
+            )
+        mapping.update(data)
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise ReportError(
+                f"--rename {pair!r}: expected OLD=NEW with both sides non-empty, e.g. --rename org/model-7b=Model-7B"
+            )
+        mapping[old] = new
+    return mapping
+
+
+def _outputs(files: Sequence[Path], output: Path | None) -> list[Path]:
+    if output is None:
+        return [f.with_suffix(".png") for f in files]
+    if len(files) == 1:
+        return [output]
+    if output.suffix.lower() == ".png":
+        raise ReportError(
+            f"--output {output} names one PNG but {len(files)} files were given; "
+            "pass a directory, or omit --output to write each PNG next to its input"
+        )
+    outs = [output / f"{f.stem}.png" for f in files]
+    if len(set(outs)) != len(outs):
+        raise ReportError(
+            f"--output {output}: several inputs share a file name; omit --output to write each next to its input"
+        )
+    return outs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rlvr-plot",
+        description="Draw benchmark results files (per-task or all-tasks JSON) as PNG bar charts.",
+    )
+    parser.add_argument(
+        "files", nargs="+", type=Path, help="results_<task>_*.json or results_all_tasks_*.json"
+    )
+    parser.add_argument("--title", help="chart title (default: derived from the file)")
+    parser.add_argument(
+        "--rename", action="append", default=[], metavar="OLD=NEW", help="relabel a model or task; repeatable"
+    )
+    parser.add_argument("--rename-file", type=Path, help='JSON object {"old": "new"}; --rename entries win')
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        help="PNG path for one input, a directory for several (default: next to each input, .png)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        rename = parse_renames(args.rename, args.rename_file)
+        outputs = _outputs(args.files, args.output)
+        # Read and check every input before drawing any, so all problems are reported at once.
+        loaded, errors = [], []
+        for path in args.files:
+            try:
+                loaded.append(load_report(path))
+            except ReportError as e:
+                errors.append(str(e))
+        if errors:
+            raise ReportError("\n".join(errors))
+        figures = []
+        for path, (kind, report) in zip(args.files, loaded, strict=True):
+            chart = task_chart if kind == KIND_TASK else all_tasks_chart
+            try:
+                figures.append(chart(report, title=args.title, rename=rename, source=str(path)))
+            except ReportError as e:
+                errors.append(str(e))
+        if errors:
+            raise ReportError("\n".join(errors))
+    except ReportError as e:
+        parser.error(str(e))
+    for fig, out in zip(figures, outputs, strict=True):
+        print(save_figure(fig, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

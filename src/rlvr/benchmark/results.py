@@ -1,0 +1,383 @@
+"""On-disk format of benchmark results: one atomic, resumable file per (model, task) cell, plus reports.
+
+Layout under a benchmark root::
+
+    root/cells/<slug(model)>__<task>.json     one finished cell (CellResult.to_dict())
+
+and, written by :func:`write_reports` into an output directory::
+
+    results_<task>_<timestamp>.json            {"kind": "task", ...}: every model on one task
+    results_all_tasks_<timestamp>.json         {"kind": "all_tasks", ...}: every task + per-model average
+    comparison_<task>_<timestamp>.png          per-task bar chart
+    summary_all_tasks_<timestamp>.png          grouped bar chart with an "average" group
+
+A cell file only exists once the cell has finished (writes are atomic), so a crashed benchmark
+resumes by skipping the cells for which :meth:`CellStore.done` is true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rlvr.evaluation.metrics import AccuracySummary
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
+KIND_CELL = "cell"
+KIND_TASK = "task"
+KIND_ALL_TASKS = "all_tasks"
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write ``obj`` as JSON so that ``path`` holds either the old content or the complete new one.
+
+    The temp file lives in the same directory because ``os.replace`` is only atomic within one
+    file system; fsync before the rename so a power cut cannot leave a renamed but empty file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    # Persist the rename itself; not every platform lets you open a directory, hence best effort.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def slug(name: str, max_len: int = 60) -> str:
+    """Filesystem-safe, collision-free name: a readable part plus a short hash of the exact input.
+
+    The hash is what keeps "a/b" and "a_b" apart once both have become "a_b".
+
+    >>> slug("Qwen/Qwen2.5-0.5B-Instruct")
+    'Qwen_Qwen2.5-0.5B-Instruct-4b05be1d'
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:max_len] or "x"
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+    return f"{readable}-{digest}"
+
+
+def safe_task_name(task: str) -> str:
+    """The task name itself when it is already safe in a file name, else its :func:`slug`."""
+    return task if _SAFE_NAME.fullmatch(task) else slug(task)
+
+
+def _canonical(obj: Any) -> Any:
+    # Compare what would be on disk: tuples become lists, and 1 == 1.0 after the round trip.
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+@dataclass
+class SampleRecord:
+    """Everything generated and scored for one question (k samples)."""
+
+    index: int
+    """Position of the question in the evaluation split."""
+    question: str
+    completions: list[str]
+    """Raw model outputs, one per sample."""
+    answers: list[str | None]
+    """Extracted answers, one per sample; None when the output had no parsable answer."""
+    scores: list[float]
+    """Verifier scores in [0, 1], one per sample."""
+    seconds: float
+    """Wall time spent generating and scoring this question."""
+    reference: str | None = None
+    """Gold answer as text, kept so failures can be read without the dataset."""
+
+
+@dataclass(frozen=True)
+class CellFingerprint:
+    """What must match for a stored cell to be reused instead of recomputed."""
+
+    prompt_hash: str
+    seed: int
+    num_examples: int
+    k: int
+    generation: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Generation settings (max_new_tokens, temperature, ...) as the caller configured them."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def matches(self, other: CellFingerprint) -> bool:
+        return _canonical(self.to_dict()) == _canonical(other.to_dict())
+
+
+@dataclass
+class CellResult:
+    """Result of one model on one task: settings, summary, per-question samples and speed."""
+
+    model: str
+    """Model as the user named it (hub id, local path or alias); never rewritten."""
+    task: str
+    prompt_hash: str
+    seed: int
+    num_examples: int
+    k: int
+    """Samples per question."""
+    summary: AccuracySummary
+    samples: list[SampleRecord]
+    samples_per_second: float
+    """Generated samples (num_examples * k) per wall-clock second."""
+    wall_seconds: float
+    started: str
+    """ISO 8601 timestamp."""
+    finished: str
+    """ISO 8601 timestamp."""
+    generation: dict[str, Any] = field(default_factory=dict)
+    """Generation settings; part of the fingerprint."""
+
+    def __post_init__(self) -> None:
+        # Accept the JSON forms too, so from_dict and callers holding dicts share one path.
+        if isinstance(self.summary, dict):
+            self.summary = AccuracySummary.from_dict(self.summary)
+        self.samples = [SampleRecord(**s) if isinstance(s, dict) else s for s in self.samples]
+
+    def fingerprint(self) -> CellFingerprint:
+        return CellFingerprint(
+            prompt_hash=self.prompt_hash,
+            seed=self.seed,
+            num_examples=self.num_examples,
+            k=self.k,
+            generation=dict(self.generation),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["summary"] = self.summary.to_dict()
+        return {"kind": KIND_CELL, "format_version": FORMAT_VERSION, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        if not isinstance(data, dict):
+            raise ValueError(f"a cell must be a JSON object, got {type(data).__name__}")
+        if data.get("kind", KIND_CELL) != KIND_CELL:
+            raise ValueError(f"expected kind {KIND_CELL!r}, got {data.get('kind')!r}")
+        version = data.get("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"cell format_version {version} is not supported (this code reads {FORMAT_VERSION})"
+            )
+        names = [f for f in cls.__dataclass_fields__ if f != "generation"]
+        missing = [name for name in names if name not in data]
+        if missing:
+            raise ValueError(f"cell is missing {missing}")
+        try:
+            return cls(**{name: data[name] for name in [*names, "generation"] if name in data})
+        except TypeError as e:  # e.g. a sample record with unknown or missing fields
+            raise ValueError(f"malformed cell: {e}") from e
+
+
+def read_cell_file(path: str | os.PathLike[str]) -> CellResult:
+    """Load one cell file; errors name the file and what is wrong with it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e})") from e
+    try:
+        return CellResult.from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
+class CellStore:
+    """Finished cells of one benchmark, one JSON file each under ``root/cells/``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.cells_dir = self.root / "cells"
+
+    def path(self, model: str, task: str) -> Path:
+        return self.cells_dir / f"{slug(model)}__{safe_task_name(task)}.json"
+
+    def save(self, cell: CellResult) -> Path:
+        return atomic_write_json(self.path(cell.model, cell.task), cell.to_dict())
+
+    def load(self, model: str, task: str) -> CellResult:
+        """The stored cell; FileNotFoundError if absent, ValueError if unreadable or mismatched."""
+        path = self.path(model, task)
+        cell = read_cell_file(path)
+        if (cell.model, cell.task) != (model, task):
+            raise ValueError(
+                f"{path}: holds model {cell.model!r} / task {cell.task!r}, expected {model!r} / {task!r}"
+            )
+        return cell
+
+    def done(self, model: str, task: str, fingerprint: CellFingerprint) -> bool:
+        """True only if the cell's file exists, parses and was produced with ``fingerprint``."""
+        try:
+            cell = self.load(model, task)
+        except FileNotFoundError:
+            return False
+        except ValueError as e:
+            log.warning("recomputing %s on %s: stored cell is unusable: %s", model, task, e)
+            return False
+        if not cell.fingerprint().matches(fingerprint):
+            log.info(
+                "recomputing %s on %s: settings changed (stored %s, now %s)",
+                model,
+                task,
+                cell.fingerprint().to_dict(),
+                fingerprint.to_dict(),
+            )
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[CellResult]:
+        """Finished cells in file-name order; unreadable files are skipped with a warning."""
+        if not self.cells_dir.is_dir():
+            return
+        for path in sorted(self.cells_dir.glob("*.json")):
+            try:
+                yield read_cell_file(path)
+            except (OSError, ValueError) as e:
+                log.warning("skipping unreadable cell file: %s", e)
+
+    def cells(self) -> list[CellResult]:
+        return list(self)
+
+
+def _format_timestamp(timestamp: str | datetime | None) -> str:
+    if timestamp is None:
+        return datetime.now().strftime(TIMESTAMP_FORMAT)
+    if isinstance(timestamp, datetime):
+        return timestamp.strftime(TIMESTAMP_FORMAT)
+    try:
+        datetime.strptime(timestamp, TIMESTAMP_FORMAT)
+    except ValueError as e:
+        raise ValueError(
+            f"timestamp {timestamp!r} must have the form YYYYmmdd_HHMMSS (e.g. 20250101_120000)"
+        ) from e
+    return timestamp
+
+
+def model_entry(cell: CellResult) -> dict[str, Any]:
+    """A cell as it appears under ``"models"`` in the reports: its summary plus speed and settings."""
+    return {
+        **cell.summary.to_dict(),
+        "samples_per_second": cell.samples_per_second,
+        "wall_seconds": cell.wall_seconds,
+        "num_examples": cell.num_examples,
+        "k": cell.k,
+        "seed": cell.seed,
+    }
+
+
+def build_reports(
+    cells: Iterable[CellResult], timestamp: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The per-task reports (by task) and the all-tasks report, as JSON-ready dicts.
+
+    Raises ValueError when a (model, task) pair appears twice or when the models of one task
+    were evaluated with different prompts, since such a comparison would not be fair.
+    """
+    by_task: dict[str, dict[str, CellResult]] = {}
+    for cell in cells:
+        models = by_task.setdefault(cell.task, {})
+        if cell.model in models:
+            raise ValueError(
+                f"model {cell.model!r} appears twice for task {cell.task!r}; pass each cell once"
+            )
+        models[cell.model] = cell
+
+    task_reports: dict[str, dict[str, Any]] = {}
+    for task, models in by_task.items():
+        hashes = {cell.prompt_hash for cell in models.values()}
+        if len(hashes) > 1:
+            detail = ", ".join(f"{m}: {c.prompt_hash}" for m, c in models.items())
+            raise ValueError(
+                f"task {task!r} mixes prompt hashes ({detail}); rerun the stale cells with the current "
+                "prompt or report only cells made with the same prompt"
+            )
+        task_reports[task] = {
+            "kind": KIND_TASK,
+            "format_version": FORMAT_VERSION,
+            "task": task,
+            "timestamp": timestamp,
+            "prompt_hash": hashes.pop(),
+            "models": {model: model_entry(cell) for model, cell in models.items()},
+        }
+
+    # A model's average covers the tasks it has results for; average_tasks says which.
+    per_model: dict[str, list[tuple[str, float]]] = {}
+    for task, models in by_task.items():
+        for model, cell in models.items():
+            per_model.setdefault(model, []).append((task, cell.summary.accuracy))
+    all_report = {
+        "kind": KIND_ALL_TASKS,
+        "format_version": FORMAT_VERSION,
+        "timestamp": timestamp,
+        "tasks": {
+            task: {"prompt_hash": report["prompt_hash"], "models": report["models"]}
+            for task, report in task_reports.items()
+        },
+        "average": {model: sum(a for _, a in accs) / len(accs) for model, accs in per_model.items()},
+        "average_tasks": {model: [t for t, _ in accs] for model, accs in per_model.items()},
+    }
+    return task_reports, all_report
+
+
+def write_reports(
+    store_or_cells: CellStore | Iterable[CellResult],
+    out_dir: str | os.PathLike[str],
+    timestamp: str | datetime | None = None,
+) -> list[Path]:
+    """Write the per-task and all-tasks JSON reports and their charts; return the paths written.
+
+    ``timestamp`` is a ``%Y%m%d_%H%M%S`` string or a datetime (default: now). Models keep the
+    order in which their cells come. No cells means nothing is written.
+    """
+    # matplotlib is slow to import and only needed here, not for saving or checking cells.
+    from rlvr.benchmark import plot
+
+    stamp = _format_timestamp(timestamp)
+    task_reports, all_report = build_reports(store_or_cells, stamp)
+    if not task_reports:
+        log.warning("no finished cells: no reports written")
+        return []
+    out = Path(out_dir)
+    written: list[Path] = []
+    for task, report in task_reports.items():
+        written.append(atomic_write_json(out / f"results_{safe_task_name(task)}_{stamp}.json", report))
+    written.append(atomic_write_json(out / f"results_all_tasks_{stamp}.json", all_report))
+    for task, report in task_reports.items():
+        png = out / f"comparison_{safe_task_name(task)}_{stamp}.png"
+        plot.plot_task_report(report, png)
+        written.append(png)
+    summary_png = out / f"summary_all_tasks_{stamp}.png"
+    plot.plot_all_tasks_report(all_report, summary_png)
+    written.append(summary_png)
+    return written

@@ -1,0 +1,268 @@
+"""Unit tests for rlvr.benchmark.results: atomic writes, cell store resumability and report files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from rlvr.benchmark import results
+from rlvr.benchmark.results import (
+    CellFingerprint,
+    CellResult,
+    CellStore,
+    SampleRecord,
+    atomic_write_json,
+    build_reports,
+    slug,
+    write_reports,
+)
+from rlvr.evaluation.metrics import summarize
+
+STAMP = "20250102_030405"
+GENERATION = {"max_new_tokens": 64, "temperature": 1.0, "stop": ["</answer>"]}
+
+
+def make_cell(
+    model: str = "org/model-a",
+    task: str = "basic_arithmetic",
+    scores: list[list[float]] | None = None,
+    prompt_hash: str = "p1",
+    generation: dict | None = None,
+) -> CellResult:
+    scores = scores if scores is not None else [[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+    answers = [[str(int(s)) for s in q] for q in scores]
+    samples = [
+        SampleRecord(
+            index=i,
+            question=f"What is {i} + 1?",
+            completions=[f"<answer>{a}</answer>" for a in answers[i]],
+            answers=answers[i],
+            scores=scores[i],
+            seconds=0.25,
+            reference=str(i + 1),
+        )
+        for i in range(len(scores))
+    ]
+    k = len(scores[0]) if scores else 1
+    return CellResult(
+        model=model,
+        task=task,
+        prompt_hash=prompt_hash,
+        seed=0,
+        num_examples=len(scores),
+        k=k,
+        summary=summarize(scores, answers, ks=range(1, k + 1)),
+        samples=samples,
+        samples_per_second=8.0,
+        wall_seconds=1.0,
+        started="2025-01-02T03:04:00",
+        finished="2025-01-02T03:04:05",
+        generation=dict(GENERATION if generation is None else generation),
+    )
+
+
+def test_atomic_write_json_writes_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "r.json"
+    assert atomic_write_json(path, {"a": [1, 2], "é": "ü"}) == path
+    assert json.loads(path.read_text(encoding="utf-8")) == {"a": [1, 2], "é": "ü"}
+    assert os.listdir(path.parent) == ["r.json"]
+
+
+def test_atomic_write_json_keeps_old_content_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.json"
+    atomic_write_json(path, {"v": 1})
+    with pytest.raises(TypeError):
+        atomic_write_json(path, {"v": {1, 2}})  # sets are not JSON: fails halfway through dumping
+    assert json.loads(path.read_text()) == {"v": 1}
+
+    def crash(*args: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(results.os, "replace", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        atomic_write_json(path, {"v": 2})
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_slug_is_safe_and_collision_free() -> None:
+    names = [
+        "a/b",
+        "a_b",
+        "a b",
+        "a:b",
+        "/abs/path/to/ckpt",
+        "../../etc",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "",
+        "é",
+    ]
+    slugs = [slug(n) for n in names]
+    assert len(set(slugs)) == len(names)
+    for s in slugs:
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", s), s
+    assert slug("a/b") == slug("a/b")
+    assert slug("Qwen/Qwen2.5-0.5B-Instruct").startswith("Qwen_Qwen2.5-0.5B-Instruct-")
+    assert len(slug("x" * 500)) < 80
+
+
+def test_cell_round_trips_through_the_store(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    cell = make_cell()
+    path = store.save(cell)
+    assert path.parent == tmp_path / "cells"
+    assert path.name.endswith("__basic_arithmetic.json")
+    data = json.loads(path.read_text())
+    assert (data["kind"], data["format_version"], data["model"]) == ("cell", 1, "org/model-a")
+    assert data["summary"]["pass_at_k"] == {"1": 0.5, "2": 0.75}
+    assert data["samples"][0]["reference"] == "1"
+    assert store.load("org/model-a", "basic_arithmetic") == cell
+    assert CellResult.from_dict(cell.to_dict()) == cell
+
+
+def test_unsafe_task_names_get_a_slug(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    p1, p2 = store.path("m", "mix/a"), store.path("m", "mix_a")
+    assert p1 != p2 and p1.parent == p2.parent == tmp_path / "cells"
+    assert p2.name.endswith("__mix_a.json")
+
+
+def test_done_requires_file_parse_and_matching_fingerprint(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    cell = make_cell()
+    fp = cell.fingerprint()
+    assert not store.done(cell.model, cell.task, fp)
+    store.save(cell)
+    assert store.done(cell.model, cell.task, fp)
+    # Same settings after a JSON/YAML round trip: tuples vs lists, 1 vs 1.0.
+    same = CellFingerprint("p1", 0, 4, 2, {"stop": ("</answer>",), "temperature": 1, "max_new_tokens": 64})
+    assert store.done(cell.model, cell.task, same)
+    for changed in (
+        CellFingerprint("p2", 0, 4, 2, GENERATION),
+        CellFingerprint("p1", 1, 4, 2, GENERATION),
+        CellFingerprint("p1", 0, 5, 2, GENERATION),
+        CellFingerprint("p1", 0, 4, 3, GENERATION),
+        CellFingerprint("p1", 0, 4, 2, {**GENERATION, "temperature": 0.7}),
+    ):
+        assert not store.done(cell.model, cell.task, changed), changed
+    assert not store.done("org/model-b", cell.task, fp)
+    assert not store.done(cell.model, "other_task", fp)
+
+
+def test_done_is_false_for_corrupt_or_foreign_files(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    cell = make_cell()
+    path = store.save(cell)
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])  # truncated, as after a crash without atomic writes
+    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    with pytest.raises(ValueError, match="not a readable JSON file"):
+        store.load(cell.model, cell.task)
+    path.write_text(json.dumps({"kind": "cell", "model": cell.model}))
+    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    # A valid cell of another model under this name (e.g. copied by hand) is not this cell.
+    path.write_text(json.dumps(make_cell(model="other").to_dict()))
+    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    with pytest.raises(ValueError, match="holds model 'other'"):
+        store.load(cell.model, cell.task)
+
+
+def test_from_dict_rejects_wrong_kind_version_and_fields() -> None:
+    data = make_cell().to_dict()
+    with pytest.raises(ValueError, match="expected kind 'cell'"):
+        CellResult.from_dict({**data, "kind": "task"})
+    with pytest.raises(ValueError, match="format_version 99"):
+        CellResult.from_dict({**data, "format_version": 99})
+    with pytest.raises(ValueError, match=r"missing \['samples'\]"):
+        CellResult.from_dict({k: v for k, v in data.items() if k != "samples"})
+    bad_sample = {**data, "samples": [{"index": 0}]}
+    with pytest.raises(ValueError, match="malformed cell"):
+        CellResult.from_dict(bad_sample)
+
+
+def test_store_iterates_finished_cells_and_skips_broken_ones(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    assert store.cells() == []
+    a, b = make_cell("m/a"), make_cell("m/b", task="leg_counting")
+    store.save(a)
+    store.save(b)
+    (store.cells_dir / "broken.json").write_text("{")
+    (store.cells_dir / ".x.json.123.tmp").write_text("{")  # a temp file left by a killed writer
+    assert sorted(c.model for c in store) == ["m/a", "m/b"]
+
+
+def test_write_reports_files_and_contents(tmp_path: Path) -> None:
+    store = CellStore(tmp_path / "bench")
+    cells = [
+        make_cell("org/a", "basic_arithmetic", [[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
+        make_cell("org/b", "basic_arithmetic", [[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]),
+        make_cell("org/a", "leg_counting", [[0.0, 1.0], [0.0, 0.0]], prompt_hash="p1"),
+    ]
+    for cell in cells:
+        store.save(cell)
+    out = tmp_path / "reports"
+    paths = write_reports(store, out, STAMP)
+    assert sorted(p.name for p in paths) == sorted(
+        [
+            f"results_basic_arithmetic_{STAMP}.json",
+            f"results_leg_counting_{STAMP}.json",
+            f"results_all_tasks_{STAMP}.json",
+            f"comparison_basic_arithmetic_{STAMP}.png",
+            f"comparison_leg_counting_{STAMP}.png",
+            f"summary_all_tasks_{STAMP}.png",
+        ]
+    )
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+    assert sorted(os.listdir(out)) == sorted(p.name for p in paths)  # no temp files left
+
+    task = json.loads((out / f"results_basic_arithmetic_{STAMP}.json").read_text())
+    assert (task["kind"], task["task"], task["timestamp"], task["prompt_hash"]) == (
+        "task",
+        "basic_arithmetic",
+        STAMP,
+        "p1",
+    )
+    assert list(task["models"]) == ["org/a", "org/b"]
+    a = task["models"]["org/a"]
+    assert (a["n"], a["accuracy"], a["samples_per_second"], a["k"]) == (4, 0.75, 8.0, 2)
+    assert a["pass_at_k"]["2"] == pytest.approx(0.75)
+    assert a["ci_low"] < 0.75 < a["ci_high"]
+
+    both = json.loads((out / f"results_all_tasks_{STAMP}.json").read_text())
+    assert both["kind"] == "all_tasks" and both["timestamp"] == STAMP
+    assert list(both["tasks"]) == ["basic_arithmetic", "leg_counting"]
+    assert both["tasks"]["basic_arithmetic"]["models"] == task["models"]
+    assert both["average"] == pytest.approx({"org/a": (0.75 + 0.0) / 2, "org/b": 0.25})
+    assert both["average_tasks"] == {
+        "org/a": ["basic_arithmetic", "leg_counting"],
+        "org/b": ["basic_arithmetic"],
+    }
+
+
+def test_write_reports_accepts_cells_and_datetime(tmp_path: Path) -> None:
+    paths = write_reports([make_cell()], tmp_path, datetime(2025, 1, 2, 3, 4, 5))
+    assert {p.name for p in paths} >= {
+        f"results_basic_arithmetic_{STAMP}.json",
+        f"summary_all_tasks_{STAMP}.png",
+    }
+
+
+def test_write_reports_without_cells_writes_nothing(tmp_path: Path) -> None:
+    assert write_reports(CellStore(tmp_path / "empty"), tmp_path / "out", STAMP) == []
+    assert not (tmp_path / "out").exists()
+
+
+def test_reports_refuse_unfair_or_ambiguous_input(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"mixes prompt hashes \(org/a: p1, org/b: p2\)"):
+        build_reports([make_cell("org/a"), make_cell("org/b", prompt_hash="p2")], STAMP)
+    with pytest.raises(ValueError, match="appears twice"):
+        build_reports([make_cell("org/a"), make_cell("org/a")], STAMP)
+    with pytest.raises(ValueError, match="YYYYmmdd_HHMMSS"):
+        write_reports([make_cell()], tmp_path, "2025-01-02")

@@ -1,0 +1,221 @@
+"""Unit tests for rlvr.benchmark.plot: charts from synthetic result files and the rlvr-plot CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.image import imread
+
+from rlvr.benchmark.plot import (
+    ModelScore,
+    ReportError,
+    all_tasks_chart,
+    detect_kind,
+    draw_comparison,
+    main,
+    parse_renames,
+    plot_file,
+    task_chart,
+)
+
+
+def entry(acc: float, n: int = 50) -> dict[str, Any]:
+    return {
+        "n": n,
+        "correct": acc * n,
+        "accuracy": acc,
+        "ci_low": max(0.0, acc - 0.1),
+        "ci_high": min(1.0, acc + 0.1),
+    }
+
+
+TASK_REPORT = {
+    "kind": "task",
+    "format_version": 1,
+    "task": "gsm8k",
+    "timestamp": "20250101_000000",
+    "prompt_hash": "p1",
+    "models": {"org/model-a": entry(0.42), "org/model-b": entry(0.1)},
+}
+ALL_REPORT = {
+    "kind": "all_tasks",
+    "format_version": 1,
+    "timestamp": "20250101_000000",
+    "tasks": {
+        "gsm8k": {"prompt_hash": "p1", "models": {"org/model-a": entry(0.42), "org/model-b": entry(0.1)}},
+        "leg_counting": {
+            "prompt_hash": "p1",
+            "models": {"org/model-a": entry(0.8), "org/model-b": entry(0.3)},
+        },
+    },
+    "average": {"org/model-a": 0.61, "org/model-b": 0.2},
+}
+
+
+def write(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj) if not isinstance(obj, str) else obj)
+    return path
+
+
+def tick_labels(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_xticklabels()]
+
+
+def legend_labels(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def bar_heights(fig: Figure) -> list[float]:
+    return [round(p.get_height(), 6) for p in fig.axes[0].patches]
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file() and path.stat().st_size > 1000
+    image = imread(path)
+    assert image.ndim == 3 and image.shape[2] in (3, 4)
+    assert image.shape[0] >= 300 and image.shape[1] >= 400
+    assert image.std() > 0  # not a blank canvas
+
+
+def test_task_chart_bars_labels_and_rename() -> None:
+    fig = task_chart(TASK_REPORT, rename={"org/model-a": "A"})
+    assert tick_labels(fig) == ["A", "org/model-b"]
+    assert bar_heights(fig) == [42.0, 10.0]
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["42.0%", "10.0%"]
+    assert fig.axes[0].get_title() == "gsm8k: accuracy of the first sample"
+    assert fig.axes[0].get_xlabel() == "n = 50 questions per model"
+    assert task_chart(TASK_REPORT, title="Mine").axes[0].get_title() == "Mine"
+
+
+def test_all_tasks_chart_groups_average_and_rename() -> None:
+    fig = all_tasks_chart(ALL_REPORT, rename={"org/model-b": "B", "gsm8k": "GSM8K"})
+    assert tick_labels(fig) == ["GSM8K", "leg_counting", "average"]
+    assert legend_labels(fig) == ["org/model-a", "B"]
+    # Bars are drawn model by model: a's three groups, then b's.
+    assert bar_heights(fig) == [42.0, 80.0, 61.0, 10.0, 30.0, 20.0]
+
+
+def test_all_tasks_chart_recomputes_missing_average_and_handles_missing_cells() -> None:
+    report = {
+        "tasks": {
+            "t1": {"models": {"a": entry(0.5), "b": entry(0.1)}},
+            "t2": {"models": {"a": entry(0.7)}},
+        }
+    }
+    fig = all_tasks_chart(report)
+    assert legend_labels(fig) == ["a", "b"]
+    assert bar_heights(fig) == [50.0, 70.0, 60.0, 10.0, 10.0]
+
+
+def test_draw_comparison_without_intervals() -> None:
+    fig = draw_comparison([ModelScore("x", 0.0), ModelScore("y", 1.0)], title="t")
+    assert bar_heights(fig) == [0.0, 100.0]
+    assert fig.axes[0].get_ylim()[1] > 100.0  # room for the label above a 100% bar
+
+
+def test_detect_kind_by_field_and_structure() -> None:
+    assert detect_kind(TASK_REPORT) == "task"
+    assert detect_kind(ALL_REPORT) == "all_tasks"
+    assert detect_kind({"models": {"a": entry(0.1)}}) == "task"
+    assert detect_kind({"tasks": {}}) == "all_tasks"
+    with pytest.raises(ReportError, match="f.json: unknown kind 'cell'"):
+        detect_kind({"kind": "cell"}, "f.json")
+    with pytest.raises(ReportError, match=r"not a results file.*top-level keys are \['foo'\]"):
+        detect_kind({"foo": 1})
+    with pytest.raises(ReportError, match="expected a JSON object, got list"):
+        detect_kind([1, 2])
+
+
+def test_cli_single_task_file_writes_png_next_to_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path / "results_gsm8k_20250101_000000.json", TASK_REPORT)
+    assert main([str(src)]) == 0
+    out = tmp_path / "results_gsm8k_20250101_000000.png"
+    assert_png(out)
+    assert capsys.readouterr().out.strip() == str(out)
+
+
+def test_cli_output_title_and_renames(tmp_path: Path) -> None:
+    src = write(tmp_path / "all.json", ALL_REPORT)
+    mapping = write(tmp_path / "names.json", {"org/model-a": "from-file", "org/model-b": "B"})
+    out = tmp_path / "charts" / "summary.png"
+    args = [
+        str(src),
+        "--title",
+        "T",
+        "--rename-file",
+        str(mapping),
+        "--rename",
+        "org/model-a=A=1",
+        "-o",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert_png(out)
+    # The same inputs through the library call show which labels the CLI drew.
+    fig = plot_file(
+        src, tmp_path / "again.png", title="T", rename=parse_renames(["org/model-a=A=1"], mapping)
+    )
+    assert legend_labels(fig) == ["A=1", "B"]  # --rename wins over the file; split at the first '='
+    assert fig.axes[0].get_title() == "T"
+
+
+def test_cli_several_files(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.json", TASK_REPORT)
+    b = write(tmp_path / "b.json", {k: v for k, v in ALL_REPORT.items() if k != "kind"})
+    assert main([str(a), str(b)]) == 0
+    assert_png(tmp_path / "a.png")
+    assert_png(tmp_path / "b.png")
+    assert main([str(a), str(b), "--output", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.png", "b.png"]
+
+
+def run_failing(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_cli_reports_every_bad_file_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path / "good.json", TASK_REPORT)
+    broken = write(tmp_path / "broken.json", "{not json")
+    no_acc = write(tmp_path / "no_acc.json", {"kind": "task", "models": {"m": {"n": 3}}})
+    err = run_failing([str(good), str(broken), str(no_acc), str(tmp_path / "missing.json")], capsys)
+    assert f"{broken}: not valid JSON" in err
+    assert f"{tmp_path / 'missing.json'}: no such file" in err
+    err = run_failing([str(good), str(no_acc)], capsys)
+    assert f"{no_acc}: models['m']: needs a numeric 'accuracy'" in err
+    assert not (tmp_path / "good.png").exists()  # nothing drawn when any input is bad
+    err = run_failing([str(write(tmp_path / "x.json", {"rows": []}))], capsys)
+    assert "x.json: not a results file" in err
+
+
+def test_cli_rejects_bad_rename_and_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write(tmp_path / "r.json", TASK_REPORT)
+    assert "--rename 'model-a': expected OLD=NEW" in run_failing([str(src), "--rename", "model-a"], capsys)
+    assert "expected OLD=NEW" in run_failing([str(src), "--rename", "a="], capsys)
+    bad_map = write(tmp_path / "m.json", ["a", "b"])
+    assert f"--rename-file {bad_map}" in run_failing([str(src), "--rename-file", str(bad_map)], capsys)
+    err = run_failing([str(src), str(src), "--output", str(tmp_path / "one.png")], capsys)
+    assert "names one PNG but 2 files were given" in err
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    src = write(tmp_path / "r.json", TASK_REPORT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlvr.benchmark.plot", str(src), "--output", str(tmp_path / "o.png")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_png(tmp_path / "o.png")
