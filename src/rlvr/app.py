@@ -1,0 +1,27 @@
+"""Entry functions that ``run_pipeline.py`` dispatches to through the config's ``app._target_``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rlvr.pipeline import PipelineOrchestrator, RunResult
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    """Hydra's output directory for this run (or ``paths.run_dir`` when called outside Hydra)."""
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    return Path(cfg.paths.run_dir)
+
+
+def train(cfg: DictConfig) -> RunResult | None:
+    """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
+    orchestrator = PipelineOrchestrator(cfg, run_dir_of(cfg))
+    orchestrator.build()
+    if cfg.validate_only:
+        print("configuration OK: every component built and validated; nothing was loaded or trained")
+        return None
+    return orchestrator.run()

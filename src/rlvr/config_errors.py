@@ -1,0 +1,36 @@
+"""Configuration problems, collected and reported all at once before anything heavy loads."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem: where (dotted config key), what value, which rule, and how to fix it."""
+
+    key: str
+    value: Any
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value!r}: {self.problem}. Fix: {self.fix}"
+
+
+class ConfigValidationError(ValueError):
+    """Raised with every ConfigIssue found, so a user fixes them in one pass."""
+
+    def __init__(self, issues: Iterable[ConfigIssue]):
+        self.issues = list(issues)
+        lines = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f"{len(self.issues)} configuration problem(s):\n{lines}")
+
+
+def suggest(value: str, choices: Iterable[str], n: int = 3) -> str:
+    """'did you mean ...' text for a misspelt name."""
+    close = difflib.get_close_matches(value, list(choices), n=n, cutoff=0.5)
+    return f"did you mean {', '.join(repr(c) for c in close)}?" if close else "no close match"

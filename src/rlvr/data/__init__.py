@@ -1,0 +1,11 @@
+"""Data components: produce disjoint train and held-out eval splits as ``datasets.Dataset``.
+
+Every split has the columns ``question`` (raw task text), ``answer`` (gold answer),
+``task`` (task name), ``entry`` (JSON of the reasoning-gym entry the verifier
+needs) and ``prompt`` (chat messages built by the shared PromptTemplate).
+"""
+
+from rlvr.data.base import DataComponent, TaskData
+from rlvr.data.reasoning_gym import ReasoningGymData
+
+__all__ = ["DataComponent", "ReasoningGymData", "TaskData"]

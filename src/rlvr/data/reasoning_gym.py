@@ -1,0 +1,111 @@
+"""Any reasoning-gym task by name, with its generator parameters, as train/eval datasets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import reasoning_gym
+from datasets import Dataset
+from reasoning_gym.factory import DATASETS
+
+from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.data.base import TaskData
+from rlvr.prompts import PromptTemplate
+
+
+def task_names() -> list[str]:
+    return sorted(DATASETS)
+
+
+def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) -> list[dict[str, Any]]:
+    """``size`` reasoning-gym entries; the same (task, params, size, seed) always gives the same list."""
+    dataset = reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
+    # JSON round-trip now so training, evaluation and the verifier sandbox all see the same types.
+    return [json.loads(json.dumps(dataset[i], default=list)) for i in range(size)]
+
+
+def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate) -> Dataset:
+    return Dataset.from_dict(
+        {
+            "question": [e["question"] for e in entries],
+            "answer": [str(e["answer"]) for e in entries],
+            "task": [task] * len(entries),
+            "entry": [json.dumps(e) for e in entries],
+            "prompt": [prompt.messages(e["question"]) for e in entries],
+        }
+    )
+
+
+class ReasoningGymData:
+    """One reasoning-gym task; the eval split is held out (no eval question appears in train).
+
+    Args:
+        task: reasoning-gym task name (``basic_arithmetic``, ``leg_counting``, ...).
+        params: the task's generator parameters (its ``*Config`` fields).
+        train_size: number of training questions.
+        eval_size: number of held-out questions.
+        seed: data seed; eval uses ``seed`` and train ``seed + 1`` so they are independent streams.
+    """
+
+    def __init__(self, task: str, params: dict[str, Any], train_size: int, eval_size: int, seed: int):
+        self.task = task
+        self.params = dict(params or {})
+        self.train_size = train_size
+        self.eval_size = eval_size
+        self.seed = seed
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if self.task not in DATASETS:
+            return [
+                ConfigIssue(
+                    "data.task",
+                    self.task,
+                    "not a reasoning-gym task",
+                    f"{suggest(self.task, DATASETS)} ({len(DATASETS)} tasks exist; "
+                    "list them with `python -c 'import reasoning_gym.factory as f; print(sorted(f.DATASETS))'`)",
+                )
+            ]
+        try:
+            reasoning_gym.create_dataset(self.task, size=1, seed=self.seed, **self.params)
+        except Exception as exc:  # reasoning-gym raises TypeError/AssertionError for bad params
+            _, config_cls = DATASETS[self.task]
+            fields = sorted(getattr(config_cls, "__dataclass_fields__", {}))
+            issues.append(
+                ConfigIssue(
+                    "data.params",
+                    self.params,
+                    f"rejected by reasoning-gym's {self.task} generator ({type(exc).__name__}: {exc})",
+                    f"use only these keys with valid values: {', '.join(fields)}",
+                )
+            )
+        for key, value in (("data.train_size", self.train_size), ("data.eval_size", self.eval_size)):
+            if not isinstance(value, int) or value < 1:
+                issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
+        return issues
+
+    def load(self, prompt: PromptTemplate) -> TaskData:
+        eval_entries = generate_entries(self.task, self.params, self.eval_size, self.seed)
+        held_out = {e["question"] for e in eval_entries}
+        # Oversample so that dropping eval questions still leaves train_size items.
+        train_entries: list[dict[str, Any]] = []
+        size = self.train_size
+        for _ in range(4):
+            candidates = generate_entries(self.task, self.params, size, self.seed + 1)
+            train_entries = [e for e in candidates if e["question"] not in held_out][: self.train_size]
+            if len(train_entries) == self.train_size:
+                break
+            size *= 2
+        if len(train_entries) < self.train_size:
+            raise ValueError(
+                f"data.train_size={self.train_size}: task {self.task!r} with params {self.params} has only "
+                f"{len(train_entries)} questions that are not in the eval split; lower data.train_size or "
+                "widen data.params"
+            )
+        return TaskData(
+            train=to_dataset(train_entries, self.task, prompt),
+            eval=to_dataset(eval_entries, self.task, prompt),
+            tasks=[self.task],
+            seed=self.seed,
+        )

@@ -1,0 +1,218 @@
+"""Held-out evaluation: batched generation, the shared prompt's extraction, the sandboxed verifiers.
+
+The same ``evaluate_questions`` call serves the pipeline (baseline, in-training,
+final) and every benchmark cell, so a number here and a number there mean the
+same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlvr.config_errors import ConfigIssue
+from rlvr.evaluation.metrics import AccuracySummary, summarize
+from rlvr.prompts import PromptTemplate
+
+
+@dataclass
+class EvalOutcome:
+    """One evaluation: the summary, per-sample records and speed."""
+
+    label: str
+    step: int
+    summary: AccuracySummary
+    records: list[dict[str, Any]]
+    seconds: float
+    samples_per_second: float
+    path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Evaluator:
+    """Greedy (or sampled, k per question) evaluation on a held-out split.
+
+    Args:
+        baseline: evaluate the model before any training.
+        every_n_steps: in-training evaluation interval in optimizer steps (0 = off).
+        max_examples: evaluate at most this many eval questions (None = all) for quick checks.
+        num_samples: samples per question (k); accuracy uses the first, pass@k and majority vote use all.
+        temperature: 0 = greedy; >0 needed when num_samples > 1.
+        max_new_tokens: generation budget per completion.
+        batch_size: generation batch size (measured best on 2 CPU cores: see benchmarks/).
+        ks: the k values reported for pass@k.
+        backend: "hf" (transformers generate) or "vllm" (GPU only).
+    """
+
+    def __init__(
+        self,
+        baseline: bool = True,
+        every_n_steps: int = 0,
+        max_examples: int | None = None,
+        num_samples: int = 1,
+        temperature: float = 0.0,
+        max_new_tokens: int = 64,
+        batch_size: int = 16,
+        ks: list[int] | None = None,
+        backend: str = "hf",
+        seed: int = 0,
+    ):
+        self.baseline = baseline
+        self.every_n_steps = every_n_steps
+        self.max_examples = max_examples
+        self.num_samples = num_samples
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.ks = list(ks) if ks else [1]
+        self.backend = backend
+        self.seed = seed
+        self.prompt: PromptTemplate | None = None
+        self.scorer: Any = None
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if self.num_samples < 1:
+            issues.append(ConfigIssue("evaluation.num_samples", self.num_samples, "must be >= 1", "set 1"))
+        if self.num_samples > 1 and self.temperature <= 0:
+            issues.append(
+                ConfigIssue(
+                    "evaluation.temperature",
+                    self.temperature,
+                    f"must be > 0 when evaluation.num_samples={self.num_samples} (greedy samples are identical)",
+                    "set evaluation.temperature=0.7 or evaluation.num_samples=1",
+                )
+            )
+        bad_ks = [k for k in self.ks if not 1 <= k <= self.num_samples]
+        if bad_ks:
+            issues.append(
+                ConfigIssue(
+                    "evaluation.ks",
+                    self.ks,
+                    f"every k must be between 1 and evaluation.num_samples ({self.num_samples})",
+                    "drop the larger k or raise evaluation.num_samples",
+                )
+            )
+        for key in ("max_new_tokens", "batch_size"):
+            if getattr(self, key) < 1:
+                issues.append(
+                    ConfigIssue(f"evaluation.{key}", getattr(self, key), "must be >= 1", "set e.g. 16")
+                )
+        if self.every_n_steps < 0:
+            issues.append(
+                ConfigIssue("evaluation.every_n_steps", self.every_n_steps, "must be >= 0", "0 = off")
+            )
+        if self.backend not in ("hf", "vllm"):
+            issues.append(
+                ConfigIssue("evaluation.backend", self.backend, "unknown backend", "use hf or vllm")
+            )
+        return issues
+
+    def bind(self, prompt: PromptTemplate, scorer: Any) -> None:
+        self.prompt = prompt
+        self.scorer = scorer
+
+    def sampling(self) -> Any:
+        from rlvr.generation import SamplingConfig
+
+        return SamplingConfig(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            num_samples=self.num_samples,
+            batch_size=self.batch_size,
+            stop_strings=(self.prompt.close_tag,) if self.prompt else ("</answer>",),
+            seed=self.seed,
+        )
+
+    def evaluate_questions(
+        self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
+    ) -> tuple[AccuracySummary, list[dict[str, Any]], float]:
+        """Generate, extract and score; returns (summary, per-sample records, samples/s)."""
+        from rlvr.generation import make_generator
+        from rlvr.verify import ScoreRequest
+
+        assert self.prompt is not None and self.scorer is not None, "Evaluator.bind() was not called"
+        rows = (
+            dataset
+            if self.max_examples is None
+            else dataset.select(range(min(self.max_examples, len(dataset))))
+        )
+        prompts = [self.prompt.render(tokenizer, m) for m in rows["prompt"]]
+        was_training = getattr(model, "training", False)
+        model.eval()
+        try:
+            generator = make_generator(self.backend, model, tokenizer, self.sampling())
+            start = time.perf_counter()
+            generations = generator.generate(prompts, progress=progress.advance if progress else None)
+            gen_seconds = time.perf_counter() - start
+        finally:
+            if was_training:
+                model.train()
+        requests, owners = [], []
+        for i, (gens, task, entry) in enumerate(zip(generations, rows["task"], rows["entry"], strict=True)):
+            parsed = json.loads(entry)
+            for g in gens:
+                requests.append(ScoreRequest(task=task, answer=self.prompt.extract(g.text), entry=parsed))
+                owners.append(i)
+        scores = self.scorer.score(requests)
+        per_q_scores: list[list[float]] = [[] for _ in generations]
+        per_q_answers: list[list[str | None]] = [[] for _ in generations]
+        per_q_status: list[list[str]] = [[] for _ in generations]
+        for owner, req, score in zip(owners, requests, scores, strict=True):
+            per_q_scores[owner].append(score.value)
+            per_q_answers[owner].append(req.answer)
+            per_q_status[owner].append(score.status)
+        summary = summarize(per_q_scores, per_q_answers if self.num_samples > 1 else None, self.ks)
+        records = [
+            {
+                "index": i,
+                "task": rows["task"][i],
+                "question": rows["question"][i],
+                "gold": rows["answer"][i],
+                "completions": [g.text for g in generations[i]],
+                "answers": per_q_answers[i],
+                "scores": per_q_scores[i],
+                "status": per_q_status[i],
+            }
+            for i in range(len(generations))
+        ]
+        n_samples = sum(len(g) for g in generations)
+        return summary, records, n_samples / gen_seconds if gen_seconds > 0 else 0.0
+
+    def evaluate(
+        self,
+        model: Any,
+        tokenizer: Any,
+        dataset: Any,
+        label: str,
+        step: int,
+        out_dir: Path,
+        meta: dict[str, Any],
+        progress: Any = None,
+    ) -> EvalOutcome:
+        """Evaluate and write ``<out_dir>/<label>_step<step>.json`` (summary, provenance, per-sample records)."""
+        start = time.perf_counter()
+        summary, records, sps = self.evaluate_questions(model, tokenizer, dataset, progress)
+        seconds = time.perf_counter() - start
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"{label}_step{step}.json"
+        payload = {
+            "label": label,
+            "step": step,
+            **meta,
+            "prompt_hash": self.prompt.hash if self.prompt else None,
+            "sampling": {
+                k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")
+            },
+            "summary": summary.to_dict(),
+            "seconds": round(seconds, 3),
+            "samples_per_second": round(sps, 3),
+            "records": records,
+        }
+        from rlvr.benchmark.results import atomic_write_json
+
+        atomic_write_json(path, payload)
+        return EvalOutcome(label, step, summary, records, seconds, sps, path)

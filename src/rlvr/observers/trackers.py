@@ -1,0 +1,125 @@
+"""Experiment trackers: W&B (offline unless a key is configured) and TensorBoard, both imported lazily."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue
+from rlvr.observers.base import Observer
+
+
+class WandbObserver(Observer):
+    """Logs metrics and the secret-free config to Weights & Biases.
+
+    Args:
+        project: W&B project name.
+        mode: "offline", "online", or "auto" (online only when WANDB_API_KEY is set).
+        entity, tags, name: passed to ``wandb.init``.
+    """
+
+    def __init__(
+        self,
+        project: str = "rlvr",
+        mode: str = "auto",
+        entity: str | None = None,
+        name: str | None = None,
+        tags: list[str] | None = None,
+    ):
+        self.project, self.mode, self.entity, self.name = project, mode, entity, name
+        self.tags = list(tags or [])
+        self._run: Any = None
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if importlib.util.find_spec("wandb") is None:
+            issues.append(
+                ConfigIssue(
+                    "observers.wandb",
+                    "wandb",
+                    "package not installed",
+                    "pip install 'rlvr[tracking]' or remove it with ~observers.wandb",
+                )
+            )
+        if self.mode not in ("auto", "offline", "online"):
+            issues.append(
+                ConfigIssue("observers.wandb.mode", self.mode, "unknown", "use auto, offline or online")
+            )
+        return issues
+
+    def resolved_mode(self) -> str:
+        if self.mode == "auto":
+            return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+        return self.mode
+
+    def on_pipeline_start(self, event: ev.PipelineStart) -> None:
+        import wandb
+
+        self._run = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            name=self.name,
+            tags=self.tags,
+            mode=self.resolved_mode(),
+            dir=str(event.run_dir),
+            config=event.config,
+            reinit="finish_previous",
+        )
+
+    def on_train_step(self, event: ev.TrainStep) -> None:
+        if self._run is not None:
+            self._run.log({**event.metrics, f"{event.phase}/step": event.step})
+
+    def on_evaluation(self, event: ev.EvalResult) -> None:
+        if self._run is not None:
+            self._run.log({f"eval/{event.label}/accuracy": event.accuracy, "eval/step": event.step})
+
+    def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
+        self.close(exit_code=0 if event.status == "COMPLETED" else 1)
+
+    def close(self, exit_code: int = 0) -> None:
+        if self._run is not None:
+            self._run.finish(exit_code=exit_code)
+            self._run = None
+
+
+class TensorBoardObserver(Observer):
+    """Scalars for TensorBoard under ``<run_dir>/<log_dir>``."""
+
+    def __init__(self, log_dir: str = "tensorboard"):
+        self.log_dir = log_dir
+        self._writer: Any = None
+        self._offsets = {"sft": 0}
+
+    def validate(self) -> list[ConfigIssue]:
+        if importlib.util.find_spec("tensorboard") is None:
+            return [
+                ConfigIssue(
+                    "observers.tensorboard",
+                    "tensorboard",
+                    "package not installed",
+                    "pip install 'rlvr[tracking]' or remove it with ~observers.tensorboard",
+                )
+            ]
+        return []
+
+    def on_pipeline_start(self, event: ev.PipelineStart) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._writer = SummaryWriter(log_dir=str(event.run_dir / self.log_dir))
+
+    def on_train_step(self, event: ev.TrainStep) -> None:
+        if self._writer is not None:
+            for key, value in event.metrics.items():
+                self._writer.add_scalar(f"{event.phase}/{key}", value, event.step)
+
+    def on_evaluation(self, event: ev.EvalResult) -> None:
+        if self._writer is not None:
+            self._writer.add_scalar(f"eval/{event.label}/accuracy", event.accuracy, event.step)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

@@ -1,0 +1,227 @@
+"""PipelineOrchestrator: wires components from config and runs the lifecycle; the work lives in components.
+
+Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing):
+validate -> observers up -> data -> model -> rewards -> baseline evaluation ->
+training (SFT warm start, GRPO, in-training evaluation) -> final evaluation ->
+save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
+``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.observers.base import ObserverHub
+from rlvr.pipeline.validation import check_targets
+from rlvr.secrets import redact
+
+COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
+
+
+@dataclass
+class Components:
+    data: Any
+    model: Any
+    prompts: Any
+    reward: Any
+    verifier: Any
+    training_loop: Any
+    evaluation: Any
+    observers: dict[str, Any]
+
+
+@dataclass
+class RunResult:
+    status: str
+    run_dir: Path
+    evaluations: list[ev.EvalResult] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
+    return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
+
+
+class PipelineOrchestrator:
+    """Builds, validates and runs the components named in ``cfg``."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.components: Components | None = None
+
+    # -- build + validate ---------------------------------------------------------------------------
+    def build(self) -> Components:
+        """Instantiate every component (constructors are cheap) and validate all; raise with every issue."""
+        missing = [k for k in (*COMPONENT_KEYS, "observers") if k not in self.cfg]
+        if missing:
+            raise ConfigValidationError(
+                ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
+                for k in missing
+            )
+        issues = check_targets(self.cfg)
+        built: dict[str, Any] = {}
+        if not issues:
+            for key in COMPONENT_KEYS:
+                try:
+                    built[key] = instantiate(self.cfg[key], _convert_="all")
+                except Exception as exc:  # a constructor's own check; keep collecting
+                    issues.append(
+                        ConfigIssue(key, "(component)", f"{type(exc).__name__}: {exc}", "see the message")
+                    )
+            observers = {}
+            for name in self.cfg.observers:
+                try:
+                    observers[name] = instantiate(self.cfg.observers[name], _convert_="all")
+                except Exception as exc:
+                    issues.append(ConfigIssue(f"observers.{name}", "(observer)", str(exc), "see the message"))
+            built["observers"] = observers
+            for key, component in built.items():
+                if key == "observers":
+                    for observer in component.values():
+                        issues.extend(observer.validate())
+                elif hasattr(component, "validate"):
+                    issues.extend(component.validate())
+        if issues:
+            raise ConfigValidationError(issues)
+        self.components = Components(**built)
+        return self.components
+
+    # -- run ----------------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        c = self.components or self.build()
+        hub = ObserverHub(c.observers)
+        result = RunResult(status="FAILED", run_dir=self.run_dir)
+        start = time.perf_counter()
+        stage = "setup"
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            config = resolved_config(self.cfg)
+            OmegaConf.save(OmegaConf.create(config), self.run_dir / "config_resolved.yaml")
+            hub.emit(ev.PipelineStart(self.run_dir, config))
+
+            stage = "data"
+            with self._stage(hub, stage):
+                data = c.data.load(c.prompts)
+            stage = "model"
+            with self._stage(hub, stage):
+                loaded = c.model.load()
+            stage = "rewards"
+            with self._stage(hub, stage):
+                c.reward.bind(c.prompts, c.verifier)
+                c.evaluation.bind(c.prompts, c.verifier)
+
+            meta = {"model": loaded.name, "tasks": data.tasks, "data_seed": data.seed, "seed": self.cfg.seed}
+
+            def evaluate(model: Any, label: str, step: int) -> ev.EvalResult:
+                bar = hub.progress(
+                    f"eval {label}",
+                    len(data.eval)
+                    if c.evaluation.max_examples is None
+                    else min(len(data.eval), c.evaluation.max_examples),
+                )
+                try:
+                    outcome = c.evaluation.evaluate(
+                        model, loaded.tokenizer, data.eval, label, step, self.run_dir / "eval", meta, bar
+                    )
+                finally:
+                    bar.close()
+                event = ev.EvalResult(
+                    label,
+                    step,
+                    outcome.summary.accuracy,
+                    outcome.summary.ci_low,
+                    outcome.summary.ci_high,
+                    outcome.summary.n,
+                    outcome.path,
+                    {"eval/samples_per_second": outcome.samples_per_second},
+                )
+                hub.emit(event)
+                result.evaluations.append(event)
+                return event
+
+            if c.evaluation.baseline:
+                stage = "baseline_eval"
+                with self._stage(hub, stage):
+                    evaluate(loaded.model, "baseline", 0)
+            stage = "train"
+            with self._stage(hub, stage):
+                outcome = c.training_loop.run(
+                    model=loaded.model,
+                    tokenizer=loaded.tokenizer,
+                    train_dataset=data.train,
+                    rewards=c.reward,
+                    prompt=c.prompts,
+                    emit=hub.emit,
+                    evaluate=evaluate,
+                    eval_every=c.evaluation.every_n_steps,
+                    run_dir=self.run_dir,
+                )
+            stage = "final_eval"
+            with self._stage(hub, stage):
+                evaluate(outcome.model, "final", sum(outcome.steps.values()))
+            stage = "save"
+            with self._stage(hub, stage):
+                final_dir = self.run_dir / "final"
+                outcome.model.save_pretrained(final_dir)
+                loaded.tokenizer.save_pretrained(final_dir)
+                result.files["final model"] = str(final_dir)
+            stage = "report"
+            with self._stage(hub, stage):
+                from rlvr.report import write_report
+
+                result.files.update(
+                    write_report(self.run_dir, result.evaluations, outcome, meta, time.perf_counter() - start)
+                )
+            result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
+            result.status = "COMPLETED"
+        except KeyboardInterrupt as exc:
+            result.status = "INTERRUPTED"
+            hub.emit(ev.ErrorEvent(stage, exc))
+            raise
+        except BaseException as exc:
+            hub.emit(ev.ErrorEvent(stage, exc))
+            raise
+        finally:
+            summary = {
+                "evaluations": [
+                    {
+                        "label": e.label,
+                        "step": e.step,
+                        "accuracy": e.accuracy,
+                        "ci_low": e.ci_low,
+                        "ci_high": e.ci_high,
+                        "n": e.n,
+                    }
+                    for e in result.evaluations
+                ],
+                "files": result.files,
+            }
+            hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - start, summary))
+            with contextlib.suppress(Exception):
+                c.verifier.close()
+            hub.close()
+        return result
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _stage(hub: ObserverHub, name: str) -> Iterator[None]:
+        hub.emit(ev.StageStart(name))
+        start = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            hub.emit(ev.StageEnd(name, time.perf_counter() - start, "failed"))
+            raise
+        hub.emit(ev.StageEnd(name, time.perf_counter() - start))

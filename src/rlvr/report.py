@@ -1,0 +1,109 @@
+"""End-of-run report: accuracy before / after SFT / after GRPO with 95% CIs, steps, wall time, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr import events as ev
+
+STAGE_NAMES = {"baseline": "base model", "after_sft": "after SFT", "final": "final"}
+
+
+def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
+    """Baseline, after-SFT and final rows (in-training evaluations go to the plot, not the table)."""
+    return [
+        {
+            "stage": STAGE_NAMES[e.label],
+            "step": e.step,
+            "accuracy": e.accuracy,
+            "ci_low": e.ci_low,
+            "ci_high": e.ci_high,
+            "n": e.n,
+        }
+        for e in evaluations
+        if e.label in STAGE_NAMES
+    ]
+
+
+def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 4))
+    offset = 0
+    for phase in ("sft", "grpo"):
+        rows = [h for h in history if f"{phase}/loss" in h or f"{phase}/reward/mean" in h]
+        key = f"{phase}/reward/mean" if phase == "grpo" else f"{phase}/loss"
+        rows = [h for h in rows if key in h]
+        if rows:
+            label = "GRPO reward (mean)" if phase == "grpo" else "SFT loss"
+            ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], label=label)
+            offset += int(max(h["step"] for h in rows)) if phase == "sft" else 0
+    ax_r.set_xlabel("training step (SFT then GRPO)")
+    ax_r.set_title("Training signal")
+    ax_r.legend(loc="best")
+    points = sorted(evaluations, key=lambda e: (e.label != "baseline", e.label == "final"))
+    xs, ys, lo, hi = [], [], [], []
+    sft_steps = max([e.step for e in evaluations if e.label == "after_sft"], default=0)
+    for e in points:
+        x = e.step + (sft_steps if e.label == "grpo" else 0)
+        xs.append(x)
+        ys.append(e.accuracy)
+        lo.append(e.accuracy - e.ci_low)
+        hi.append(e.ci_high - e.accuracy)
+    if xs:
+        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3)
+    ax_a.set_ylim(0, 1)
+    ax_a.set_xlabel("training step")
+    ax_a.set_title("Held-out accuracy (95% CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    run_dir: Path, evaluations: list[ev.EvalResult], outcome: Any, meta: dict[str, Any], seconds: float
+) -> dict[str, str]:
+    """Write report.json, report.md and training.png into ``run_dir``; return their paths by name."""
+    rows = report_rows(evaluations)
+    report = {
+        **meta,
+        "accuracy": rows,
+        "in_training": [
+            {
+                "label": e.label,
+                "step": e.step,
+                "accuracy": e.accuracy,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+            }
+            for e in evaluations
+            if e.label not in STAGE_NAMES
+        ],
+        "steps": outcome.steps,
+        "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
+        "wall_seconds": round(seconds, 1),
+    }
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2))
+    lines = [
+        f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
+        "",
+        "| stage | step | accuracy | 95% CI | n |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {r['stage']} | {r['step']} | {r['accuracy']:.1%} | {r['ci_low']:.1%} - {r['ci_high']:.1%} | {r['n']} |"
+            for r in rows
+        ],
+        "",
+        f"Steps: {outcome.steps}. Training time: {report['train_seconds']} s. Wall time: {seconds / 60:.1f} min.",
+        "",
+        "![training](training.png)",
+    ]
+    (run_dir / "report.md").write_text("\n".join(lines) + "\n")
+    plot = _plot(outcome.history, evaluations, run_dir / "training.png")
+    return {"report": str(run_dir / "report.md"), "plot": str(plot)}

@@ -1,0 +1,157 @@
+"""Reward terms: plain callables ``(completions, **dataset_columns) -> list[float]`` as TRL expects.
+
+Each term has a ``weight``; the RewardSet hands TRL the functions and the weights
+(``GRPOConfig.reward_weights``). Terms receive the shared PromptTemplate and the
+verifier sandbox at bind time, so extraction and scoring are the same objects
+that evaluation uses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from rlvr.config_errors import ConfigIssue
+from rlvr.prompts import PromptTemplate
+
+
+class Scorer(Protocol):
+    """What rewards need from the verifier sandbox (rlvr.verify.VerifierPool)."""
+
+    def score(self, requests: Sequence[Any]) -> list[Any]: ...
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes a string (standard format) or a list of messages (conversational format)."""
+    if isinstance(completion, str):
+        return completion
+    return completion[-1]["content"] if completion else ""
+
+
+class _Term:
+    name = "term"
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = float(weight)
+        self.prompt: PromptTemplate | None = None
+        self.scorer: Scorer | None = None
+        # TRL logs each reward under the function's __name__.
+        self.__name__ = self.name
+
+    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
+        self.prompt = prompt
+        self.scorer = scorer
+
+    def validate(self, key: str) -> list[ConfigIssue]:
+        return []
+
+
+class CorrectnessReward(_Term):
+    """Score of the task's own verifier (reasoning-gym ``score_answer``) on the extracted answer.
+
+    A missing answer, a verifier error or a timeout gives the sandbox's failure reward
+    (counted in the sandbox counters), never a crash.
+    """
+
+    name = "correctness"
+
+    def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
+        from rlvr.verify import ScoreRequest
+
+        assert self.prompt is not None and self.scorer is not None, "RewardSet.bind() was not called"
+        requests = [
+            ScoreRequest(task=t, answer=self.prompt.extract(completion_text(c)), entry=json.loads(e))
+            for c, t, e in zip(completions, task, entry, strict=True)
+        ]
+        return [s.value for s in self.scorer.score(requests)]
+
+
+class FormatReward(_Term):
+    """1.0 when the completion holds exactly one non-empty answer tag and nothing after it, else 0.0.
+
+    >>> r = FormatReward(); r.bind(PromptTemplate("{question}"), None)
+    >>> r(["<answer>4</answer>", "4", "<answer>4</answer> trailing", "<answer></answer>"])
+    [1.0, 0.0, 0.0, 0.0]
+    """
+
+    name = "format"
+
+    def __call__(self, completions: list[Any], **_: Any) -> list[float]:
+        assert self.prompt is not None, "RewardSet.bind() was not called"
+        tag = re.escape(self.prompt.answer_tag)
+        pattern = re.compile(rf"<{tag}>(?!\s*</{tag}>)((?!<{tag}>).)*?</{tag}>\s*$", re.DOTALL)
+        out = []
+        for c in completions:
+            text = completion_text(c)
+            ok = text.count(f"<{self.prompt.answer_tag}>") == 1 and pattern.search(text) is not None
+            out.append(1.0 if ok else 0.0)
+        return out
+
+
+class LengthPenalty(_Term):
+    """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
+
+    >>> r = LengthPenalty(free_chars=10, scale_chars=10); r.bind(PromptTemplate("{question}"), None)
+    >>> r(["short", "x" * 15, "x" * 100])
+    [0.0, -0.5, -1.0]
+    """
+
+    name = "length"
+
+    def __init__(self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400):
+        super().__init__(weight)
+        self.free_chars = free_chars
+        self.scale_chars = scale_chars
+
+    def validate(self, key: str) -> list[ConfigIssue]:
+        if self.scale_chars <= 0:
+            return [ConfigIssue(f"{key}.scale_chars", self.scale_chars, "must be > 0", "set e.g. 400")]
+        return []
+
+    def __call__(self, completions: list[Any], **_: Any) -> list[float]:
+        return [
+            -min(1.0, max(0, len(completion_text(c)) - self.free_chars) / self.scale_chars)
+            for c in completions
+        ]
+
+
+class RewardSet:
+    """Named, weighted reward terms (``reward.terms.format.weight=0.2`` from the CLI)."""
+
+    def __init__(self, terms: dict[str, _Term]):
+        self.terms = dict(terms)
+        for name, term in self.terms.items():
+            term.__name__ = name
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if not self.terms:
+            issues.append(ConfigIssue("reward.terms", {}, "no reward terms", "add reward.terms.correctness"))
+        for name, term in self.terms.items():
+            if not callable(term):
+                issues.append(
+                    ConfigIssue(
+                        f"reward.terms.{name}", type(term).__name__, "not callable", "use a reward class"
+                    )
+                )
+                continue
+            issues.extend(term.validate(f"reward.terms.{name}"))
+        if self.terms and all(t.weight == 0 for t in self.terms.values()):
+            issues.append(
+                ConfigIssue("reward.terms", "all weights 0", "no learning signal", "set a weight > 0")
+            )
+        return issues
+
+    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
+        for term in self.terms.values():
+            term.bind(prompt, scorer)
+
+    @property
+    def functions(self) -> list[_Term]:
+        return list(self.terms.values())
+
+    @property
+    def weights(self) -> list[float]:
+        return [t.weight for t in self.terms.values()]

@@ -1,0 +1,128 @@
+"""TRL/transformers callbacks that turn trainer logs into pipeline events and run in-training evaluation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from rlvr import events as ev
+
+# Trainer's end-of-training summary keys; they are not a step's metrics.
+_SUMMARY_KEYS = {
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "total_flos",
+    "train_loss",
+}
+
+
+def namespaced(phase: str, logs: dict[str, Any]) -> dict[str, float]:
+    """TRL log keys -> ``<phase>/...`` names (``rewards/correctness/mean`` -> ``grpo/reward/correctness/mean``)."""
+    out = {}
+    for key, value in logs.items():
+        if key in _SUMMARY_KEYS or not isinstance(value, (int, float)):
+            continue
+        name = key.replace("rewards/", "reward/", 1)
+        if name == "reward":
+            name = "reward/mean"
+        elif name == "reward_std":
+            name = "reward/std"
+        out[f"{phase}/{name}"] = float(value)
+    return out
+
+
+class EventBridge(TrainerCallback):
+    """Emits TrainStep / CheckpointSaved / EvalResult / warnings for one training phase.
+
+    ``evaluate(step)`` is called every ``eval_every`` optimizer steps and returns the
+    EvalResult it produced (or None).
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[Any], None],
+        phase: str,
+        max_steps: int,
+        eval_every: int = 0,
+        evaluate: Callable[[int], ev.EvalResult | None] | None = None,
+    ):
+        self.emit, self.phase, self.max_steps = emit, phase, max_steps
+        self.eval_every, self.evaluate = eval_every, evaluate
+        self.history: list[dict[str, float]] = []
+        self.evals: list[ev.EvalResult] = []
+        self._step_start = time.perf_counter()
+        self._last_tokens: float | None = None
+        self._zero_var_steps = 0
+        self._reward_at_last_eval: float | None = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._step_start = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._step_seconds = time.perf_counter() - self._step_start
+        if self.eval_every and self.evaluate and state.global_step % self.eval_every == 0:
+            result = self.evaluate(state.global_step)
+            if result is not None:
+                self._check_divergence(result)
+                self.evals.append(result)
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        metrics = namespaced(self.phase, logs or {})
+        if not metrics:
+            return
+        seconds = getattr(self, "_step_seconds", None)
+        if seconds:
+            metrics[f"{self.phase}/step_seconds"] = seconds
+            tokens = (logs or {}).get("num_tokens")
+            if tokens is not None and self._last_tokens is not None:
+                metrics[f"{self.phase}/tokens_per_second"] = (tokens - self._last_tokens) / seconds
+            self._last_tokens = tokens
+        self.history.append({"step": state.global_step, **metrics})
+        self.emit(ev.TrainStep(self.phase, state.global_step, self.max_steps, metrics))
+        zero = (logs or {}).get("frac_reward_zero_std")
+        if zero is not None and zero >= 1.0:
+            self._zero_var_steps += 1
+            # First occurrence, then every 10th, so a long flat run does not flood the console.
+            if self._zero_var_steps == 1 or self._zero_var_steps % 10 == 0:
+                self.emit(
+                    ev.Warning_(
+                        f"no reward variance in any group ({self._zero_var_steps} step(s) so far): GRPO learns "
+                        "nothing from such a batch. Try an SFT warm start, a higher temperature, more "
+                        "num_generations or an easier task.",
+                        step=state.global_step,
+                    )
+                )
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        self.emit(ev.CheckpointSaved(self.phase, state.global_step, path))
+
+    def mean_reward_since(self, step: int) -> float | None:
+        key = f"{self.phase}/reward/mean"
+        values = [h[key] for h in self.history if h["step"] > step and key in h]
+        return sum(values) / len(values) if values else None
+
+    def _check_divergence(self, result: ev.EvalResult) -> None:
+        """Warn when train reward went up while held-out accuracy went down since the last evaluation."""
+        if not self.evals:
+            return
+        previous = self.evals[-1]
+        before = self.mean_reward_since(previous.step - self.eval_every) if previous.step else None
+        now = self.mean_reward_since(previous.step)
+        if before is None or now is None:
+            return
+        if now > before and result.accuracy < previous.accuracy:
+            self.emit(
+                ev.Warning_(
+                    f"train reward rose ({before:.3f} -> {now:.3f}) while held-out accuracy fell "
+                    f"({previous.accuracy:.1%} -> {result.accuracy:.1%}): possible reward hacking or overfitting",
+                    step=result.step,
+                )
+            )

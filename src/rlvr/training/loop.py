@@ -1,0 +1,219 @@
+"""The training loop component: optional SFT warm start (TRL SFTTrainer), then GRPO (TRL GRPOTrainer).
+
+Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` fields and
+``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields, checked by name (with
+suggestions) and by TRL's own validation before any model loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.training.callbacks import EventBridge
+
+# Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
+_MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
+
+
+@dataclass
+class TrainOutcome:
+    model: Any
+    steps: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    evals: list[ev.EvalResult] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    issues = []
+    for name in values:
+        if name in _MANAGED:
+            issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
+        elif name not in names:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}", values[name], f"not a {config_cls.__name__} field", suggest(name, names)
+                )
+            )
+    return issues
+
+
+class GRPOLoop:
+    """SFT warm start (optional) then GRPO.
+
+    Args:
+        sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
+        grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
+            per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
+        seed: training seed (sampling order, dropout, generation).
+    """
+
+    def __init__(self, sft: dict[str, Any], grpo: dict[str, Any], seed: int = 0):
+        self.sft = dict(sft)
+        self.grpo = dict(grpo)
+        self.sft_enabled = bool(self.sft.pop("enabled", True))
+        self.grpo_enabled = bool(self.grpo.pop("enabled", True))
+        self.seed = seed
+
+    # -- configuration -------------------------------------------------------------------------------
+    def sft_config(self, output_dir: Path) -> Any:
+        from trl import SFTConfig
+
+        return SFTConfig(
+            output_dir=str(output_dir), report_to="none", seed=self.seed, data_seed=self.seed, **self.sft
+        )
+
+    def grpo_config(self, output_dir: Path, reward_weights: list[float] | None = None) -> Any:
+        from trl import GRPOConfig
+
+        return GRPOConfig(
+            output_dir=str(output_dir),
+            report_to="none",
+            seed=self.seed,
+            data_seed=self.seed,
+            reward_weights=reward_weights,
+            **self.grpo,
+        )
+
+    def validate(self) -> list[ConfigIssue]:
+        from trl import GRPOConfig, SFTConfig
+
+        issues = []
+        checks: list[tuple[bool, str, dict[str, Any], type, Callable[[Path], Any]]] = [
+            (self.sft_enabled, "training_loop.sft", self.sft, SFTConfig, self.sft_config),
+            (self.grpo_enabled, "training_loop.grpo", self.grpo, GRPOConfig, self.grpo_config),
+        ]
+        for enabled, key, values, cls, build in checks:
+            if not enabled:
+                continue
+            key_issues = _check_keys(key, values, cls)
+            issues.extend(key_issues)
+            if key_issues:
+                continue
+            for name in ("learning_rate", "max_steps"):
+                if name in values and not values[name] > 0:
+                    issues.append(
+                        ConfigIssue(f"{key}.{name}", values[name], "must be > 0", "set a positive value")
+                    )
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    build(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
+            except (ValueError, TypeError) as exc:
+                issues.append(
+                    ConfigIssue(key, "(combination)", f"rejected by {cls.__name__}: {exc}", "see the message")
+                )
+        if self.grpo_enabled:
+            g = self.grpo
+            if g.get("num_generations", 8) < 2:
+                issues.append(
+                    ConfigIssue(
+                        "training_loop.grpo.num_generations",
+                        g["num_generations"],
+                        "must be >= 2: GRPO compares completions within a group",
+                        "set 4 or 8",
+                    )
+                )
+            if "temperature" in g and not g["temperature"] > 0:
+                issues.append(
+                    ConfigIssue(
+                        "training_loop.grpo.temperature", g["temperature"], "must be > 0", "set e.g. 1.0"
+                    )
+                )
+            if "max_completion_length" in g and not g["max_completion_length"] > 0:
+                issues.append(
+                    ConfigIssue(
+                        "training_loop.grpo.max_completion_length",
+                        g["max_completion_length"],
+                        "must be > 0",
+                        "set e.g. 64",
+                    )
+                )
+        return issues
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(
+        self,
+        model: Any,
+        tokenizer: Any,
+        train_dataset: Any,
+        rewards: Any,
+        prompt: Any,
+        emit: Callable[[Any], None],
+        evaluate: Callable[[Any, str, int], ev.EvalResult],
+        eval_every: int,
+        run_dir: Path,
+    ) -> TrainOutcome:
+        """Train ``model`` in place; ``evaluate(model, label, step)`` runs held-out evaluation."""
+        outcome = TrainOutcome(model=model)
+        if self.sft_enabled:
+            model = self._run_sft(
+                model, tokenizer, train_dataset, prompt, emit, evaluate, eval_every, run_dir, outcome
+            )
+        if self.grpo_enabled:
+            model = self._run_grpo(
+                model, tokenizer, train_dataset, rewards, emit, evaluate, eval_every, run_dir, outcome
+            )
+        outcome.model = model
+        return outcome
+
+    def _run_sft(
+        self, model, tokenizer, dataset, prompt, emit, evaluate, eval_every, run_dir, outcome
+    ) -> Any:
+        from trl import SFTTrainer
+
+        sft_data = dataset.map(
+            lambda row: {
+                "completion": [{"role": "assistant", "content": prompt.format_answer(row["answer"])}]
+            },
+            remove_columns=[c for c in dataset.column_names if c != "prompt"],
+        )
+        args = self.sft_config(run_dir / "checkpoints" / "sft")
+        bridge = EventBridge(
+            emit, "sft", args.max_steps, eval_every, lambda step: evaluate(model, "sft", step)
+        )
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=sft_data, processing_class=tokenizer, callbacks=[bridge]
+        )
+        start = time.perf_counter()
+        trainer.train()
+        outcome.seconds["sft"] = time.perf_counter() - start
+        outcome.steps["sft"] = trainer.state.global_step
+        outcome.evals.extend(bridge.evals)
+        outcome.history.extend(bridge.history)
+        return trainer.model
+
+    def _run_grpo(
+        self, model, tokenizer, dataset, rewards, emit, evaluate, eval_every, run_dir, outcome
+    ) -> Any:
+        from trl import GRPOTrainer
+
+        if self.sft_enabled:
+            outcome.evals.append(evaluate(model, "after_sft", outcome.steps["sft"]))
+        args = self.grpo_config(run_dir / "checkpoints" / "grpo", rewards.weights)
+        bridge = EventBridge(
+            emit, "grpo", args.max_steps, eval_every, lambda step: evaluate(model, "grpo", step)
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=rewards.functions,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[bridge],
+        )
+        start = time.perf_counter()
+        trainer.train()
+        outcome.seconds["grpo"] = time.perf_counter() - start
+        outcome.steps["grpo"] = trainer.state.global_step
+        outcome.evals.extend(bridge.evals)
+        outcome.history.extend(bridge.history)
+        return trainer.model

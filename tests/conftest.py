@@ -1,0 +1,26 @@
+"""Shared test helpers: compose the real conf/ with Hydra's compose API."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides or [], return_hydra_config=False)
+
+
+@pytest.fixture
+def compose_cfg():
+    return compose_config

@@ -1,0 +1,98 @@
+"""The real conf/ through the real entry point with the tiny model: files written, overrides applied."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def run_pipeline(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={tmp_path}", *overrides]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("smoke")
+    proc = run_pipeline(
+        run_dir, "experiment=smoke", "data.task=leg_counting", "training_loop.grpo.max_steps=3"
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run_dir, proc
+
+
+def test_smoke_run_writes_every_artifact(smoke_run):
+    run_dir, proc = smoke_run
+    for name in ("config_resolved.yaml", "metrics.jsonl", "report.md", "report.json", "training.png"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "final" / "config.json").is_file()
+    assert (run_dir / "final" / "model.safetensors").is_file()
+    assert "Held-out accuracy" in proc.stdout
+
+
+def test_overrides_took_effect(smoke_run):
+    run_dir, _ = smoke_run
+    cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
+    assert cfg.data.task == "leg_counting"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["tasks"] == ["leg_counting"]
+    assert report["steps"] == {"sft": 4, "grpo": 3}
+
+
+def test_metrics_file_has_events_in_order(smoke_run):
+    run_dir, _ = smoke_run
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    kinds = [r["event"] for r in records]
+    assert kinds[0] == "pipeline_start" and kinds[-1] == "pipeline_end"
+    assert records[-1]["status"] == "COMPLETED"
+    grpo_steps = [r for r in records if r["event"] == "train_step" and r["phase"] == "grpo"]
+    assert [r["step"] for r in grpo_steps] == [1, 2, 3]
+    assert "grpo/reward/correctness/mean" in grpo_steps[0]["metrics"]
+    evals = [r["label"] for r in records if r["event"] == "evaluation"]
+    assert evals[0] == "baseline" and evals[-1] == "final" and "after_sft" in evals
+
+
+def test_eval_json_records_prompt_hash_model_and_samples(smoke_run):
+    run_dir, _ = smoke_run
+    final = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())
+    assert final["model"] == "tiny-random-llama"
+    assert final["tasks"] == ["leg_counting"]
+    assert len(final["prompt_hash"]) == 12
+    assert len(final["records"]) == 16
+    assert 0.0 <= final["summary"]["accuracy"] <= 1.0
+
+
+def test_parameters_changed_by_training(smoke_run, tmp_path):
+    """The saved final model differs from the tiny model's initialisation."""
+    import torch
+    from safetensors.torch import load_file
+
+    from rlvr.models import TinyRandomModel
+
+    run_dir, _ = smoke_run
+    init = TinyRandomModel(seed=42).load().model.state_dict()
+    final = load_file(run_dir / "final" / "model.safetensors")
+    changed = [k for k, v in final.items() if k in init and not torch.equal(v, init[k])]
+    assert len(changed) > len(final) // 2
+
+
+def test_bad_config_fails_fast_with_named_key(tmp_path):
+    proc = run_pipeline(tmp_path, "experiment=smoke", "data.task=leg_countin")
+    assert proc.returncode == 2
+    assert "data.task='leg_countin'" in proc.stderr and "leg_counting" in proc.stderr
+    assert not (tmp_path / "final").exists()
+
+
+def test_validate_only_loads_nothing(tmp_path):
+    proc = run_pipeline(tmp_path, "validate_only=true")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "configuration OK" in proc.stdout
+    assert not (tmp_path / "metrics.jsonl").exists()

@@ -1,0 +1,159 @@
+"""The orchestrator's lifecycle with fake components: event order, error path, observers always closed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlvr import events as ev
+from rlvr.evaluation.metrics import summarize
+from rlvr.observers import Observer
+from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline.orchestrator import Components
+from rlvr.training import TrainOutcome
+
+
+class Recorder(Observer):
+    def __init__(self):
+        self.events, self.closed = [], 0
+
+    def __getattribute__(self, name):
+        if name.startswith("on_"):
+            return lambda event: object.__getattribute__(self, "events").append(event)
+        return object.__getattribute__(self, name)
+
+    def close(self):
+        self.closed += 1
+
+
+class Broken(Observer):
+    def on_stage_start(self, event):
+        raise RuntimeError("observer bug")
+
+
+@dataclass
+class FakeData:
+    tasks = ["t"]
+    seed = 0
+    train = ["x"]
+    eval = ["y"] * 4
+
+
+class FakeDataComponent:
+    def load(self, prompt):
+        return FakeData()
+
+
+class FakeModel:
+    def save_pretrained(self, path):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "weights").write_text("w")
+
+
+@dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    name: str = "fake"
+
+
+class FakeModelComponent:
+    def load(self):
+        return Loaded(FakeModel(), FakeModel())
+
+
+class FakeBinder:
+    def bind(self, prompt, scorer):
+        self.bound = (prompt, scorer)
+
+
+@dataclass
+class Outcome:
+    summary: object
+    samples_per_second: float = 1.0
+    path: Path | None = None
+
+
+class FakeEvaluator(FakeBinder):
+    baseline = True
+    every_n_steps = 0
+    max_examples = None
+
+    def __init__(self):
+        self.calls = []
+
+    def evaluate(self, model, tokenizer, dataset, label, step, out_dir, meta, progress=None):
+        self.calls.append(label)
+        return Outcome(summarize([[1.0], [0.0]]))
+
+
+class FakeLoop:
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def run(self, model, emit, evaluate, **_):
+        if self.fail:
+            raise RuntimeError("training exploded")
+        emit(ev.TrainStep("grpo", 1, 1, {"grpo/reward/mean": 0.5}))
+        return TrainOutcome(model=model, steps={"grpo": 1})
+
+
+class FakeVerifier:
+    closed = 0
+
+    def close(self):
+        FakeVerifier.closed += 1
+
+
+def orchestrator(tmp_path, loop, observers):
+    cfg = OmegaConf.create({"seed": 1})
+    orch = PipelineOrchestrator(cfg, tmp_path)
+    orch.components = Components(
+        data=FakeDataComponent(),
+        model=FakeModelComponent(),
+        prompts=object(),
+        reward=FakeBinder(),
+        verifier=FakeVerifier(),
+        training_loop=loop,
+        evaluation=FakeEvaluator(),
+        observers=observers,
+    )
+    return orch
+
+
+def test_lifecycle_event_order_and_files(tmp_path):
+    rec = Recorder()
+    result = orchestrator(tmp_path, FakeLoop(), {"rec": rec, "broken": Broken()}).run()
+    assert result.status == "COMPLETED"
+    kinds = [(type(e).__name__, getattr(e, "stage", getattr(e, "label", ""))) for e in rec.events]
+    stages = [s for k, s in kinds if k == "StageStart"]
+    assert stages == ["data", "model", "rewards", "baseline_eval", "train", "final_eval", "save", "report"]
+    assert kinds[0][0] == "PipelineStart" and kinds[-1][0] == "PipelineEnd"
+    assert rec.events[-1].status == "COMPLETED"
+    assert [e.label for e in rec.events if isinstance(e, ev.EvalResult)] == ["baseline", "final"]
+    assert any(isinstance(e, ev.TrainStep) for e in rec.events)
+    ends = [e for e in rec.events if isinstance(e, ev.StageEnd)]
+    assert all(e.seconds >= 0 and e.status == "ok" for e in ends)
+    assert rec.closed == 1
+    assert (tmp_path / "config_resolved.yaml").exists()
+    assert (tmp_path / "final" / "weights").exists()
+    assert (tmp_path / "report.md").exists() and (tmp_path / "training.png").exists()
+
+
+def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):
+    rec = Recorder()
+    before = FakeVerifier.closed
+    with pytest.raises(RuntimeError, match="training exploded"):
+        orchestrator(tmp_path, FakeLoop(fail=True), {"rec": rec}).run()
+    errors = [e for e in rec.events if isinstance(e, ev.ErrorEvent)]
+    assert [e.stage for e in errors] == ["train"]
+    failed = [e for e in rec.events if isinstance(e, ev.StageEnd) and e.status == "failed"]
+    assert [e.stage for e in failed] == ["train"]
+    assert isinstance(rec.events[-1], ev.PipelineEnd) and rec.events[-1].status == "FAILED"
+    assert rec.closed == 1
+    assert FakeVerifier.closed == before + 1
+    # the baseline evaluation computed before the failure is kept in the metrics record
+    assert [e.label for e in rec.events if isinstance(e, ev.EvalResult)] == ["baseline"]

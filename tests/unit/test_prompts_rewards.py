@@ -1,0 +1,74 @@
+"""The shared prompt object and the reward terms (TRL's reward-function contract)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import reasoning_gym
+from rlvr.verify import VerifierPool
+
+from rlvr.prompts import PromptTemplate
+from rlvr.rewards import CorrectnessReward, FormatReward, LengthPenalty, RewardSet
+
+PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
+
+
+def test_extraction_takes_last_tag_and_strips():
+    assert PROMPT.extract("<answer>1</answer> then <answer> 2 </answer>") == "2"
+    assert PROMPT.extract("no tag at all") is None
+
+
+def test_messages_and_gold_format():
+    msgs = PROMPT.messages("What is 2+2?")
+    assert msgs == [{"role": "user", "content": "What is 2+2?\nAnswer inside <answer></answer>."}]
+    assert PROMPT.format_answer("4") == "<answer>4</answer>"
+    assert PROMPT.extract(PROMPT.format_answer("4")) == "4"
+
+
+def test_hash_is_stable_and_sensitive():
+    same = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
+    other = PromptTemplate(instruction="{question}\nReply inside <answer></answer>.")
+    assert PROMPT.hash == same.hash
+    assert PROMPT.hash != other.hash
+    assert len(PROMPT.hash) == 12
+
+
+def test_instruction_without_placeholder_is_refused():
+    with pytest.raises(ValueError, match="question"):
+        PromptTemplate(instruction="Solve it.")
+
+
+def _entries(task, n=4, **params):
+    ds = reasoning_gym.create_dataset(task, size=n, seed=3, **params)
+    return [json.loads(json.dumps(ds[i], default=list)) for i in range(n)]
+
+
+def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
+    entries = _entries("basic_arithmetic", min_digits=1, max_digits=1)
+    reward = CorrectnessReward(weight=1.0)
+    with VerifierPool(num_workers=0) as pool:
+        reward.bind(PROMPT, pool)
+        completions = [
+            [{"role": "assistant", "content": f"<answer>{entries[0]['answer']}</answer>"}],
+            [{"role": "assistant", "content": "<answer>not a number</answer>"}],
+            [{"role": "assistant", "content": "no tags"}],
+            f"<answer>{entries[3]['answer']}</answer>",
+        ]
+        scores = reward(completions, task=["basic_arithmetic"] * 4, entry=[json.dumps(e) for e in entries])
+    assert scores == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_format_and_length_terms():
+    fmt, length = FormatReward(), LengthPenalty(free_chars=5, scale_chars=5)
+    for term in (fmt, length):
+        term.bind(PROMPT, None)
+    assert fmt(["<answer>3</answer>", "<answer>3</answer><answer>4</answer>", "3"]) == [1.0, 0.0, 0.0]
+    assert length(["abc", "x" * 10]) == [0.0, -1.0]
+
+
+def test_reward_set_exposes_functions_weights_and_names():
+    rs = RewardSet({"correctness": CorrectnessReward(1.0), "fmt": FormatReward(0.25)})
+    assert rs.weights == [1.0, 0.25]
+    assert [f.__name__ for f in rs.functions] == ["correctness", "fmt"]
+    assert RewardSet({"a": FormatReward(0.0)}).validate()  # all-zero weights are refused

@@ -1,0 +1,84 @@
+"""Validation reports every problem at once, each naming the key, the value and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from tests.conftest import compose_config
+
+from rlvr.config_errors import ConfigValidationError
+from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline.validation import check_targets
+
+
+def build_errors(overrides, tmp_path):
+    cfg = compose_config(overrides)
+    with pytest.raises(ConfigValidationError) as info:
+        PipelineOrchestrator(cfg, tmp_path).build()
+    return info.value
+
+
+def test_unknown_task_suggests_close_names(tmp_path):
+    err = build_errors(["model=tiny", "data.task=leg_countin"], tmp_path)
+    [issue] = [i for i in err.issues if i.key == "data.task"]
+    assert issue.value == "leg_countin"
+    assert "leg_counting" in issue.fix
+
+
+def test_all_errors_reported_at_once(tmp_path):
+    err = build_errors(
+        [
+            "model=tiny",
+            "data.task=basic_arithmetic",
+            "data.eval_size=0",
+            "training_loop.grpo.num_generations=1",
+            "evaluation.ks=[4]",
+        ],
+        tmp_path,
+    )
+    keys = {i.key for i in err.issues}
+    assert {"data.eval_size", "training_loop.grpo.num_generations", "evaluation.ks"} <= keys
+    assert "3 configuration problem" in str(err) or len(err.issues) >= 3
+
+
+def test_misspelt_argument_names_path_and_suggestion():
+    cfg = compose_config(["model=tiny", "+data.trian_size=5"])
+    issues = check_targets(cfg)
+    [issue] = issues
+    assert issue.key == "data.trian_size"
+    assert "train_size" in issue.fix
+
+
+def test_unknown_trl_field_is_caught_with_suggestion(tmp_path):
+    err = build_errors(["model=tiny", "+training_loop.grpo.learning_rat=1e-5"], tmp_path)
+    [issue] = [i for i in err.issues if i.key == "training_loop.grpo.learning_rat"]
+    assert "learning_rate" in issue.fix
+
+
+def test_trl_divisibility_rule_reported_before_model_load(tmp_path):
+    err = build_errors(
+        [
+            "model=tiny",
+            "training_loop.grpo.per_device_train_batch_size=6",
+            "training_loop.grpo.num_generations=4",
+        ],
+        tmp_path,
+    )
+    assert any(i.key == "training_loop.grpo" and "divisible" in i.problem for i in err.issues)
+
+
+@pytest.mark.parametrize("target", ["builtins.open", "os.system", "subprocess.run"])
+def test_targets_outside_the_package_are_refused(target):
+    cfg = compose_config(["model=tiny", f"data._target_={target}"])
+    issues = check_targets(cfg)
+    assert any(i.key == "data._target_" and i.value == target for i in issues)
+
+
+def test_gpu_only_options_refused_on_cpu(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("machine has a GPU")
+    err = build_errors(["model=qwen2_5_1_5b", "model.quantization=4bit", "model.backend=unsloth"], tmp_path)
+    keys = {i.key for i in err.issues}
+    assert {"model.quantization", "model.backend"} <= keys
+    assert all("CUDA" in i.problem for i in err.issues if i.key in ("model.quantization", "model.backend"))
