@@ -1,0 +1,86 @@
+# rlvr: `make run` and `make test` are all a new checkout needs; both run
+# `make setup` first, which is idempotent.
+#
+#   make setup       .venv with the locked CPU environment + the default model
+#   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
+#   make test        setup, then pytest (slow tests excluded by pyproject's addopts)
+#   make test-slow   setup, then only the slow tests (need the real default model)
+#   make lint        ruff check + ruff format --check
+#   make check-locks requirements/cpu.txt and poetry.lock agree (also a unit test)
+#   make lock        re-resolve both lock files (network; see scripts/lock.py)
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+LOCK := requirements/cpu.txt
+STAMP := $(VENV)/.rlvr-setup-stamp
+ARGS ?=
+PYTEST_ARGS ?=
+# 0 skips downloading/converting the default model in `make setup`.
+FETCH_MODEL ?= 1
+
+# torch is installed on its own, BEFORE the hashed lock, so that the build
+# can be chosen: the lock pins its version (read from the lock here) and
+# hashes PyPI's files, and `pip install --require-hashes` keeps an installed
+# torch of that version whatever its build. On this project's machines pip
+# finds the CPU build (torch==<version>+cpu) in its configured find-links, so
+# nothing from the CUDA stack is downloaded. Elsewhere, install the CPU or
+# CUDA build of your choice first (e.g. `.venv/bin/pip install torch==<version>
+# --index-url <the PyTorch index for your CPU/CUDA variant>`), or pass that
+# index here: make setup TORCH_PIP_ARGS="--index-url <url>". Plain PyPI
+# torch on Linux is the CUDA build and pulls several GB of nvidia-* wheels,
+# which the CPU lock deliberately does not list.
+TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(LOCK))
+TORCH_PIP_ARGS ?=
+
+.PHONY: help setup run test test-slow lint check-locks lock
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+setup: $(STAMP)
+ifeq ($(FETCH_MODEL),1)
+	$(PY) -m rlvr.models.embedded
+endif
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalls only when the lock or pyproject.toml is newer than the stamp.
+$(STAMP): $(LOCK) pyproject.toml | $(PY)
+	@test -n "$(TORCH_VERSION)" || { echo "no torch==<version> line in $(LOCK)" >&2; exit 1; }
+	$(PY) -m pip install "torch==$(TORCH_VERSION)" $(TORCH_PIP_ARGS)
+	$(PY) -m pip install --require-hashes -r $(LOCK)
+	$(PY) -m pip install --no-deps -e .
+	$(PY) -m pip check
+	touch $@
+
+run: setup
+	$(PY) run_pipeline.py $(ARGS)
+
+# pytest exits 5 when it collected no test (e.g. a -k that matches nothing):
+# that is reported by pytest itself and not treated as a failure here.
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+
+test-slow: setup
+	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no slow tests collected" || exit $$rc; }
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+check-locks: $(STAMP)
+	$(PY) scripts/check_locks.py
+
+# Lock tools live in their own venv (.cache/ is git-ignored), pinned.
+LOCK_TOOLS := .cache/lock-tools
+LOCK_TOOL_PINS := uv==0.13.9 poetry==2.5.1
+
+$(LOCK_TOOLS)/.stamp:
+	$(PYTHON) -m venv $(LOCK_TOOLS)
+	$(LOCK_TOOLS)/bin/python -m pip install $(LOCK_TOOL_PINS)
+	touch $@
+
+lock: $(LOCK_TOOLS)/.stamp
+	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv

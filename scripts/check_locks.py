@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Check that requirements/cpu.txt and poetry.lock are one resolution.
+
+Both files are written by scripts/lock.py from a single uv resolution; this
+check (run by tests/unit/test_locks.py and by `make check-locks`) fails when
+they drift apart or when either is stale for pyproject.toml:
+
+* every hashed requirement in requirements/cpu.txt is a package release of
+  poetry.lock with exactly the same set of file hashes, and every release in
+  poetry.lock is in requirements/cpu.txt, except torch's CUDA runtime
+  (nvidia-*, cuda-*, triton), which only poetry.lock carries;
+* evaluated in 12 environments (Python 3.10-3.13 on Linux x86_64, macOS
+  arm64, Windows), with the extras tracking, sweeps and dev, the two files
+  select the same releases (needs `packaging`);
+* poetry.lock's content-hash is the one Poetry computes for pyproject.toml,
+  its [extras] are pyproject's extras without `gpu`, and no package of the
+  `gpu` extra is in either file;
+* torch is pinned once, without marker (the Makefile reads its version);
+* neither file names a URL, an index option or an absolute path.
+
+Standard library only, except `packaging` for the marker check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+EXCLUDED_EXTRAS = ("gpu",)
+CUDA_RE = re.compile(r"^(nvidia-.*|cuda-.*|triton)$")
+REQ_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)\s*(;(?P<marker>[^\\]*))?$"
+)
+FORBIDDEN = [
+    (re.compile(r"[a-z][a-z0-9+.-]*://", re.I), "a URL"),
+    (re.compile(r"--(extra-)?index-url|--find-links|(^|\s)-[if]\s", re.M), "an index option"),
+    (re.compile(r"(^|[\s\"'=(])/(work|opt|root|home|tmp|usr|var|srv|mnt)/"), "an absolute path"),
+]
+
+
+def canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def is_cuda_runtime(name: str) -> bool:
+    """torch's CUDA runtime on Linux: in poetry.lock only, never in the CPU lock."""
+    return bool(CUDA_RE.match(canon(name)))
+
+
+def parse_requirements(text: str) -> list[dict]:
+    """Entries of a hashed requirements file as `uv export` writes it."""
+    logical: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        logical.append(buf + line)
+        buf = ""
+    if buf:
+        logical.append(buf)
+    entries = []
+    for line in logical:
+        parts = line.split()
+        hashes = [p.split("=", 1)[1] for p in parts if p.startswith("--hash=")]
+        spec = " ".join(p for p in parts if not p.startswith("--hash="))
+        m = REQ_RE.match(spec)
+        if not m:
+            raise ValueError(f"not a pinned requirement: {line!r}")
+        marker = (m["marker"] or "").strip() or None
+        entries.append(
+            {"name": canon(m["name"]), "version": m["version"], "marker": marker, "hashes": set(hashes)}
+        )
+    return entries
+
+
+def poetry_content_hash(pyproject: dict) -> str:
+    """Poetry 2.x's Locker._get_content_hash() for this pyproject."""
+    project = pyproject.get("project", {})
+    groups = pyproject.get("dependency-groups", {})
+    tool_poetry = pyproject.get("tool", {}).get("poetry", {})
+    rel_project = {
+        k: project[k] for k in ("requires-python", "dependencies", "optional-dependencies") if k in project
+    }
+    legacy = ("dependencies", "source", "extras", "dev-dependencies")
+    rel_poetry = {}
+    for key in (*legacy, "group"):
+        data = tool_poetry.get(key)
+        if data is None and (key not in legacy or rel_project or groups):
+            continue
+        rel_poetry[key] = data
+    content: dict = {}
+    if rel_project:
+        content["project"] = rel_project
+    if groups:
+        content["dependency-groups"] = groups
+    if content:
+        content["tool"] = {"poetry": rel_poetry}
+    else:
+        content = rel_poetry
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def req_name(req: str) -> str:
+    return canon(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req).group(1))
+
+
+ENVIRONMENTS = [
+    {
+        "python_version": py,
+        "python_full_version": full,
+        "sys_platform": sysp,
+        "platform_system": system,
+        "platform_machine": machine,
+        "os_name": osn,
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "implementation_version": full,
+        "platform_release": "",
+        "platform_version": "",
+    }
+    for py, full in (("3.10", "3.10.12"), ("3.11", "3.11.7"), ("3.12", "3.12.3"), ("3.13", "3.13.1"))
+    for sysp, system, machine, osn in (
+        ("linux", "Linux", "x86_64", "posix"),
+        ("darwin", "Darwin", "arm64", "posix"),
+        ("win32", "Windows", "AMD64", "nt"),
+    )
+]
+
+
+def selected(marker: str | None, env: dict, extras: list[str]) -> bool:
+    from packaging.markers import Marker
+
+    if not marker:
+        return True
+    m = Marker(marker)
+    return any(m.evaluate({**env, "extra": e}) for e in ["", *extras])
+
+
+def check(root: Path = ROOT) -> list[str]:
+    """All disagreements found; empty when the locks are consistent."""
+    problems: list[str] = []
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    cpu_path, poetry_path = root / "requirements" / "cpu.txt", root / "poetry.lock"
+    for path in (cpu_path, poetry_path):
+        if not path.exists():
+            return [f"{path.relative_to(root)} is missing: run `make lock`"]
+        text = path.read_text()
+        for rx, what in FORBIDDEN:
+            if m := rx.search(text):
+                problems.append(f"{path.name} names {what}: {m.group(0)!r}")
+
+    cpu = parse_requirements(cpu_path.read_text())
+    lock = tomllib.loads(poetry_path.read_text())
+    packages = lock.get("package", [])
+
+    # freshness and extras
+    meta = lock.get("metadata", {})
+    if meta.get("content-hash") != poetry_content_hash(pyproject):
+        problems.append("poetry.lock is stale for pyproject.toml (content-hash differs): run `make lock`")
+    if meta.get("python-versions") != pyproject["project"].get("requires-python"):
+        problems.append("poetry.lock python-versions differs from requires-python")
+    extras = {canon(k): v for k, v in pyproject["project"].get("optional-dependencies", {}).items()}
+    kept = {k: sorted(canon(req_name(r)) for r in v) for k, v in extras.items() if k not in EXCLUDED_EXTRAS}
+    locked_extras = {canon(k): sorted(canon(n) for n in v) for k, v in lock.get("extras", {}).items()}
+    if locked_extras != kept:
+        problems.append(f"poetry.lock [extras] {locked_extras} != pyproject extras without gpu {kept}")
+    gpu = {req_name(r) for k in EXCLUDED_EXTRAS for r in extras.get(k, [])}
+
+    # same releases, same hashes
+    cpu_rel = {}
+    for e in cpu:
+        if not e["hashes"]:
+            problems.append(f"requirements/cpu.txt: {e['name']}=={e['version']} has no hash")
+        key = (e["name"], e["version"])
+        if key in cpu_rel:
+            problems.append(f"requirements/cpu.txt lists {key} twice")
+        cpu_rel[key] = e
+    poetry_rel = {}
+    for p in packages:
+        key = (canon(p["name"]), p["version"])
+        poetry_rel[key] = p
+    for key, e in cpu_rel.items():
+        p = poetry_rel.get(key)
+        if p is None:
+            problems.append(f"{key[0]}=={key[1]} is in requirements/cpu.txt but not in poetry.lock")
+            continue
+        hashes = {f["hash"] for f in p.get("files", [])}
+        if hashes != e["hashes"]:
+            problems.append(f"{key[0]}=={key[1]}: file hashes differ between the two locks")
+    for key in poetry_rel:
+        if key not in cpu_rel and not is_cuda_runtime(key[0]):
+            problems.append(f"{key[0]}=={key[1]} is in poetry.lock but not in requirements/cpu.txt")
+    for key in cpu_rel:
+        if is_cuda_runtime(key[0]):
+            problems.append(f"{key[0]} (CUDA runtime) must not be in requirements/cpu.txt")
+    for name in gpu:
+        for key in (*cpu_rel, *poetry_rel):
+            if key[0] == name:
+                problems.append(f"{name} (gpu extra) must not be in the locks")
+    names = {k[0] for k in cpu_rel}
+    for extra, reqs in kept.items():
+        for name in reqs:
+            if name not in names:
+                problems.append(f"{name} (extra {extra}) is missing from requirements/cpu.txt")
+    for req in pyproject["project"].get("dependencies", []):
+        if req_name(req) not in names:
+            problems.append(f"{req_name(req)} (dependency) is missing from requirements/cpu.txt")
+
+    torch = [e for e in cpu if e["name"] == "torch"]
+    if len(torch) != 1 or torch[0]["marker"]:
+        problems.append("requirements/cpu.txt must pin torch exactly once, without marker")
+
+    # same selection in every environment
+    try:
+        import packaging.markers  # noqa: F401
+    except ImportError:
+        problems.append("`packaging` is not installed: cannot compare markers")
+        return problems
+    want = sorted(kept)
+    for env in ENVIRONMENTS:
+        a = {k for k, e in cpu_rel.items() if selected(e["marker"], env, [])}
+        b = set()
+        for k, p in poetry_rel.items():
+            marker = p.get("markers")
+            if isinstance(marker, dict):
+                marker = " or ".join(f"({m})" for m in marker.values())
+            if not is_cuda_runtime(k[0]) and selected(marker, env, want):
+                b.add(k)
+        if a != b:
+            where = f"python {env['python_full_version']} on {env['sys_platform']}"
+            problems.append(f"{where}: only cpu.txt {sorted(a - b)}; only poetry.lock {sorted(b - a)}")
+    return problems
+
+
+def main() -> int:
+    problems = check(ROOT)
+    for p in problems:
+        print("lock check:", p)
+    if not problems:
+        print("lock check: requirements/cpu.txt and poetry.lock agree")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

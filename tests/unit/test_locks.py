@@ -1,0 +1,136 @@
+"""The committed locks: requirements/cpu.txt and poetry.lock are one resolution.
+
+See scripts/lock.py (how both are made) and scripts/check_locks.py (the check).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("check_locks", ROOT / "scripts" / "check_locks.py")
+check_locks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_locks)
+
+
+def _cpu_entries():
+    return check_locks.parse_requirements((ROOT / "requirements" / "cpu.txt").read_text())
+
+
+@pytest.fixture
+def lock_copy(tmp_path: Path) -> Path:
+    (tmp_path / "requirements").mkdir()
+    for rel in ("pyproject.toml", "poetry.lock", "requirements/cpu.txt"):
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_committed_locks_agree():
+    assert check_locks.check(ROOT) == []
+
+
+def test_cpu_lock_is_fully_hashed_and_pins_torch_once():
+    entries = _cpu_entries()
+    assert len(entries) > 50
+    assert all(e["hashes"] and all(h.startswith("sha256:") for h in e["hashes"]) for e in entries)
+    torch = [e for e in entries if e["name"] == "torch"]
+    assert [(e["version"], e["marker"]) for e in torch] == [("2.13.0", None)]
+
+
+def test_cpu_lock_has_cpu_extras_but_no_gpu_or_cuda_runtime():
+    names = {e["name"] for e in _cpu_entries()}
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("tracking", "sweeps", "dev"):
+        for req in extras[extra]:
+            assert check_locks.req_name(req) in names, (extra, req)
+    for req in extras["gpu"]:
+        assert check_locks.req_name(req) not in names, req
+    assert not [n for n in names if check_locks.is_cuda_runtime(n)]
+
+
+def test_locks_name_no_url_index_or_machine_path():
+    for rel in ("requirements/cpu.txt", "poetry.lock"):
+        text = (ROOT / rel).read_text()
+        assert "://" not in text, rel
+        assert not re.search(r"--(extra-)?index-url|--find-links", text), rel
+        assert not re.search(r"/(work|opt|root|home|tmp)/", text), rel
+
+
+def test_forbidden_patterns_catch_what_they_should():
+    samples = ["x --index-url https://example.org/simple", "--find-links ./wheels", "path = '/home/u/x'"]
+    for s in samples:
+        assert any(rx.search(s) for rx, _ in check_locks.FORBIDDEN), s
+    assert not any(rx.search("httpx==0.28.1 ; sys_platform == 'win32'") for rx, _ in check_locks.FORBIDDEN)
+
+
+def test_check_catches_a_version_that_drifted(lock_copy: Path):
+    cpu = lock_copy / "requirements" / "cpu.txt"
+    text = cpu.read_text()
+    rich = next(e for e in _cpu_entries() if e["name"] == "rich")
+    cpu.write_text(text.replace(f"rich=={rich['version']}", "rich==0.0.1"))
+    problems = check_locks.check(lock_copy)
+    assert any("rich==0.0.1" in p for p in problems)
+    assert any(f"rich=={rich['version']}" in p for p in problems)
+
+
+def test_check_catches_markers_that_disagree(lock_copy: Path):
+    lock = lock_copy / "poetry.lock"
+    text = lock.read_text()
+    # drop the marker of a package that cpu.txt installs only on some Pythons
+    conditional = next(e for e in _cpu_entries() if e["marker"] and "python_full_version" in e["marker"])
+    block = re.search(
+        rf'(\[\[package\]\]\nname = "{conditional["name"]}"\nversion = "{re.escape(conditional["version"])}"\n'
+        r"(?:.*\n)*?)markers = .*\n",
+        text,
+    )
+    assert block, conditional
+    lock.write_text(text[: block.start()] + block.group(1) + text[block.end() :])
+    problems = check_locks.check(lock_copy)
+    assert any(conditional["name"] in p and "only poetry.lock" in p for p in problems), problems
+
+
+def test_check_catches_a_stale_pyproject(lock_copy: Path):
+    pyproject = lock_copy / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"rich>=13"', '"rich>=14"'))
+    assert any("content-hash" in p for p in check_locks.check(lock_copy))
+
+
+def test_content_hash_matches_poetry_algorithm_on_a_known_case():
+    # Poetry 2.5.1's Locker gives this hash for exactly this pyproject content.
+    data = {
+        "project": {
+            "name": "x",
+            "requires-python": ">=3.10",
+            "dependencies": ["rich>=13"],
+            "optional-dependencies": {"dev": ["pytest>=8"]},
+        }
+    }
+    assert check_locks.poetry_content_hash(data) == (
+        "511c03dbb62353c5dd7a951053467b7fa7c56b8eaf86eeac93d1f94dd71fddd3"
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_makefile_installs_the_locked_torch_first():
+    out = subprocess.run(
+        ["make", "-n", "setup", "FETCH_MODEL=0", "STAMP=/nonexistent/stamp"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [line for line in out.splitlines() if " -m pip install" in line]
+    assert 'pip install "torch==2.13.0"' in lines[0]
+    assert "--require-hashes -r requirements/cpu.txt" in lines[1]
+    assert "--no-deps -e ." in lines[2]
