@@ -19,6 +19,10 @@ def run_dir_of(cfg: DictConfig) -> Path:
 
 def train(cfg: DictConfig) -> RunResult | None:
     """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
+    import datasets
+
+    # The console observer shows progress; per-map progress bars from datasets would drown it.
+    datasets.disable_progress_bars()
     orchestrator = PipelineOrchestrator(cfg, run_dir_of(cfg))
     orchestrator.build()
     if cfg.validate_only:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config_errors import ConfigIssue
-from rlvr.evaluation.metrics import AccuracySummary, summarize
+from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, summarize
 from rlvr.prompts import PromptTemplate
 
 
@@ -165,7 +165,10 @@ class Evaluator:
             per_q_scores[owner].append(score.value)
             per_q_answers[owner].append(req.answer)
             per_q_status[owner].append(score.status)
-        summary = summarize(per_q_scores, per_q_answers if self.num_samples > 1 else None, self.ks)
+        # Accuracy counts a sample correct only at the verifier's full score: some reasoning-gym verifiers
+        # give partial credit for near misses, which helps as a reward but would inflate an accuracy.
+        exact = [[1.0 if s >= SUCCESS_THRESHOLD else 0.0 for s in scores] for scores in per_q_scores]
+        summary = summarize(exact, per_q_answers if self.num_samples > 1 else None, self.ks)
         records = [
             {
                 "index": i,
@@ -208,6 +211,7 @@ class Evaluator:
                 k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")
             },
             "summary": summary.to_dict(),
+            "mean_score": round(sum(r["scores"][0] for r in records) / max(1, len(records)), 6),
             "seconds": round(seconds, 3),
             "samples_per_second": round(sps, 3),
             "records": records,

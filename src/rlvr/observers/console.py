@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -87,7 +88,7 @@ class ConsoleObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         self.console.print(
-            f"  eval [{event.label}] step {event.step}: accuracy {event.accuracy:.1%} "
+            f"  eval {escape('[' + event.label + ']')} step {event.step}: accuracy {event.accuracy:.1%} "
             f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
         )
 
@@ -96,10 +97,12 @@ class ConsoleObserver(Observer):
 
     def on_warning(self, event: ev.Warning_) -> None:
         where = f" (step {event.step})" if event.step is not None else ""
-        self.console.print(f"[yellow]warning{where}: {event.message}[/yellow]")
+        self.console.print(f"[yellow]warning{where}: {escape(event.message)}[/yellow]")
 
     def on_error(self, event: ev.ErrorEvent) -> None:
-        self.console.print(f"[red]error in {event.stage}: {type(event.error).__name__}: {event.error}[/red]")
+        self.console.print(
+            f"[red]error in {event.stage}: {type(event.error).__name__}: {escape(str(event.error))}[/red]"
+        )
 
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
         self.close()

@@ -74,7 +74,9 @@ class EventBridge(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
-        metrics = namespaced(self.phase, logs or {})
+        if logs is None or "train_runtime" in logs:  # the end-of-training summary, not a step
+            return
+        metrics = namespaced(self.phase, logs)
         if not metrics:
             return
         seconds = getattr(self, "_step_seconds", None)

@@ -23,6 +23,15 @@ from rlvr.training.callbacks import EventBridge
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
 
 
+def _quiet(trainer: Any) -> Any:
+    """Drop transformers' own progress bar and log printer: the console observer shows progress."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    return trainer
+
+
 @dataclass
 class TrainOutcome:
     model: Any
@@ -180,8 +189,10 @@ class GRPOLoop:
         bridge = EventBridge(
             emit, "sft", args.max_steps, eval_every, lambda step: evaluate(model, "sft", step)
         )
-        trainer = SFTTrainer(
-            model=model, args=args, train_dataset=sft_data, processing_class=tokenizer, callbacks=[bridge]
+        trainer = _quiet(
+            SFTTrainer(
+                model=model, args=args, train_dataset=sft_data, processing_class=tokenizer, callbacks=[bridge]
+            )
         )
         start = time.perf_counter()
         trainer.train()
@@ -202,13 +213,15 @@ class GRPOLoop:
         bridge = EventBridge(
             emit, "grpo", args.max_steps, eval_every, lambda step: evaluate(model, "grpo", step)
         )
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=rewards.functions,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            callbacks=[bridge],
+        trainer = _quiet(
+            GRPOTrainer(
+                model=model,
+                reward_funcs=rewards.functions,
+                args=args,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=[bridge],
+            )
         )
         start = time.perf_counter()
         trainer.train()
