@@ -8,6 +8,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr.pipeline import PipelineOrchestrator, RunResult
+from rlvr.training.checkpoints import Preempted
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -28,4 +29,10 @@ def train(cfg: DictConfig) -> RunResult | None:
     if cfg.validate_only:
         print("configuration OK: every component built and validated; nothing was loaded or trained")
         return None
-    return orchestrator.run()
+    try:
+        return orchestrator.run()
+    except Preempted as exc:
+        print(
+            f"preempted: {exc}. Resume with: python run_pipeline.py resume=auto hydra.run.dir={orchestrator.run_dir}"
+        )
+        raise SystemExit(exc.exit_code) from exc

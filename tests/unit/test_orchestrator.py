@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +102,10 @@ class FakeLoop:
         return TrainOutcome(model=model, steps={"grpo": 1})
 
 
+class FakePrompt:
+    hash = "abc123"
+
+
 class FakeVerifier:
     closed = 0
 
@@ -114,7 +119,7 @@ def orchestrator(tmp_path, loop, observers):
     orch.components = Components(
         data=FakeDataComponent(),
         model=FakeModelComponent(),
-        prompts=object(),
+        prompts=FakePrompt(),
         reward=FakeBinder(),
         verifier=FakeVerifier(),
         training_loop=loop,
@@ -141,6 +146,9 @@ def test_lifecycle_event_order_and_files(tmp_path):
     assert (tmp_path / "config_resolved.yaml").exists()
     assert (tmp_path / "final" / "weights").exists()
     assert (tmp_path / "report.md").exists() and (tmp_path / "training.png").exists()
+    provenance = json.loads((tmp_path / "provenance.json").read_text())
+    assert provenance["prompt_hash"] == "abc123" and provenance["packages"]["torch"]
+    assert provenance["git"]["commit"] is None or len(provenance["git"]["commit"]) == 40
 
 
 def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):

@@ -24,7 +24,17 @@ from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.secrets import redact
+from rlvr.training.checkpoints import (
+    Preempted,
+    PreemptionGuard,
+    check_fingerprint,
+    latest_checkpoint,
+    phase_of,
+    write_fingerprint,
+)
 
+# Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
+CRITICAL_KEYS = ("model", "data.task", "data.params", "seed", "training_loop.grpo.num_generations")
 COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
 
 
@@ -60,6 +70,61 @@ class PipelineOrchestrator:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.components: Components | None = None
+        self.resume: tuple[str, Path] | None = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(self.cfg, k)}))["v"]
+            for k in CRITICAL_KEYS
+        }
+
+    def resolve_resume(self) -> list[ConfigIssue]:
+        """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir) or a checkpoint path."""
+        value = OmegaConf.select(self.cfg, "resume", default=None)
+        if value in (None, "", False):
+            return []
+        if value == "auto":
+            found = latest_checkpoint(self.run_dir)
+            if found is None:
+                return [
+                    ConfigIssue(
+                        "resume",
+                        value,
+                        f"no complete checkpoint under {self.run_dir}/checkpoints",
+                        "point hydra.run.dir at the run to resume, or drop resume for a fresh run",
+                    )
+                ]
+            self.resume = found
+        else:
+            path = Path(value)
+            if not path.is_dir():
+                return [
+                    ConfigIssue(
+                        "resume",
+                        value,
+                        "checkpoint directory does not exist",
+                        "pass an existing <run_dir>/checkpoints/<phase>/checkpoint-N or resume=auto",
+                    )
+                ]
+            try:
+                self.resume = (phase_of(path), path)
+            except ValueError as exc:
+                return [ConfigIssue("resume", value, str(exc), "pick a complete checkpoint")]
+        diffs = check_fingerprint(
+            self.run_dir,
+            self.fingerprint(),
+            bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False)),
+        )
+        if diffs:
+            return [
+                ConfigIssue(
+                    "resume",
+                    value,
+                    "critical settings differ from the run being resumed: " + "; ".join(diffs),
+                    "restore them, or set resume_allow_changes=true",
+                )
+            ]
+        return []
 
     # -- build + validate ---------------------------------------------------------------------------
     def build(self) -> Components:
@@ -70,7 +135,7 @@ class PipelineOrchestrator:
                 ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
                 for k in missing
             )
-        issues = check_targets(self.cfg)
+        issues = check_targets(self.cfg) + self.resolve_resume()
         built: dict[str, Any] = {}
         if not issues:
             for key in COMPONENT_KEYS:
@@ -105,10 +170,13 @@ class PipelineOrchestrator:
         result = RunResult(status="FAILED", run_dir=self.run_dir)
         start = time.perf_counter()
         stage = "setup"
+        guard = PreemptionGuard()
         try:
+            guard.__enter__()
             self.run_dir.mkdir(parents=True, exist_ok=True)
             config = resolved_config(self.cfg)
             OmegaConf.save(OmegaConf.create(config), self.run_dir / "config_resolved.yaml")
+            write_fingerprint(self.run_dir, self.fingerprint())
             hub.emit(ev.PipelineStart(self.run_dir, config))
 
             stage = "data"
@@ -123,6 +191,19 @@ class PipelineOrchestrator:
                 c.evaluation.bind(c.prompts, c.verifier)
 
             meta = {"model": loaded.name, "tasks": data.tasks, "data_seed": data.seed, "seed": self.cfg.seed}
+            from rlvr.provenance import write_provenance
+
+            result.files["provenance"] = str(
+                write_provenance(
+                    self.run_dir,
+                    config,
+                    {
+                        **meta,
+                        "prompt_hash": c.prompts.hash,
+                        "resumed_from": str(self.resume[1]) if self.resume else None,
+                    },
+                )
+            )
 
             def evaluate(model: Any, label: str, step: int) -> ev.EvalResult:
                 bar = hub.progress(
@@ -151,7 +232,7 @@ class PipelineOrchestrator:
                 result.evaluations.append(event)
                 return event
 
-            if c.evaluation.baseline:
+            if c.evaluation.baseline and self.resume is None:
                 stage = "baseline_eval"
                 with self._stage(hub, stage):
                     evaluate(loaded.model, "baseline", 0)
@@ -167,6 +248,8 @@ class PipelineOrchestrator:
                     evaluate=evaluate,
                     eval_every=c.evaluation.every_n_steps,
                     run_dir=self.run_dir,
+                    resume=self.resume,
+                    guard=guard,
                 )
             stage = "final_eval"
             with self._stage(hub, stage):
@@ -186,8 +269,8 @@ class PipelineOrchestrator:
                 )
             result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
             result.status = "COMPLETED"
-        except KeyboardInterrupt as exc:
-            result.status = "INTERRUPTED"
+        except (KeyboardInterrupt, Preempted) as exc:
+            result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         except BaseException as exc:
@@ -212,6 +295,7 @@ class PipelineOrchestrator:
             with contextlib.suppress(Exception):
                 c.verifier.close()
             hub.close()
+            guard.__exit__()
         return result
 
     @staticmethod

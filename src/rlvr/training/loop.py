@@ -175,7 +175,7 @@ class GRPOLoop:
         return outcome
 
     def _run_sft(
-        self, model, tokenizer, dataset, prompt, emit, evaluate, eval_every, run_dir, outcome
+        self, model, tokenizer, dataset, prompt, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
     ) -> Any:
         from trl import SFTTrainer
 
@@ -191,11 +191,15 @@ class GRPOLoop:
         )
         trainer = _quiet(
             SFTTrainer(
-                model=model, args=args, train_dataset=sft_data, processing_class=tokenizer, callbacks=[bridge]
+                model=model,
+                args=args,
+                train_dataset=sft_data,
+                processing_class=tokenizer,
+                callbacks=[bridge, *extra],
             )
         )
         start = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         outcome.seconds["sft"] = time.perf_counter() - start
         outcome.steps["sft"] = trainer.state.global_step
         outcome.evals.extend(bridge.evals)
@@ -203,12 +207,10 @@ class GRPOLoop:
         return trainer.model
 
     def _run_grpo(
-        self, model, tokenizer, dataset, rewards, emit, evaluate, eval_every, run_dir, outcome
+        self, model, tokenizer, dataset, rewards, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
     ) -> Any:
         from trl import GRPOTrainer
 
-        if self.sft_enabled:
-            outcome.evals.append(evaluate(model, "after_sft", outcome.steps["sft"]))
         args = self.grpo_config(run_dir / "checkpoints" / "grpo", rewards.weights)
         bridge = EventBridge(
             emit, "grpo", args.max_steps, eval_every, lambda step: evaluate(model, "grpo", step)
@@ -220,11 +222,11 @@ class GRPOLoop:
                 args=args,
                 train_dataset=dataset,
                 processing_class=tokenizer,
-                callbacks=[bridge],
+                callbacks=[bridge, *extra],
             )
         )
         start = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         outcome.seconds["grpo"] = time.perf_counter() - start
         outcome.steps["grpo"] = trainer.state.global_step
         outcome.evals.extend(bridge.evals)

@@ -1,0 +1,125 @@
+"""Does training help, and does GRPO add over SFT alone at the same wall-clock budget?
+
+Runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
+
+1. SFT only for 2N steps, held-out evaluation every E steps, a checkpoint at step N.
+   Its first N steps are exactly the default run's SFT stage (same seed, data, constant LR).
+2. GRPO for M steps starting from that step-N checkpoint (the default run's GRPO stage).
+
+and prints one table: base model, SFT after N steps, SFT-only at the budget of
+SFT(N)+GRPO(M), and SFT+GRPO, each with its 95% Wilson interval and minutes.
+The SFT-only row at equal budget is read off run 1's in-training evaluations at
+the step whose cumulative training time is closest to SFT(N)+GRPO(M).
+
+    python benchmarks/learning.py --sft-steps 100 --grpo-steps 100 --eval-every 25
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(run_dir: Path, overrides: list[str]) -> float:
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides]
+    print("$", " ".join(cmd[1:]), flush=True)
+    start = time.perf_counter()
+    with (run_dir.parent / f"{run_dir.name}.log").open("w") as log:
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return time.perf_counter() - start
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def cumulative_seconds(records: list[dict], phase: str) -> dict[int, float]:
+    """Training seconds spent up to each step (step time only, evaluations excluded)."""
+    out, total = {}, 0.0
+    for r in records:
+        if r["event"] == "train_step" and r["phase"] == phase and f"{phase}/step_seconds" in r["metrics"]:
+            if r["step"] not in out:
+                total += r["metrics"][f"{phase}/step_seconds"]
+            out[r["step"]] = total
+    return out
+
+
+def evals(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["event"] == "evaluation"]
+
+
+def fmt(e: dict) -> str:
+    return f"{e['accuracy']:6.1%}  [{e['ci_low']:.1%}, {e['ci_high']:.1%}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sft-steps", type=int, default=100)
+    ap.add_argument("--grpo-steps", type=int, default=100)
+    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
+    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for both runs")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
+
+    sft_dir = args.out / "sft_only"
+    sft_wall = run(
+        sft_dir,
+        [
+            f"training_loop.sft.max_steps={2 * n}",
+            "training_loop.grpo.enabled=false",
+            "training_loop.sft.save_strategy=steps",
+            "+training_loop.sft.save_only_model=true",
+            f"training_loop.sft.save_steps={n}",
+            f"evaluation.every_n_steps={e}",
+            *args.overrides,
+        ],
+    )
+    ckpt = sft_dir / "checkpoints" / "sft" / f"checkpoint-{n}"
+    grpo_dir = args.out / "sft_then_grpo"
+    grpo_wall = run(
+        grpo_dir,
+        [
+            "model=hf",
+            f"model.name_or_path={ckpt}",
+            "training_loop.sft.enabled=false",
+            f"training_loop.grpo.max_steps={m}",
+            f"evaluation.every_n_steps={e}",
+            "evaluation.baseline=false",
+            *args.overrides,
+        ],
+    )
+
+    sft_records, grpo_records = events(sft_dir), events(grpo_dir)
+    sft_time = cumulative_seconds(sft_records, "sft")
+    grpo_time = cumulative_seconds(grpo_records, "grpo")
+    sft_evals = {r["step"]: r for r in evals(sft_records) if r["label"] == "sft"}
+    base = next(r for r in evals(sft_records) if r["label"] == "baseline")
+    budget = sft_time[n] + grpo_time[m]
+    # SFT-only at the same training-time budget: the in-training evaluation nearest to it.
+    eq_step = min(sft_evals, key=lambda s: abs(sft_time[s] - budget))
+    final = next(r for r in evals(grpo_records) if r["label"] == "final")
+    rows = [
+        ("base model", 0, 0.0, base),
+        (f"SFT {n} steps", n, sft_time[n], sft_evals[n]),
+        (f"SFT only, {eq_step} steps (equal budget)", eq_step, sft_time[eq_step], sft_evals[eq_step]),
+        (f"SFT {n} + GRPO {m} steps", n + m, budget, final),
+    ]
+    print(f"\nheld-out: {base['n']} questions, greedy; minutes = training time (evaluations excluded)")
+    print(f"{'setting':42s} {'steps':>5s} {'minutes':>7s}  accuracy [95% CI]")
+    for name, steps, seconds, ev in rows:
+        print(f"{name:42s} {steps:5d} {seconds / 60:7.1f}  {fmt(ev)}")
+    print("\nGRPO in-training:", ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in evals(grpo_records)))
+    print("SFT in-training: ", ", ".join(f"{s}: {r['accuracy']:.1%}" for s, r in sorted(sft_evals.items())))
+    print(f"wall clock incl. evaluations: SFT-only run {sft_wall / 60:.1f} min, GRPO run {grpo_wall / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

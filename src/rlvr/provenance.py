@@ -1,0 +1,59 @@
+"""Provenance record: what produced a run's numbers (config, code version, packages, prompt, seeds)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = (
+    "rlvr", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
+    "reasoning-gym", "math-verify", "hydra-core", "omegaconf",
+)  # fmt: skip
+
+
+def git_state(start: Path | None = None) -> dict[str, Any]:
+    """Commit and dirty flag of the checkout this package runs from (None outside git)."""
+    where = start or Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(dirty) if commit else None}
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any]) -> Path:
+    """``run_dir/provenance.json``; ``config`` must already be secret-free."""
+    record = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        **extra,
+        "config": config,
+    }
+    path = run_dir / "provenance.json"
+    path.write_text(json.dumps(record, indent=2, default=str))
+    return path

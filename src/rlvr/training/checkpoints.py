@@ -1,0 +1,151 @@
+"""Checkpoint completeness, discovery for ``resume``, the run fingerprint, and preemption (SIGTERM).
+
+transformers writes a checkpoint file by file, so a crash mid-write leaves a
+directory that looks like a checkpoint. After the trainer has written
+everything (``on_save``) we fsync the files and atomically add a ``COMPLETE``
+marker; resume only ever considers marked checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+log = logging.getLogger(__name__)
+
+MARKER = "COMPLETE"
+FINGERPRINT = "run_fingerprint.json"
+PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: "try again later"; a scheduler can requeue with resume=auto
+_STEP = re.compile(r"checkpoint-(\d+)$")
+
+
+def _fsync_tree(path: Path) -> None:
+    for file in path.rglob("*"):
+        if file.is_file():
+            with file.open("rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def mark_complete(path: Path) -> None:
+    _fsync_tree(path)
+    tmp = path / f".{MARKER}.tmp"
+    tmp.write_text("ok\n")
+    os.replace(tmp, path / MARKER)
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    """Marked checkpoints in ``folder``, oldest first."""
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if _STEP.search(p.name) and (p / MARKER).is_file()]
+    return sorted(found, key=lambda p: int(_STEP.search(p.name).group(1)))
+
+
+def latest_checkpoint(run_dir: Path) -> tuple[str, Path] | None:
+    """The phase ("grpo" before "sft", since GRPO comes later) and path of the newest complete checkpoint."""
+    for phase in ("grpo", "sft"):
+        done = complete_checkpoints(run_dir / "checkpoints" / phase)
+        if done:
+            return phase, done[-1]
+    return None
+
+
+def phase_of(checkpoint: Path) -> str:
+    """``.../checkpoints/<phase>/checkpoint-N`` -> phase."""
+    phase = checkpoint.parent.name
+    if phase not in ("sft", "grpo") or not _STEP.search(checkpoint.name):
+        raise ValueError(
+            f"resume={checkpoint}: not a pipeline checkpoint (expected <run_dir>/checkpoints/<sft|grpo>/checkpoint-N)"
+        )
+    if not (checkpoint / MARKER).is_file():
+        raise ValueError(
+            f"resume={checkpoint}: checkpoint is incomplete (no {MARKER} marker); pick an older one"
+        )
+    return phase
+
+
+class CompletionMarker(TrainerCallback):
+    """Marks each checkpoint complete once the trainer has finished writing it."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if path.is_dir():
+            mark_complete(path)
+
+
+def check_fingerprint(run_dir: Path, current: dict[str, Any], allow_changes: bool) -> list[str]:
+    """Compare critical settings with the run being resumed; returns the differences (empty = same)."""
+    path = run_dir / FINGERPRINT
+    if not path.is_file():
+        return []
+    saved = json.loads(path.read_text())
+    diffs = [
+        f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in current if saved.get(k) != current.get(k)
+    ]
+    if diffs and allow_changes:
+        log.warning("resuming with changed settings (allowed): %s", "; ".join(diffs))
+        return []
+    return diffs
+
+
+def write_fingerprint(run_dir: Path, current: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / FINGERPRINT).write_text(json.dumps(current, indent=2, sort_keys=True, default=str))
+
+
+class Preempted(Exception):
+    """Raised after a SIGTERM once the current step finished and a checkpoint was written."""
+
+    exit_code = PREEMPTED_EXIT_CODE
+
+
+class PreemptionGuard(TrainerCallback):
+    """SIGTERM handling: finish the current step, save a checkpoint, stop; a second SIGTERM is ignored.
+
+    Outside a training phase there is no step to finish, so the first SIGTERM raises
+    ``Preempted`` at once (what was already written stays on disk).
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.training = False
+        self._previous: Any = None
+
+    def __enter__(self) -> PreemptionGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            log.warning("SIGTERM again: already stopping, not starting a second save")
+            return
+        self.requested = True
+        log.warning("SIGTERM: finishing the current step, then saving a checkpoint and exiting")
+        if not self.training:
+            raise Preempted("SIGTERM received outside training")
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.training = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.training = False
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
