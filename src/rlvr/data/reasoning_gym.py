@@ -42,15 +42,24 @@ class ReasoningGymData:
 
     Args:
         task: reasoning-gym task name (``basic_arithmetic``, ``leg_counting``, ...).
-        params: the task's generator parameters (its ``*Config`` fields).
+        task_params: generator parameters per task name (its ``*Config`` fields); a task that is
+            not listed uses reasoning-gym's defaults, so ``data.task=<other>`` works from the CLI.
         train_size: number of training questions.
         eval_size: number of held-out questions.
         seed: data seed; eval uses ``seed`` and train ``seed + 1`` so they are independent streams.
     """
 
-    def __init__(self, task: str, params: dict[str, Any], train_size: int, eval_size: int, seed: int):
+    def __init__(
+        self,
+        task: str,
+        train_size: int,
+        eval_size: int,
+        seed: int,
+        task_params: dict[str, dict] | None = None,
+    ):
         self.task = task
-        self.params = dict(params or {})
+        self.task_params = dict(task_params or {})
+        self.params = dict(self.task_params.get(task) or {})
         self.train_size = train_size
         self.eval_size = eval_size
         self.seed = seed
@@ -74,7 +83,7 @@ class ReasoningGymData:
             fields = sorted(getattr(config_cls, "__dataclass_fields__", {}))
             issues.append(
                 ConfigIssue(
-                    "data.params",
+                    f"data.task_params.{self.task}",
                     self.params,
                     f"rejected by reasoning-gym's {self.task} generator ({type(exc).__name__}: {exc})",
                     f"use only these keys with valid values: {', '.join(fields)}",
@@ -101,7 +110,7 @@ class ReasoningGymData:
             raise ValueError(
                 f"data.train_size={self.train_size}: task {self.task!r} with params {self.params} has only "
                 f"{len(train_entries)} questions that are not in the eval split; lower data.train_size or "
-                "widen data.params"
+                f"widen data.task_params.{self.task}"
             )
         return TaskData(
             train=to_dataset(train_entries, self.task, prompt),

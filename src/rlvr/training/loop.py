@@ -18,6 +18,7 @@ from typing import Any
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.training.callbacks import EventBridge
+from rlvr.training.checkpoints import CompletionMarker, Preempted
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
@@ -160,19 +161,59 @@ class GRPOLoop:
         evaluate: Callable[[Any, str, int], ev.EvalResult],
         eval_every: int,
         run_dir: Path,
+        resume: tuple[str, Path] | None = None,
+        guard: Any = None,
     ) -> TrainOutcome:
-        """Train ``model`` in place; ``evaluate(model, label, step)`` runs held-out evaluation."""
+        """Train ``model`` in place; ``evaluate(model, label, step)`` runs held-out evaluation.
+
+        ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
+        a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
+        ``guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM.
+        """
         outcome = TrainOutcome(model=model)
-        if self.sft_enabled:
+        extra = [CompletionMarker()] + ([guard] if guard is not None else [])
+        phase, ckpt = resume if resume else (None, None)
+        if self.sft_enabled and phase != "grpo":
             model = self._run_sft(
-                model, tokenizer, train_dataset, prompt, emit, evaluate, eval_every, run_dir, outcome
+                model,
+                tokenizer,
+                train_dataset,
+                prompt,
+                emit,
+                evaluate,
+                eval_every,
+                run_dir,
+                outcome,
+                extra,
+                ckpt if phase == "sft" else None,
             )
+            self._stop_if_preempted(guard, "sft", outcome)
+            if self.grpo_enabled:
+                outcome.evals.append(evaluate(model, "after_sft", outcome.steps["sft"]))
         if self.grpo_enabled:
             model = self._run_grpo(
-                model, tokenizer, train_dataset, rewards, emit, evaluate, eval_every, run_dir, outcome
+                model,
+                tokenizer,
+                train_dataset,
+                rewards,
+                emit,
+                evaluate,
+                eval_every,
+                run_dir,
+                outcome,
+                extra,
+                ckpt if phase == "grpo" else None,
             )
+            self._stop_if_preempted(guard, "grpo", outcome)
         outcome.model = model
         return outcome
+
+    @staticmethod
+    def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
+        if guard is not None and guard.requested:
+            raise Preempted(
+                f"stopped by SIGTERM during {phase} at step {outcome.steps.get(phase)}; checkpoint saved"
+            )
 
     def _run_sft(
         self, model, tokenizer, dataset, prompt, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
