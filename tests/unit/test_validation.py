@@ -82,3 +82,32 @@ def test_gpu_only_options_refused_on_cpu(tmp_path):
     keys = {i.key for i in err.issues}
     assert {"model.quantization", "model.backend"} <= keys
     assert all("CUDA" in i.problem for i in err.issues if i.key in ("model.quantization", "model.backend"))
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("data.train_size=lots", "data.train_size"),
+        ("evaluation.temperature=hot", "evaluation.temperature"),
+        ("evaluation.baseline=[1]", "evaluation.baseline"),
+        ("+model.trust_remote_code=maybe", "model.trust_remote_code"),
+        ("model.dtype=16", "model.dtype"),
+    ],
+)
+def test_wrong_types_fail_at_load(override, key):
+    issues = check_targets(compose_config(["model=tiny", override]))
+    assert [i.key for i in issues] == [key]
+    assert "expects" in issues[0].problem
+
+
+def test_type_check_accepts_valid_values():
+    from rlvr.pipeline.validation import type_ok
+
+    assert type_ok(3, float) and type_ok(None, int | None) and type_ok([1], list[int])
+    assert not type_ok(True, int) and not type_ok("3", int) and not type_ok({"a": 1}, list)
+
+
+def test_inherited_options_of_subclasses_are_checked():
+    issues = check_targets(compose_config(["model=tiny", "+model.trust_remote_cod=true"]))
+    [issue] = issues
+    assert issue.key == "model.trust_remote_cod" and "trust_remote_code" in issue.fix

@@ -9,7 +9,10 @@ a misspelt key fails with its path and the valid names, before anything loads.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -18,6 +21,79 @@ from rlvr.config_errors import ConfigIssue, suggest
 
 ALLOWED_TARGET_PREFIXES = ("rlvr.",)
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+
+
+def type_ok(value: Any, annotation: Any) -> bool:
+    """Whether a config value fits a simple annotation (int, float, str, bool, list, dict, Optional, Union).
+
+    Annotations it does not understand are accepted: the component's own validate() covers them.
+    """
+    if annotation in (Any, inspect.Parameter.empty) or isinstance(annotation, (str, typing.TypeVar)):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(type_ok(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if origin is not None:
+        annotation = origin
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is Path:
+        return isinstance(value, (str, Path))
+    if annotation in (list, tuple, typing.Sequence):
+        return isinstance(value, (list, tuple, ListConfig))
+    if annotation in (dict, typing.Mapping):
+        return isinstance(value, (dict, DictConfig))
+    if annotation in (str, bool):
+        return isinstance(value, annotation)
+    return True
+
+
+def _chain(obj: Any) -> list[Any]:
+    """The callables whose parameters a target accepts: a class's __init__ and, while it forwards
+    ``**kwargs``, its bases' (so a subclass's inherited options are checked too)."""
+    if not inspect.isclass(obj):
+        return [obj]
+    chain = []
+    for klass in obj.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        chain.append(klass.__init__)
+        sig = inspect.signature(klass.__init__)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+            break
+    return chain or [obj]
+
+
+def _parameters(obj: Any) -> tuple[dict[str, inspect.Parameter] | None, bool]:
+    """Named parameters over the chain (subclass first) and whether unknown names are accepted."""
+    params: dict[str, inspect.Parameter] = {}
+    try:
+        signatures = [inspect.signature(f) for f in _chain(obj)]
+    except (TypeError, ValueError):
+        return None, True
+    for sig in signatures:
+        for name, p in sig.parameters.items():
+            if name != "self" and p.kind not in (
+                inspect.Parameter.VAR_KEYWORD,
+                inspect.Parameter.VAR_POSITIONAL,
+            ):
+                params.setdefault(name, p)
+    last = signatures[-1].parameters.values()
+    return params, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in last)
+
+
+def _hints(obj: Any) -> dict[str, Any]:
+    hints: dict[str, Any] = {}
+    for f in reversed(_chain(obj)):
+        try:
+            hints.update(typing.get_type_hints(f))
+        except Exception:  # unresolvable forward references: skip type checks there
+            continue
+    return hints
 
 
 def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
@@ -64,12 +140,9 @@ def check_targets(cfg: DictConfig, runtime_args: dict[str, set[str]] | None = No
                 )
             )
             continue
-        try:
-            signature = inspect.signature(obj)
-        except (TypeError, ValueError):
+        params, accepts_kwargs = _parameters(obj)
+        if params is None:
             continue
-        params = signature.parameters
-        accepts_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         given = [k for k in node if k not in _HYDRA_KEYS]
         if not accepts_kwargs:
             for name in given:
@@ -82,12 +155,29 @@ def check_targets(cfg: DictConfig, runtime_args: dict[str, set[str]] | None = No
                             f"{suggest(name, params)} valid: {', '.join(p for p in params if p != 'self')}",
                         )
                     )
+        hints = _hints(obj)
+        for name in given:
+            if name in hints and not OmegaConf.is_missing(node, name):
+                value = OmegaConf.select(node, name, throw_on_missing=False)
+                if isinstance(value, (DictConfig, ListConfig)) and "_target_" in value:
+                    continue  # a nested component, checked on its own
+                if not type_ok(value, hints[name]):
+                    issues.append(
+                        ConfigIssue(
+                            f"{path}.{name}",
+                            value,
+                            f"has type {type(value).__name__}, {target} expects {hints[name]}",
+                            f"give {path}.{name} a value of that type",
+                        )
+                    )
         provided = set(given) | runtime_args.get(path, set())
         # A partial is completed by the caller at run time, so missing arguments are expected there.
         is_partial = bool(OmegaConf.select(node, "_partial_", default=False))
-        for name, param in params.items():
-            if is_partial:
-                break
+        # Only the target's own signature decides what is required: a subclass fills in its bases' arguments.
+        own = inspect.signature(_chain(obj)[0]).parameters
+        for name, param in own.items():
+            if is_partial or name == "self":
+                continue
             required = param.default is inspect.Parameter.empty and param.kind in (
                 inspect.Parameter.POSITIONAL_OR_KEYWORD,
                 inspect.Parameter.KEYWORD_ONLY,
