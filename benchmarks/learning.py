@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -40,14 +41,18 @@ def events(run_dir: Path) -> list[dict]:
 
 
 def cumulative_seconds(records: list[dict], phase: str) -> dict[int, float]:
-    """Training seconds spent up to each step (step time only, evaluations excluded)."""
-    out, total = {}, 0.0
-    for r in records:
-        if r["event"] == "train_step" and r["phase"] == phase and f"{phase}/step_seconds" in r["metrics"]:
-            if r["step"] not in out:
-                total += r["metrics"][f"{phase}/step_seconds"]
-            out[r["step"]] = total
-    return out
+    """Training seconds up to each step: steps x the phase's median step time.
+
+    The median, not the sum, so that a few steps slowed by other work on a shared
+    2-core machine do not tilt the equal-budget comparison; evaluations are excluded.
+    """
+    times = {
+        r["step"]: r["metrics"][f"{phase}/step_seconds"]
+        for r in records
+        if r["event"] == "train_step" and r["phase"] == phase and f"{phase}/step_seconds" in r["metrics"]
+    }
+    median = statistics.median(times.values())
+    return {step: step * median for step in times}
 
 
 def evals(records: list[dict]) -> list[dict]:
@@ -64,12 +69,18 @@ def main() -> None:
     ap.add_argument("--grpo-steps", type=int, default=100)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
+    ap.add_argument(
+        "--analyze-only", action="store_true", help="re-print the table from finished runs in --out"
+    )
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for both runs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
 
     sft_dir = args.out / "sft_only"
+    grpo_dir = args.out / "sft_then_grpo"
+    if args.analyze_only:
+        return table(sft_dir, grpo_dir, n, m, None, None)
     sft_wall = run(
         sft_dir,
         [
@@ -83,7 +94,6 @@ def main() -> None:
         ],
     )
     ckpt = sft_dir / "checkpoints" / "sft" / f"checkpoint-{n}"
-    grpo_dir = args.out / "sft_then_grpo"
     grpo_wall = run(
         grpo_dir,
         [
@@ -96,7 +106,12 @@ def main() -> None:
             *args.overrides,
         ],
     )
+    table(sft_dir, grpo_dir, n, m, sft_wall, grpo_wall)
 
+
+def table(
+    sft_dir: Path, grpo_dir: Path, n: int, m: int, sft_wall: float | None, grpo_wall: float | None
+) -> None:
     sft_records, grpo_records = events(sft_dir), events(grpo_dir)
     sft_time = cumulative_seconds(sft_records, "sft")
     grpo_time = cumulative_seconds(grpo_records, "grpo")
@@ -118,7 +133,10 @@ def main() -> None:
         print(f"{name:42s} {steps:5d} {seconds / 60:7.1f}  {fmt(ev)}")
     print("\nGRPO in-training:", ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in evals(grpo_records)))
     print("SFT in-training: ", ", ".join(f"{s}: {r['accuracy']:.1%}" for s, r in sorted(sft_evals.items())))
-    print(f"wall clock incl. evaluations: SFT-only run {sft_wall / 60:.1f} min, GRPO run {grpo_wall / 60:.1f} min")
+    if sft_wall is not None and grpo_wall is not None:
+        print(
+            f"wall clock incl. evaluations: SFT-only run {sft_wall / 60:.1f} min, GRPO run {grpo_wall / 60:.1f} min"
+        )
 
 
 if __name__ == "__main__":

@@ -41,9 +41,13 @@ def model_component(spec: str, conf_dir: Path = MODEL_CONF_DIR) -> Any:
     """
     if (conf_dir / f"{spec}.yaml").is_file():
         from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
 
-        with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
+        if GlobalHydra.instance().is_initialized():  # inside the Hydra app: its search path has conf/
             cfg = compose(config_name="config", overrides=[f"model={spec}"])
+        else:
+            with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
+                cfg = compose(config_name="config", overrides=[f"model={spec}"])
         return instantiate(cfg.model, _convert_="all")
     from rlvr.models import HFModel
 
