@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
