@@ -2,16 +2,16 @@
 
 Runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
 
-1. SFT only for 2N steps, held-out evaluation every E steps, a checkpoint at step N.
-   Its first N steps are exactly the default run's SFT stage (same seed, data, constant LR).
-2. GRPO for M steps starting from that step-N checkpoint (the default run's GRPO stage).
+1. SFT only for 2N steps, held-out evaluation every E steps.
+2. The default run: SFT for N steps, then GRPO for M steps (evaluation every E steps).
 
-and prints one table: base model, SFT after N steps, SFT-only at the budget of
-SFT(N)+GRPO(M), and SFT+GRPO, each with its 95% Wilson interval and minutes.
-The SFT-only row at equal budget is read off run 1's in-training evaluations at
-the step whose cumulative training time is closest to SFT(N)+GRPO(M).
+Both use the same seed, data and constant SFT learning rate, so run 2's SFT stage
+repeats run 1's first N steps (its after-SFT accuracy doubles as a reproducibility
+check). The table shows base model, SFT after N steps, SFT-only at the training
+budget of SFT(N)+GRPO(M) (run 1's evaluation whose cumulative training time is
+closest), and SFT+GRPO, each with its 95% Wilson interval and minutes.
 
-    python benchmarks/learning.py --sft-steps 100 --grpo-steps 100 --eval-every 25
+    python benchmarks/learning.py --sft-steps 80 --grpo-steps 80 --eval-every 20
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def fmt(e: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sft-steps", type=int, default=100)
-    ap.add_argument("--grpo-steps", type=int, default=100)
-    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--sft-steps", type=int, default=80)
+    ap.add_argument("--grpo-steps", type=int, default=80)
+    ap.add_argument("--eval-every", type=int, default=20)
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
     ap.add_argument(
         "--analyze-only", action="store_true", help="re-print the table from finished runs in --out"
@@ -78,7 +78,7 @@ def main() -> None:
     n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
 
     sft_dir = args.out / "sft_only"
-    grpo_dir = args.out / "sft_then_grpo"
+    grpo_dir = args.out / "default_run"
     if args.analyze_only:
         return table(sft_dir, grpo_dir, n, m, None, None)
     sft_wall = run(
@@ -86,20 +86,14 @@ def main() -> None:
         [
             f"training_loop.sft.max_steps={2 * n}",
             "training_loop.grpo.enabled=false",
-            "training_loop.sft.save_strategy=steps",
-            "+training_loop.sft.save_only_model=true",
-            f"training_loop.sft.save_steps={n}",
             f"evaluation.every_n_steps={e}",
             *args.overrides,
         ],
     )
-    ckpt = sft_dir / "checkpoints" / "sft" / f"checkpoint-{n}"
     grpo_wall = run(
         grpo_dir,
         [
-            "model=hf",
-            f"model.name_or_path={ckpt}",
-            "training_loop.sft.enabled=false",
+            f"training_loop.sft.max_steps={n}",
             f"training_loop.grpo.max_steps={m}",
             f"evaluation.every_n_steps={e}",
             "evaluation.baseline=false",
@@ -117,13 +111,15 @@ def table(
     grpo_time = cumulative_seconds(grpo_records, "grpo")
     sft_evals = {r["step"]: r for r in evals(sft_records) if r["label"] == "sft"}
     base = next(r for r in evals(sft_records) if r["label"] == "baseline")
-    budget = sft_time[n] + grpo_time[m]
+    after_sft = next(r for r in evals(grpo_records) if r["label"] == "after_sft")
+    budget = cumulative_seconds(grpo_records, "sft")[n] + grpo_time[m]
     # SFT-only at the same training-time budget: the in-training evaluation nearest to it.
     eq_step = min(sft_evals, key=lambda s: abs(sft_time[s] - budget))
     final = next(r for r in evals(grpo_records) if r["label"] == "final")
     rows = [
         ("base model", 0, 0.0, base),
-        (f"SFT {n} steps", n, sft_time[n], sft_evals[n]),
+        (f"SFT {n} steps (run 1)", n, sft_time[n], sft_evals[n]),
+        (f"SFT {n} steps (run 2, same seed)", n, cumulative_seconds(grpo_records, "sft")[n], after_sft),
         (f"SFT only, {eq_step} steps (equal budget)", eq_step, sft_time[eq_step], sft_evals[eq_step]),
         (f"SFT {n} + GRPO {m} steps", n + m, budget, final),
     ]
@@ -131,7 +127,8 @@ def table(
     print(f"{'setting':42s} {'steps':>5s} {'minutes':>7s}  accuracy [95% CI]")
     for name, steps, seconds, ev in rows:
         print(f"{name:42s} {steps:5d} {seconds / 60:7.1f}  {fmt(ev)}")
-    print("\nGRPO in-training:", ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in evals(grpo_records)))
+    grpo_evals = [r for r in evals(grpo_records) if r["label"] == "grpo"]
+    print("\nGRPO in-training:", ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in grpo_evals))
     print("SFT in-training: ", ", ".join(f"{s}: {r['accuracy']:.1%}" for s, r in sorted(sft_evals.items())))
     if sft_wall is not None and grpo_wall is not None:
         print(
