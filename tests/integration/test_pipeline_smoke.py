@@ -56,6 +56,8 @@ def test_metrics_file_has_events_in_order(smoke_run):
     grpo_steps = [r for r in records if r["event"] == "train_step" and r["phase"] == "grpo"]
     assert [r["step"] for r in grpo_steps] == [1, 2, 3]
     assert "grpo/reward/correctness/mean" in grpo_steps[0]["metrics"]
+    assert grpo_steps[0]["metrics"]["grpo/reward/verifier_timeouts"] == 0
+    assert grpo_steps[-1]["metrics"]["grpo/reward/scored"] > 0
     evals = [r["label"] for r in records if r["event"] == "evaluation"]
     assert evals[0] == "baseline" and evals[-1] == "final" and "after_sft" in evals
 

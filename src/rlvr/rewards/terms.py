@@ -145,8 +145,14 @@ class RewardSet:
         return issues
 
     def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
+        self.scorer = scorer
         for term in self.terms.values():
             term.bind(prompt, scorer)
+
+    def counters(self) -> dict[str, float]:
+        """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics."""
+        counters = getattr(getattr(self, "scorer", None), "counters", None) or {}
+        return {f"reward/{k}": float(v) for k, v in counters.items()}
 
     @property
     def functions(self) -> list[_Term]:

@@ -50,8 +50,10 @@ class EventBridge(TrainerCallback):
         max_steps: int,
         eval_every: int = 0,
         evaluate: Callable[[int], ev.EvalResult | None] | None = None,
+        extra_metrics: Callable[[], dict[str, float]] | None = None,
     ):
         self.emit, self.phase, self.max_steps = emit, phase, max_steps
+        self.extra_metrics = extra_metrics
         self.eval_every, self.evaluate = eval_every, evaluate
         self.history: list[dict[str, float]] = []
         self.evals: list[ev.EvalResult] = []
@@ -86,6 +88,8 @@ class EventBridge(TrainerCallback):
             if tokens is not None and self._last_tokens is not None:
                 metrics[f"{self.phase}/tokens_per_second"] = (tokens - self._last_tokens) / seconds
             self._last_tokens = tokens
+        if self.extra_metrics is not None:
+            metrics.update({f"{self.phase}/{k}": v for k, v in self.extra_metrics().items()})
         self.history.append({"step": state.global_step, **metrics})
         self.emit(ev.TrainStep(self.phase, state.global_step, self.max_steps, metrics))
         zero = (logs or {}).get("frac_reward_zero_std")

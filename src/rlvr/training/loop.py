@@ -254,7 +254,12 @@ class GRPOLoop:
 
         args = self.grpo_config(run_dir / "checkpoints" / "grpo", rewards.weights)
         bridge = EventBridge(
-            emit, "grpo", args.max_steps, eval_every, lambda step: evaluate(model, "grpo", step)
+            emit,
+            "grpo",
+            args.max_steps,
+            eval_every,
+            lambda step: evaluate(model, "grpo", step),
+            extra_metrics=rewards.counters,
         )
         trainer = _quiet(
             GRPOTrainer(
