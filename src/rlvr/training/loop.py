@@ -33,6 +33,17 @@ def _quiet(trainer: Any) -> Any:
     return trainer
 
 
+def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
+    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time, evaluations, history."""
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    outcome.seconds[phase] = time.perf_counter() - start
+    outcome.steps[phase] = trainer.state.global_step
+    outcome.evals.extend(bridge.evals)
+    outcome.history.extend(bridge.history)
+    return trainer.model
+
+
 @dataclass
 class TrainOutcome:
     model: Any
@@ -239,13 +250,7 @@ class GRPOLoop:
                 callbacks=[bridge, *extra],
             )
         )
-        start = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-        outcome.seconds["sft"] = time.perf_counter() - start
-        outcome.steps["sft"] = trainer.state.global_step
-        outcome.evals.extend(bridge.evals)
-        outcome.history.extend(bridge.history)
-        return trainer.model
+        return _train(trainer, "sft", bridge, ckpt, outcome)
 
     def _run_grpo(
         self, model, tokenizer, dataset, rewards, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
@@ -271,10 +276,4 @@ class GRPOLoop:
                 callbacks=[bridge, *extra],
             )
         )
-        start = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-        outcome.seconds["grpo"] = time.perf_counter() - start
-        outcome.steps["grpo"] = trainer.state.global_step
-        outcome.evals.extend(bridge.evals)
-        outcome.history.extend(bridge.history)
-        return trainer.model
+        return _train(trainer, "grpo", bridge, ckpt, outcome)
