@@ -23,11 +23,11 @@ FETCH_MODEL ?= 1
 # can be chosen: the lock pins its version (read from the lock here) and
 # hashes PyPI's files, and `pip install --require-hashes` keeps an installed
 # torch of that version whatever its build. On this project's machines pip
-# finds the CPU build (torch==<version>+cpu) in its configured find-links, so
+# finds the CPU build (torch==<version>+cpu) in its configured local wheel folder, so
 # nothing from the CUDA stack is downloaded. Elsewhere, install the CPU or
 # CUDA build of your choice first (e.g. `.venv/bin/pip install torch==<version>
-# --index-url <the PyTorch index for your CPU/CUDA variant>`), or pass that
-# index here: make setup TORCH_PIP_ARGS="--index-url <url>". Plain PyPI
+# with pip's index option pointing at the PyTorch index for your CPU/CUDA
+# variant), or pass that option here via TORCH_PIP_ARGS. Plain PyPI
 # torch on Linux is the CUDA build and pulls several GB of nvidia-* wheels,
 # which the CPU lock deliberately does not list.
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(LOCK))

