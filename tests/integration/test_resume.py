@@ -93,8 +93,11 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     assert a.keys() == b.keys()
     worst = max((a[k] - b[k]).abs().max().item() for k in a)
     assert worst <= 1e-6, worst
-    init = torch.manual_seed(0)  # noqa: F841 - parameters must also have moved from the start
-    assert any(not torch.equal(a[k], b[k] * 0) for k in a)
+    from rlvr.models import TinyRandomModel
+
+    init = TinyRandomModel(seed=42).load().model.state_dict()
+    moved = [k for k in a if k in init and not torch.equal(a[k], init[k])]
+    assert len(moved) > len(a) // 2  # training really changed the parameters being compared
 
 
 def test_sigterm_checkpoints_once_and_exits_75(tmp_path):
