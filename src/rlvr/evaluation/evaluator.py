@@ -55,7 +55,7 @@ class Evaluator:
         num_samples: int = 1,
         temperature: float = 0.0,
         max_new_tokens: int = 64,
-        batch_size: int = 16,
+        batch_size: int = 32,
         ks: list[int] | None = None,
         backend: str = "hf",
         seed: int = 0,
