@@ -91,7 +91,6 @@ class TensorBoardObserver(Observer):
     def __init__(self, log_dir: str = "tensorboard"):
         self.log_dir = log_dir
         self._writer: Any = None
-        self._offsets = {"sft": 0}
 
     def validate(self) -> list[ConfigIssue]:
         if importlib.util.find_spec("tensorboard") is None:
