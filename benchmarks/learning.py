@@ -2,16 +2,17 @@
 
 Runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
 
-1. SFT only for 2N steps, held-out evaluation every E steps.
-2. The default run: SFT for N steps, then GRPO for M steps (evaluation every E steps).
+1. The default run: SFT for N steps, then GRPO for M steps, held-out evaluation every E steps.
+2. SFT only, for as many steps as fit in run 1's training time (SFT(N) + GRPO(M) seconds
+   divided by run 1's median SFT step time), evaluation every E steps and at the end.
 
-Both use the same seed, data and constant SFT learning rate, so run 2's SFT stage
-repeats run 1's first N steps (its after-SFT accuracy doubles as a reproducibility
-check). The table shows base model, SFT after N steps, SFT-only at the training
-budget of SFT(N)+GRPO(M) (run 1's evaluation whose cumulative training time is
-closest), and SFT+GRPO, each with its 95% Wilson interval and minutes.
+Both use the same seed, data and constant SFT learning rate, so run 2 repeats run 1's first
+N SFT steps (when E divides N its evaluation there is a reproducibility check). The table
+shows the base model, SFT after N steps, SFT only at equal training time, and SFT+GRPO, each
+with its 95% Wilson interval and minutes of training (evaluations excluded).
 
-    python benchmarks/learning.py --sft-steps 80 --grpo-steps 80 --eval-every 20
+    python benchmarks/learning.py --sft-steps 120 --grpo-steps 80 --eval-every 40
+    python benchmarks/learning.py --analyze-only   # re-print from outputs/learning
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ def fmt(e: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sft-steps", type=int, default=80)
+    ap.add_argument("--sft-steps", type=int, default=120)
     ap.add_argument("--grpo-steps", type=int, default=80)
-    ap.add_argument("--eval-every", type=int, default=20)
+    ap.add_argument("--eval-every", type=int, default=40)
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
     ap.add_argument(
         "--analyze-only", action="store_true", help="re-print the table from finished runs in --out"
@@ -76,64 +77,69 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
+    grpo_dir, sft_dir = args.out / "default_run", args.out / "sft_only"
+    walls: dict[str, float] = {}
+    if not args.analyze_only:
+        walls["SFT+GRPO run"] = run(
+            grpo_dir,
+            [
+                f"training_loop.sft.max_steps={n}",
+                f"training_loop.grpo.max_steps={m}",
+                f"evaluation.every_n_steps={e}",
+                *args.overrides,
+            ],
+        )
+        records = events(grpo_dir)
+        sft_step = cumulative_seconds(records, "sft")[n] / n  # median SFT step time of the default run
+        k = round(budget_seconds(records, n, m) / sft_step)
+        walls["SFT-only run"] = run(
+            sft_dir,
+            [
+                f"training_loop.sft.max_steps={k}",
+                "training_loop.grpo.enabled=false",
+                f"evaluation.every_n_steps={e}",
+                "evaluation.baseline=false",
+                *args.overrides,
+            ],
+        )
+    table(sft_dir, grpo_dir, n, m, walls)
 
-    sft_dir = args.out / "sft_only"
-    grpo_dir = args.out / "default_run"
-    if args.analyze_only:
-        return table(sft_dir, grpo_dir, n, m, None, None)
-    sft_wall = run(
-        sft_dir,
-        [
-            f"training_loop.sft.max_steps={2 * n}",
-            "training_loop.grpo.enabled=false",
-            f"evaluation.every_n_steps={e}",
-            *args.overrides,
-        ],
-    )
-    grpo_wall = run(
-        grpo_dir,
-        [
-            f"training_loop.sft.max_steps={n}",
-            f"training_loop.grpo.max_steps={m}",
-            f"evaluation.every_n_steps={e}",
-            "evaluation.baseline=false",
-            *args.overrides,
-        ],
-    )
-    table(sft_dir, grpo_dir, n, m, sft_wall, grpo_wall)
+
+def budget_seconds(records: list[dict], n: int, m: int) -> float:
+    """Training seconds of SFT(n) + GRPO(m) in the default run."""
+    return cumulative_seconds(records, "sft")[n] + cumulative_seconds(records, "grpo")[m]
 
 
-def table(
-    sft_dir: Path, grpo_dir: Path, n: int, m: int, sft_wall: float | None, grpo_wall: float | None
-) -> None:
+def table(sft_dir: Path, grpo_dir: Path, n: int, m: int, walls: dict[str, float]) -> None:
     sft_records, grpo_records = events(sft_dir), events(grpo_dir)
     sft_time = cumulative_seconds(sft_records, "sft")
-    grpo_time = cumulative_seconds(grpo_records, "grpo")
     sft_evals = {r["step"]: r for r in evals(sft_records) if r["label"] == "sft"}
-    base = next(r for r in evals(sft_records) if r["label"] == "baseline")
+    base = next(r for r in evals(grpo_records) if r["label"] == "baseline")
     after_sft = next(r for r in evals(grpo_records) if r["label"] == "after_sft")
-    budget = cumulative_seconds(grpo_records, "sft")[n] + grpo_time[m]
-    # SFT-only at the same training-time budget: the in-training evaluation nearest to it.
-    eq_step = min(sft_evals, key=lambda s: abs(sft_time[s] - budget))
+    sft_final = next(r for r in evals(sft_records) if r["label"] == "final")
+    k = sft_final["step"]
     final = next(r for r in evals(grpo_records) if r["label"] == "final")
     rows = [
         ("base model", 0, 0.0, base),
-        (f"SFT {n} steps (run 1)", n, sft_time[n], sft_evals[n]),
-        (f"SFT {n} steps (run 2, same seed)", n, cumulative_seconds(grpo_records, "sft")[n], after_sft),
-        (f"SFT only, {eq_step} steps (equal budget)", eq_step, sft_time[eq_step], sft_evals[eq_step]),
-        (f"SFT {n} + GRPO {m} steps", n + m, budget, final),
+        (f"SFT {n} steps", n, cumulative_seconds(grpo_records, "sft")[n], after_sft),
+        (f"SFT only, {k} steps (equal time)", k, sft_time[k], sft_final),
+        (f"SFT {n} + GRPO {m} steps (default run)", n + m, budget_seconds(grpo_records, n, m), final),
     ]
     print(f"\nheld-out: {base['n']} questions, greedy; minutes = training time (evaluations excluded)")
     print(f"{'setting':42s} {'steps':>5s} {'minutes':>7s}  accuracy [95% CI]")
     for name, steps, seconds, ev in rows:
         print(f"{name:42s} {steps:5d} {seconds / 60:7.1f}  {fmt(ev)}")
-    grpo_evals = [r for r in evals(grpo_records) if r["label"] == "grpo"]
-    print("\nGRPO in-training:", ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in grpo_evals))
-    print("SFT in-training: ", ", ".join(f"{s}: {r['accuracy']:.1%}" for s, r in sorted(sft_evals.items())))
-    if sft_wall is not None and grpo_wall is not None:
+    print(f"GRPO - SFT only at equal time: {100 * (final['accuracy'] - sft_final['accuracy']):+.1f} points")
+    if n in sft_evals:
+        same = sft_evals[n]["accuracy"] == after_sft["accuracy"]
         print(
-            f"wall clock incl. evaluations: SFT-only run {sft_wall / 60:.1f} min, GRPO run {grpo_wall / 60:.1f} min"
+            f"reproducibility: SFT-only run at step {n}: {sft_evals[n]['accuracy']:.1%} ({'identical' if same else 'differs'})"
         )
+    for label, recs, phase in (("GRPO", grpo_records, "grpo"), ("SFT-only", sft_records, "sft")):
+        points = [r for r in evals(recs) if r["label"] == phase]
+        print(f"{label} in-training: " + ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in points))
+    for name, seconds in walls.items():
+        print(f"wall clock incl. model load and evaluations, {name}: {seconds / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,15 @@ def write_report(
             for r in rows
         ],
         "",
-        f"Steps: {outcome.steps}. Training time: {report['train_seconds']} s. Wall time: {seconds / 60:.1f} min.",
+        "Training: "
+        + (
+            ", ".join(
+                f"{phase.upper()} {steps} steps in {outcome.seconds.get(phase, 0.0) / 60:.1f} min"
+                for phase, steps in outcome.steps.items()
+            )
+            or "none"
+        )
+        + f". Wall time (with model load and evaluations): {seconds / 60:.1f} min.",
         "",
         "![training](training.png)",
     ]

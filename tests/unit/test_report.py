@@ -1,0 +1,54 @@
+"""The end-of-run report: table rows, JSON, markdown and plot, from events only (no model)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from rlvr import events as ev
+from rlvr.evaluation.metrics import wilson_interval
+from rlvr.report import report_rows, write_report
+
+
+def result(label: str, step: int, correct: int, n: int = 200) -> ev.EvalResult:
+    low, high = wilson_interval(correct, n)
+    return ev.EvalResult(label=label, step=step, accuracy=correct / n, ci_low=low, ci_high=high, n=n)
+
+
+EVALS = [
+    result("baseline", 0, 0),
+    result("sft", 40, 30),
+    result("after_sft", 80, 61),
+    result("grpo", 40, 100),
+    result("final", 160, 130),
+]
+
+
+def test_rows_are_the_stages_in_order_with_their_intervals():
+    rows = report_rows(EVALS)
+    assert [r["stage"] for r in rows] == ["base model", "after SFT", "final"]
+    assert [r["accuracy"] for r in rows] == [0.0, 0.305, 0.65]
+    base = rows[0]
+    assert base["ci_low"] == 0.0 and 0.018 < base["ci_high"] < 0.02  # Wilson upper bound for 0/200
+    assert all(r["ci_low"] <= r["accuracy"] <= r["ci_high"] for r in rows)
+
+
+def test_write_report_files(tmp_path):
+    outcome = SimpleNamespace(
+        steps={"sft": 80, "grpo": 80},
+        seconds={"sft": 420.0, "grpo": 600.0},
+        history=[{"step": s, "sft/loss": 1.0 / s} for s in range(1, 81)]
+        + [{"step": s, "grpo/reward/mean": s / 100} for s in range(1, 81)],
+    )
+    meta = {"model": "m", "tasks": ["basic_arithmetic"]}
+    files = write_report(tmp_path, EVALS, outcome, meta, seconds=1200.0)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["stage"] for r in report["accuracy"]] == ["base model", "after SFT", "final"]
+    assert [(e["label"], e["step"]) for e in report["in_training"]] == [("sft", 40), ("grpo", 40)]
+    assert report["train_seconds"] == {"sft": 420.0, "grpo": 600.0} and report["wall_seconds"] == 1200.0
+    md = (tmp_path / "report.md").read_text()
+    assert "| after SFT | 80 | 30.5% |" in md and "| final | 160 | 65.0% |" in md
+    assert "SFT 80 steps in 7.0 min, GRPO 80 steps in 10.0 min" in md and "20.0 min" in md
+    png = tmp_path / "training.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert set(files.values()) >= {str(tmp_path / "report.md"), str(png)}
