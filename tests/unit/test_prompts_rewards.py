@@ -72,3 +72,19 @@ def test_reward_set_exposes_functions_weights_and_names():
     assert rs.weights == [1.0, 0.25]
     assert [f.__name__ for f in rs.functions] == ["correctness", "fmt"]
     assert RewardSet({"a": FormatReward(0.0)}).validate()  # all-zero weights are refused
+
+
+@pytest.mark.parametrize(("partial_credit", "expected"), [(False, [1.0, 0.0, 0.0]), (True, [1.0, 0.5, 1 / 3])])
+def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
+    # reasoning-gym's generic verifier scores len(gold)/len(answer) when gold is a substring,
+    # so a sign error ("-3" for 3) would earn 0.5; the default reward counts only exact answers.
+    entry = json.dumps({"question": "Calculate 1 + 2.", "answer": "3", "metadata": {}})
+    reward = CorrectnessReward(partial_credit=partial_credit)
+    with VerifierPool(num_workers=0) as pool:
+        reward.bind(PROMPT, pool)
+        scores = reward(
+            ["<answer>3</answer>", "<answer>-3</answer>", "<answer>-13</answer>"],
+            task=["basic_arithmetic"] * 3,
+            entry=[entry] * 3,
+        )
+    assert scores == pytest.approx(expected)

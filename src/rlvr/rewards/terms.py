@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from rlvr.config_errors import ConfigIssue
+from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.prompts import PromptTemplate
 
 
@@ -51,11 +52,23 @@ class _Term:
 class CorrectnessReward(_Term):
     """Score of the task's own verifier (reasoning-gym ``score_answer``) on the extracted answer.
 
+    Args:
+        weight: weight of this term in the summed reward.
+        partial_credit: pass the verifier's score through as is. Off by default: the reward is
+            1.0 when the score reaches the evaluation's success threshold, else 0.0, so GRPO
+            optimises the metric the evaluation reports. reasoning-gym's generic verifier gives
+            ``len(gold) / len(answer)`` when the gold answer is a substring of the answer, so
+            with partial credit ``-3`` for a gold ``3`` earns 0.5 and sign errors are rewarded.
+
     A missing answer, a verifier error or a timeout gives the sandbox's failure reward
     (counted in the sandbox counters), never a crash.
     """
 
     name = "correctness"
+
+    def __init__(self, weight: float = 1.0, partial_credit: bool = False):
+        super().__init__(weight)
+        self.partial_credit = partial_credit
 
     def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
         from rlvr.verify import ScoreRequest
@@ -65,7 +78,10 @@ class CorrectnessReward(_Term):
             ScoreRequest(task=t, answer=self.prompt.extract(completion_text(c)), entry=json.loads(e))
             for c, t, e in zip(completions, task, entry, strict=True)
         ]
-        return [s.value for s in self.scorer.score(requests)]
+        values = [s.value for s in self.scorer.score(requests)]
+        if self.partial_credit:
+            return values
+        return [1.0 if v >= SUCCESS_THRESHOLD else 0.0 for v in values]
 
 
 class FormatReward(_Term):
