@@ -6,10 +6,10 @@ import json
 
 import pytest
 import reasoning_gym
-from rlvr.verify import VerifierPool
 
 from rlvr.prompts import PromptTemplate
 from rlvr.rewards import CorrectnessReward, FormatReward, LengthPenalty, RewardSet
+from rlvr.verify import VerifierPool
 
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
 
