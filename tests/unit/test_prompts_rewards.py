@@ -74,7 +74,9 @@ def test_reward_set_exposes_functions_weights_and_names():
     assert RewardSet({"a": FormatReward(0.0)}).validate()  # all-zero weights are refused
 
 
-@pytest.mark.parametrize(("partial_credit", "expected"), [(False, [1.0, 0.0, 0.0]), (True, [1.0, 0.5, 1 / 3])])
+@pytest.mark.parametrize(
+    ("partial_credit", "expected"), [(False, [1.0, 0.0, 0.0]), (True, [1.0, 0.5, 1 / 3])]
+)
 def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
     # reasoning-gym's generic verifier scores len(gold)/len(answer) when gold is a substring,
     # so a sign error ("-3" for 3) would earn 0.5; the default reward counts only exact answers.
@@ -88,3 +90,16 @@ def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
             entry=[entry] * 3,
         )
     assert scores == pytest.approx(expected)
+
+
+def test_reward_set_counts_groups_without_variance_on_weighted_totals():
+    # TRL's frac_reward_zero_std misses an all-equal group at 1.0 + 0.2 (float32 std 1.3e-7);
+    # the reward set compares weighted totals per group instead.
+    rs = RewardSet({"fmt": FormatReward(0.2), "length": LengthPenalty(0.7, free_chars=18, scale_chars=10)})
+    rs.bind(PROMPT, None)
+    rs.group_size = 2
+    batch = ["<answer>1</answer>", "<answer>2</answer>", "<answer>1</answer>", "<answer>123456</answer>"]
+    for fn in rs.functions:  # TRL calls each term once on the whole generation batch
+        fn(batch)
+    assert rs.counters()["reward/zero_std_groups_frac"] == 0.5
+    assert "reward/zero_std_groups_frac" not in rs.counters()  # reported once per batch

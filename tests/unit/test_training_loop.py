@@ -23,3 +23,22 @@ def test_explicit_training_loop_setting_wins(tmp_path):
     loop = GRPOLoop(sft={"max_steps": 1, "use_cpu": True, "gradient_checkpointing": True}, grpo={})
     model = SimpleNamespace(is_activation_checkpointing=False)
     assert _checkpointing_follows_model(loop.sft_config(tmp_path), loop.sft, model).gradient_checkpointing
+
+
+@pytest.mark.parametrize(("ours", "warns"), [(1.0, True), (0.5, False)])
+def test_zero_variance_warning_uses_the_pipelines_group_check(ours, warns):
+    from rlvr import events as ev
+    from rlvr.training.callbacks import EventBridge
+
+    emitted = []
+    bridge = EventBridge(
+        emitted.append, "grpo", 10, extra_metrics=lambda: {"reward/zero_std_groups_frac": ours}
+    )
+    state = SimpleNamespace(global_step=1)
+    bridge.on_step_begin(None, state, None)
+    bridge.on_step_end(None, state, None)
+    # TRL's own fraction says 0.0 (its float32 std check misses equal non-zero rewards).
+    bridge.on_log(None, state, None, logs={"loss": 0.0, "frac_reward_zero_std": 0.0})
+    warnings = [e for e in emitted if isinstance(e, ev.Warning_)]
+    assert bool(warnings) is warns
+    assert any(isinstance(e, ev.TrainStep) for e in emitted)

@@ -133,13 +133,47 @@ class LengthPenalty(_Term):
         ]
 
 
+class _Recorded:
+    """A term as handed to TRL: same name and output, and the output is passed on to the RewardSet."""
+
+    def __init__(self, term: _Term, record: Any):
+        self.term, self.record = term, record
+        self.__name__ = term.__name__
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
+        out = self.term(completions, **kwargs)
+        self.record(self.__name__, out)
+        return out
+
+
 class RewardSet:
-    """Named, weighted reward terms (``reward.terms.format.weight=0.2`` from the CLI)."""
+    """Named, weighted reward terms (``reward.terms.format.weight=0.2`` from the CLI).
+
+    It also measures the fraction of GRPO groups whose weighted rewards are all equal
+    (``reward/zero_std_groups_frac``, set ``group_size`` to num_generations). TRL 1.16's own
+    ``frac_reward_zero_std`` misses such groups when the shared value is not exact in float32
+    (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
+    """
 
     def __init__(self, terms: dict[str, _Term]):
         self.terms = dict(terms)
         for name, term in self.terms.items():
             term.__name__ = name
+        self.group_size = 0
+        self._batch: dict[str, list[float]] = {}
+        self._zero_std: list[float] = []
+
+    def _record(self, name: str, values: list[float]) -> None:
+        """TRL calls every term once per generation batch; when all have answered, check each group."""
+        self._batch[name] = values
+        if len(self._batch) < len(self.terms):
+            return
+        batch, self._batch = self._batch, {}
+        totals = [sum(self.terms[n].weight * batch[n][i] for n in self.terms) for i in range(len(values))]
+        g = self.group_size
+        if g > 1 and totals and len(totals) % g == 0:
+            groups = [totals[i : i + g] for i in range(0, len(totals), g)]
+            self._zero_std.append(sum(max(x) - min(x) <= 1e-6 for x in groups) / len(groups))
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
@@ -166,13 +200,18 @@ class RewardSet:
             term.bind(prompt, scorer)
 
     def counters(self) -> dict[str, float]:
-        """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics."""
+        """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics,
+        and the zero-variance group fraction of the batches scored since the last call."""
         counters = getattr(getattr(self, "scorer", None), "counters", None) or {}
-        return {f"reward/{k}": float(v) for k, v in counters.items()}
+        out = {f"reward/{k}": float(v) for k, v in counters.items()}
+        if self._zero_std:
+            out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)
+            self._zero_std = []
+        return out
 
     @property
-    def functions(self) -> list[_Term]:
-        return list(self.terms.values())
+    def functions(self) -> list[_Recorded]:
+        return [_Recorded(term, self._record) for term in self.terms.values()]
 
     @property
     def weights(self) -> list[float]:

@@ -92,7 +92,10 @@ class EventBridge(TrainerCallback):
             metrics.update({f"{self.phase}/{k}": v for k, v in self.extra_metrics().items()})
         self.history.append({"step": state.global_step, **metrics})
         self.emit(ev.TrainStep(self.phase, state.global_step, self.max_steps, metrics))
-        zero = (logs or {}).get("frac_reward_zero_std")
+        # The pipeline's own group check when the reward set provides it (see RewardSet), else TRL's.
+        zero = metrics.get(
+            f"{self.phase}/reward/zero_std_groups_frac", (logs or {}).get("frac_reward_zero_std")
+        )
         if zero is not None and zero >= 1.0:
             self._zero_var_steps += 1
             # First occurrence, then every 10th, so a long flat run does not flood the console.

@@ -275,6 +275,7 @@ class GRPOLoop:
         args = _checkpointing_follows_model(
             self.grpo_config(run_dir / "checkpoints" / "grpo", rewards.weights), self.grpo, model
         )
+        rewards.group_size = args.num_generations
         bridge = EventBridge(
             emit,
             "grpo",
