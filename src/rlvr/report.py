@@ -45,7 +45,8 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
             offset += int(max(h["step"] for h in rows)) if phase == "sft" else 0
     ax_r.set_xlabel("training step (SFT then GRPO)")
     ax_r.set_title("Training signal")
-    ax_r.legend(loc="best")
+    if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
+        ax_r.legend(loc="best")
     points = sorted(evaluations, key=lambda e: (e.label != "baseline", e.label == "final"))
     xs, ys, lo, hi = [], [], [], []
     sft_steps = max([e.step for e in evaluations if e.label == "after_sft"], default=0)

@@ -62,6 +62,16 @@ def test_metrics_file_has_events_in_order(smoke_run):
     assert evals[0] == "baseline" and evals[-1] == "final" and "after_sft" in evals
 
 
+def test_evaluation_at_the_last_sft_step_is_not_repeated(smoke_run):
+    """SFT ends on an evaluation step (4, every 2): "after SFT" reuses it instead of generating again."""
+    run_dir, _ = smoke_run
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = {(r["label"], r["step"]): r for r in records if r["event"] == "evaluation"}
+    assert evals[("after_sft", 4)]["accuracy"] == evals[("sft", 4)]["accuracy"]
+    assert not list((run_dir / "eval").glob("after_sft_*.json"))
+    assert list((run_dir / "eval").glob("final_step7.json"))  # GRPO's last step (3) had no evaluation
+
+
 def test_eval_json_records_prompt_hash_model_and_samples(smoke_run):
     run_dir, _ = smoke_run
     final = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())

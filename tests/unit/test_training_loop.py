@@ -42,3 +42,28 @@ def test_zero_variance_warning_uses_the_pipelines_group_check(ours, warns):
     warnings = [e for e in emitted if isinstance(e, ev.Warning_)]
     assert bool(warnings) is warns
     assert any(isinstance(e, ev.TrainStep) for e in emitted)
+
+
+def _eval(label, step):
+    from rlvr import events as ev
+
+    return ev.EvalResult(label, step, 0.5, 0.4, 0.6, 200)
+
+
+@pytest.mark.parametrize(
+    ("steps", "evals", "expected"),
+    [
+        ({}, [], None),  # nothing trained
+        ({"sft": 240}, [_eval("sft", 80), _eval("sft", 240)], ("sft", 240)),  # SFT ended on an evaluation
+        ({"sft": 250}, [_eval("sft", 80), _eval("sft", 240)], None),  # 10 more steps since
+        # GRPO ran after it: the SFT evaluation at 240 no longer measures the final weights.
+        ({"sft": 240, "grpo": 16}, [_eval("sft", 240), _eval("after_sft", 240)], None),
+        ({"sft": 240, "grpo": 16}, [_eval("sft", 240), _eval("grpo", 8), _eval("grpo", 16)], ("grpo", 16)),
+        ({"grpo": 16}, [_eval("grpo", 8)], None),
+    ],
+)
+def test_an_evaluation_of_the_final_weights_is_found_for_reuse(steps, evals, expected):
+    from rlvr.training.loop import TrainOutcome
+
+    found = TrainOutcome(model=None, steps=steps, evals=evals).eval_of_last_weights()
+    assert (found.label, found.step) == expected if expected else found is None

@@ -10,6 +10,7 @@ save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -205,7 +206,16 @@ class PipelineOrchestrator:
                 )
             )
 
-            def evaluate(model: Any, label: str, step: int) -> ev.EvalResult:
+            def evaluate(
+                model: Any, label: str, step: int, reuse: ev.EvalResult | None = None
+            ) -> ev.EvalResult:
+                """Evaluate ``model`` on the held-out split; ``reuse`` = an evaluation of these same
+                weights (greedy decoding repeats it exactly), recorded under ``label`` without generating."""
+                if reuse is not None:
+                    event = dataclasses.replace(reuse, label=label, step=step)
+                    hub.emit(event)
+                    result.evaluations.append(event)
+                    return event
                 bar = hub.progress(
                     f"eval {label}",
                     len(data.eval)
@@ -253,7 +263,11 @@ class PipelineOrchestrator:
                 )
             stage = "final_eval"
             with self._stage(hub, stage):
-                evaluate(outcome.model, "final", sum(outcome.steps.values()))
+                trained = sum(outcome.steps.values())
+                same_weights = outcome.eval_of_last_weights() or next(
+                    (e for e in result.evaluations if e.label == "baseline" and not trained), None
+                )
+                evaluate(outcome.model, "final", trained, same_weights)
             stage = "save"
             with self._stage(hub, stage):
                 final_dir = self.run_dir / "final"

@@ -52,6 +52,19 @@ class TrainOutcome:
     evals: list[ev.EvalResult] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
 
+    def eval_of_last_weights(self) -> ev.EvalResult | None:
+        """The in-training evaluation made on the weights training ended with, if there was one.
+
+        An evaluation at a phase's last step already measured the model that the after-SFT or
+        final evaluation would measure again (greedy, same questions), so callers reuse it.
+        """
+        if not self.steps:
+            return None
+        phase, last_step = list(self.steps.items())[-1]
+        labels = {"sft", "after_sft"} if phase == "sft" else {phase}
+        same = [e for e in self.evals if e.label in labels and e.step == last_step]
+        return same[-1] if same else None
+
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
     """TRL turns gradient checkpointing on by default; unless the training_loop sets it, follow ``model.gradient_checkpointing``.
@@ -184,13 +197,14 @@ class GRPOLoop:
         rewards: Any,
         prompt: Any,
         emit: Callable[[Any], None],
-        evaluate: Callable[[Any, str, int], ev.EvalResult],
+        evaluate: Callable[..., ev.EvalResult],
         eval_every: int,
         run_dir: Path,
         resume: tuple[str, Path] | None = None,
         guard: Any = None,
     ) -> TrainOutcome:
-        """Train ``model`` in place; ``evaluate(model, label, step)`` runs held-out evaluation.
+        """Train ``model`` in place; ``evaluate(model, label, step, reuse=None)`` runs held-out
+        evaluation, or records ``reuse`` (an evaluation of the same weights) under the new label.
 
         ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
         a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
@@ -215,7 +229,9 @@ class GRPOLoop:
             )
             self._stop_if_preempted(guard, "sft", outcome)
             if self.grpo_enabled:
-                outcome.evals.append(evaluate(model, "after_sft", outcome.steps["sft"]))
+                outcome.evals.append(
+                    evaluate(model, "after_sft", outcome.steps["sft"], outcome.eval_of_last_weights())
+                )
         if self.grpo_enabled:
             model = self._run_grpo(
                 model,
