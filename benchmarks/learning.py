@@ -2,18 +2,18 @@
 
 Runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
 
-1. SFT only for K steps, held-out evaluation every E steps (the SFT-only learning curve).
-2. The default run: SFT for N steps, then GRPO for M steps, evaluation every E steps.
+1. The default run: SFT for N steps, then GRPO for M steps, evaluation every E steps.
+2. SFT only, for as many steps K as fit in run 1's SFT+GRPO training time (K = ceil(budget /
+   SFT step time)), evaluation every E steps and at step K.
 
-Both use the same seed, data and constant SFT learning rate, so run 2 repeats run 1's first
-N SFT steps (when E divides N, run 1's evaluation there is a reproducibility check). The
-equal-budget row is run 1's first evaluation whose training time reaches run 2's SFT+GRPO
-training time, so SFT only never gets less time than SFT+GRPO. Training time is steps x the
-phase's median step time (evaluations and model loading excluded), so a few steps slowed by
+Run 2 is a run of its own, not a prefix of a longer SFT run, so a decaying learning-rate
+schedule (the default is cosine) ends at step K for SFT only just as it ends at step N in the
+default run: each side gets its full schedule within the same budget. Training time is steps x
+the phase's median step time (evaluations and model loading excluded), so a few steps slowed by
 other work on the machine do not tilt the comparison. A finished run directory (report.json
 present) is reused, so an interrupted benchmark continues where it stopped.
 
-    python benchmarks/learning.py --sft-steps 120 --grpo-steps 80 --sft-only-steps 320 --eval-every 40
+    python benchmarks/learning.py --sft-steps 240 --grpo-steps 16 --eval-every 80
     python benchmarks/learning.py --analyze-only   # re-print from outputs/learning
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -68,10 +69,9 @@ def fmt(e: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sft-steps", type=int, default=120)
-    ap.add_argument("--grpo-steps", type=int, default=80)
-    ap.add_argument("--sft-only-steps", type=int, default=320)
-    ap.add_argument("--eval-every", type=int, default=40)
+    ap.add_argument("--sft-steps", type=int, default=240)
+    ap.add_argument("--grpo-steps", type=int, default=16)
+    ap.add_argument("--eval-every", type=int, default=80)
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
     ap.add_argument(
         "--analyze-only", action="store_true", help="re-print the table from finished runs in --out"
@@ -82,21 +82,29 @@ def main() -> None:
     n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
     sft_dir, grpo_dir = args.out / "sft_only", args.out / "default_run"
     walls: dict[str, float] = {}
-    if not args.analyze_only:
-        plan = {
-            sft_dir: [
-                f"training_loop.sft.max_steps={args.sft_only_steps}",
+    plan = [
+        (grpo_dir, lambda: [f"training_loop.sft.max_steps={n}", f"training_loop.grpo.max_steps={m}"]),
+        (
+            sft_dir,
+            lambda: [
+                f"training_loop.sft.max_steps={equal_time_sft_steps(events(grpo_dir), n, m)}",
                 "training_loop.grpo.enabled=false",
                 "evaluation.baseline=false",
             ],
-            grpo_dir: [f"training_loop.sft.max_steps={n}", f"training_loop.grpo.max_steps={m}"],
-        }
-        for run_dir, overrides in plan.items():
-            if (run_dir / "report.json").is_file():
-                print(f"reusing the finished run in {run_dir}")
-                continue
-            walls[run_dir.name] = run(run_dir, [*overrides, f"evaluation.every_n_steps={e}", *args.overrides])
+        ),
+    ]
+    for run_dir, overrides in plan:
+        if args.analyze_only or (run_dir / "report.json").is_file():
+            print(f"reusing the finished run in {run_dir}")
+            continue
+        walls[run_dir.name] = run(run_dir, [*overrides(), f"evaluation.every_n_steps={e}", *args.overrides])
     table(sft_dir, grpo_dir, n, m, walls)
+
+
+def equal_time_sft_steps(records: list[dict], n: int, m: int) -> int:
+    """SFT steps that take at least the default run's SFT(n) + GRPO(m) training time."""
+    sft_step = cumulative_seconds(records, "sft")[n] / n
+    return math.ceil(budget_seconds(records, n, m) / sft_step)
 
 
 def budget_seconds(records: list[dict], n: int, m: int) -> float:
@@ -106,38 +114,26 @@ def budget_seconds(records: list[dict], n: int, m: int) -> float:
 
 def table(sft_dir: Path, grpo_dir: Path, n: int, m: int, walls: dict[str, float]) -> None:
     sft_records, grpo_records = events(sft_dir), events(grpo_dir)
-    sft_time = cumulative_seconds(sft_records, "sft")
-    sft_evals = {r["step"]: r for r in evals(sft_records) if r["label"] in ("sft", "final")}
     base = next(r for r in evals(grpo_records) if r["label"] == "baseline")
     after_sft = next(r for r in evals(grpo_records) if r["label"] == "after_sft")
     final = next(r for r in evals(grpo_records) if r["label"] == "final")
+    sft_only = next(r for r in evals(sft_records) if r["label"] == "final")
+    k = sft_only["step"]
     budget = budget_seconds(grpo_records, n, m)
-    enough = [s for s in sorted(sft_evals) if sft_time[s] >= budget]
-    k = enough[0] if enough else max(sft_evals)
     rows = [
         ("base model", 0, 0.0, base),
         (f"SFT {n} steps", n, cumulative_seconds(grpo_records, "sft")[n], after_sft),
-        (f"SFT only, {k} steps (equal time)", k, sft_time[k], sft_evals[k]),
+        (f"SFT only, {k} steps (equal time)", k, cumulative_seconds(sft_records, "sft")[k], sft_only),
         (f"SFT {n} + GRPO {m} steps (default run)", n + m, budget, final),
     ]
     print(f"\nheld-out: {base['n']} questions, greedy; minutes = training time (evaluations excluded)")
     print(f"{'setting':42s} {'steps':>5s} {'minutes':>7s}  accuracy [95% CI]")
     for name, steps, seconds, ev in rows:
         print(f"{name:42s} {steps:5d} {seconds / 60:7.1f}  {fmt(ev)}")
-    if not enough:
-        print(
-            f"note: the SFT-only run is shorter than the SFT+GRPO budget ({budget / 60:.1f} min); raise --sft-only-steps"
-        )
-    gain = 100 * (final["accuracy"] - sft_evals[k]["accuracy"])
+    gain = 100 * (final["accuracy"] - sft_only["accuracy"])
     print(f"SFT+GRPO minus SFT only at equal time: {gain:+.1f} points")
-    if n in sft_evals:
-        same = sft_evals[n]["accuracy"] == after_sft["accuracy"]
-        print(
-            f"reproducibility: SFT-only run at step {n}: {sft_evals[n]['accuracy']:.1%} "
-            f"({'identical to' if same else 'differs from'} the default run after SFT)"
-        )
-    for label, recs, phase in (("GRPO", grpo_records, "grpo"), ("SFT-only", sft_records, "sft")):
-        points = [r for r in evals(recs) if r["label"] == phase]
+    for label, recs in (("default run", grpo_records), ("SFT-only", sft_records)):
+        points = [r for r in evals(recs) if r["label"] in ("sft", "grpo")]
         print(f"{label} in-training: " + ", ".join(f"{r['step']}: {r['accuracy']:.1%}" for r in points))
     for name, seconds in walls.items():
         print(f"wall clock incl. model load and evaluations, {name}: {seconds / 60:.1f} min")
