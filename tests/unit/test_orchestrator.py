@@ -165,3 +165,13 @@ def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):
     assert FakeVerifier.closed == before + 1
     # the baseline evaluation computed before the failure is kept in the metrics record
     assert [e.label for e in rec.events if isinstance(e, ev.EvalResult)] == ["baseline"]
+
+
+def test_low_disk_hint_names_the_free_space_and_the_fix(tmp_path):
+    from rlvr.pipeline.orchestrator import low_disk_hint
+
+    run_dir = tmp_path / "not" / "created" / "yet"  # the nearest existing parent is measured
+    assert low_disk_hint(run_dir, min_free=0) is None
+    hint = low_disk_hint(run_dir, min_free=2**62)
+    assert hint is not None and str(run_dir) in hint
+    assert "save_total_limit" in hint and "resume=auto" in hint

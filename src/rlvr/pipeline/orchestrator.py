@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,6 +58,22 @@ class RunResult:
     run_dir: Path
     evaluations: list[ev.EvalResult] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+
+
+def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
+    """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
+    path = run_dir
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    if free >= min_free:
+        return None
+    return (
+        f"only {free / 2**20:.0f} MiB free on the disk holding {run_dir}: the error below is likely a full "
+        "disk (a checkpoint of the 135M default with optimizer state takes about 1.6 GB). Free space, lower "
+        "training_loop.sft.save_total_limit / training_loop.grpo.save_total_limit, or set hydra.run.dir "
+        "to a larger disk; resume=auto continues from the newest complete checkpoint."
+    )
 
 
 def resolved_config(cfg: DictConfig) -> dict[str, Any]:
@@ -288,6 +305,9 @@ class PipelineOrchestrator:
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         except BaseException as exc:
+            hint = low_disk_hint(self.run_dir)
+            if hint:
+                hub.emit(ev.Warning_(hint))
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         finally:
