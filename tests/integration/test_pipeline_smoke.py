@@ -68,7 +68,9 @@ def test_evaluation_at_the_last_sft_step_is_not_repeated(smoke_run):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = {(r["label"], r["step"]): r for r in records if r["event"] == "evaluation"}
     assert evals[("after_sft", 4)]["accuracy"] == evals[("sft", 4)]["accuracy"]
-    assert not list((run_dir / "eval").glob("after_sft_*.json"))
+    after_sft = json.loads((run_dir / "eval" / "after_sft_step4.json").read_text())
+    assert after_sft["reused_from"] == "sft_step4.json" and after_sft["label"] == "after_sft"
+    assert "reused_from" not in json.loads((run_dir / "eval" / "sft_step4.json").read_text())
     assert list((run_dir / "eval").glob("final_step7.json"))  # GRPO's last step (3) had no evaluation
 
 

@@ -220,3 +220,15 @@ class Evaluator:
 
         atomic_write_json(path, payload)
         return EvalOutcome(label, step, summary, records, seconds, sps, path)
+
+    @staticmethod
+    def relabel(path: Path, label: str, step: int) -> Path:
+        """Copy the evaluation file ``path`` as ``<label>_step<step>.json``: the same weights evaluated
+        once, recorded under a second stage name (``reused_from`` names the original)."""
+        from rlvr.benchmark.results import atomic_write_json
+
+        payload = json.loads(Path(path).read_text())
+        payload.update(label=label, step=step, reused_from=Path(path).name)
+        target = Path(path).with_name(f"{label}_step{step}.json")
+        atomic_write_json(target, payload)
+        return target

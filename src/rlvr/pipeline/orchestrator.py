@@ -229,7 +229,8 @@ class PipelineOrchestrator:
                 """Evaluate ``model`` on the held-out split; ``reuse`` = an evaluation of these same
                 weights (greedy decoding repeats it exactly), recorded under ``label`` without generating."""
                 if reuse is not None:
-                    event = dataclasses.replace(reuse, label=label, step=step)
+                    path = c.evaluation.relabel(reuse.path, label, step) if reuse.path else None
+                    event = dataclasses.replace(reuse, label=label, step=step, path=path)
                     hub.emit(event)
                     result.evaluations.append(event)
                     return event
