@@ -66,4 +66,7 @@ def test_an_evaluation_of_the_final_weights_is_found_for_reuse(steps, evals, exp
     from rlvr.training.loop import TrainOutcome
 
     found = TrainOutcome(model=None, steps=steps, evals=evals).eval_of_last_weights()
-    assert (found.label, found.step) == expected if expected else found is None
+    if expected is None:
+        assert found is None
+    else:
+        assert (found.label, found.step) == expected
