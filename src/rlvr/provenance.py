@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -10,6 +9,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from rlvr.io import atomic_write_json
 
 PACKAGES = (
     "rlvr", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
@@ -55,5 +56,5 @@ def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any
         "config": config,
     }
     path = run_dir / "provenance.json"
-    path.write_text(json.dumps(record, indent=2, default=str))
+    atomic_write_json(path, record, default=str)
     return path

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
+from rlvr.io import atomic_write_json, atomic_write_text
 
 STAGE_NAMES = {"baseline": "base model", "after_sft": "after SFT", "final": "final"}
 
@@ -90,7 +90,7 @@ def write_report(
         "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
         "wall_seconds": round(seconds, 1),
     }
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2))
+    atomic_write_json(run_dir / "report.json", report)
     lines = [
         f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
         "",
@@ -113,6 +113,6 @@ def write_report(
         "",
         "![training](training.png)",
     ]
-    (run_dir / "report.md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(run_dir / "report.md", "\n".join(lines) + "\n")
     plot = _plot(outcome.history, evaluations, run_dir / "training.png")
     return {"report": str(run_dir / "report.md"), "plot": str(plot)}

@@ -17,13 +17,11 @@ resumes by skipping the cells for which :meth:`CellStore.done` is true.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.evaluation.metrics import AccuracySummary
+from rlvr.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -41,36 +40,6 @@ KIND_TASK = "task"
 KIND_ALL_TASKS = "all_tasks"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """Write ``obj`` as JSON so that ``path`` holds either the old content or the complete new one.
-
-    The temp file lives in the same directory because ``os.replace`` is only atomic within one
-    file system; fsync before the rename so a power cut cannot leave a renamed but empty file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    # Persist the rename itself; not every platform lets you open a directory, hence best effort.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return path
 
 
 def slug(name: str, max_len: int = 60) -> str:

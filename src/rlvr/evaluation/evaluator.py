@@ -15,6 +15,7 @@ from typing import Any
 
 from rlvr.config_errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, summarize
+from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
 
 
@@ -216,8 +217,6 @@ class Evaluator:
             "samples_per_second": round(sps, 3),
             "records": records,
         }
-        from rlvr.benchmark.results import atomic_write_json
-
         atomic_write_json(path, payload)
         return EvalOutcome(label, step, summary, records, seconds, sps, path)
 
@@ -225,8 +224,6 @@ class Evaluator:
     def relabel(path: Path, label: str, step: int) -> Path:
         """Copy the evaluation file ``path`` as ``<label>_step<step>.json``: the same weights evaluated
         once, recorded under a second stage name (``reused_from`` names the original)."""
-        from rlvr.benchmark.results import atomic_write_json
-
         payload = json.loads(Path(path).read_text())
         payload.update(label=label, step=step, reused_from=Path(path).name)
         target = Path(path).with_name(f"{label}_step{step}.json")

@@ -19,6 +19,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rlvr.io import atomic_write_json, atomic_write_text
+
 log = logging.getLogger(__name__)
 
 MARKER = "COMPLETE"
@@ -36,9 +38,7 @@ def _fsync_tree(path: Path) -> None:
 
 def mark_complete(path: Path) -> None:
     _fsync_tree(path)
-    tmp = path / f".{MARKER}.tmp"
-    tmp.write_text("ok\n")
-    os.replace(tmp, path / MARKER)
+    atomic_write_text(path / MARKER, "ok\n")
 
 
 def complete_checkpoints(folder: Path) -> list[Path]:
@@ -97,8 +97,7 @@ def check_fingerprint(run_dir: Path, current: dict[str, Any], allow_changes: boo
 
 
 def write_fingerprint(run_dir: Path, current: dict[str, Any]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / FINGERPRINT).write_text(json.dumps(current, indent=2, sort_keys=True, default=str))
+    atomic_write_json(run_dir / FINGERPRINT, current, sort_keys=True, default=str)
 
 
 class Preempted(Exception):

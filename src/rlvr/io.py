@@ -1,0 +1,91 @@
+"""The one way this package writes a file: atomically, and never through a symlink.
+
+A run directory may come from somewhere else (a colleague's run resumed, a
+directory synced back from a bucket), so a link planted in it must not turn a
+write into an overwrite of the link's target. Every write goes to a temp file
+in the same directory and is renamed over the destination: ``os.replace``
+replaces a symlink itself, never what it points to. Parent directories are
+checked too, so ``run_dir/eval -> /elsewhere`` is refused rather than followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+class SymlinkRefused(OSError):
+    """A write would have gone through a symbolic link inside the directory being written."""
+
+
+def check_no_symlinks(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> None:
+    """Raise :class:`SymlinkRefused` if ``path`` or a parent below ``root`` is a symlink.
+
+    ``root`` defaults to ``path``'s parent: links above it (e.g. a home directory on
+    another disk) are the user's own choice, links below it are what an attacker plants.
+    """
+    path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    current = path
+    while True:
+        if current.is_symlink():
+            raise SymlinkRefused(
+                f"refusing to write {path}: {current} is a symbolic link (to {os.readlink(current)}). "
+                "A run never writes through links planted in its directory; remove the link or "
+                "choose another hydra.run.dir"
+            )
+        if current == root or current == current.parent or root not in current.parents:
+            return
+        current = current.parent
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, root: str | os.PathLike[str] | None = None
+) -> Path:
+    """Write ``data`` so that ``path`` holds either its old content or all of the new one.
+
+    The temp file lives in the destination's directory because ``os.replace`` is only atomic
+    within one file system; it is fsynced before the rename so a power cut cannot leave a
+    renamed but empty file. ``root``: see :func:`check_no_symlinks`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_no_symlinks(path, root)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    # Persist the rename itself; not every platform lets you open a directory, hence best effort.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def atomic_write_text(
+    path: str | os.PathLike[str], text: str, root: str | os.PathLike[str] | None = None
+) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), root)
+
+
+def atomic_write_json(
+    path: str | os.PathLike[str], obj: Any, root: str | os.PathLike[str] | None = None, **dump_kwargs: Any
+) -> Path:
+    """``obj`` as indented JSON (``dump_kwargs`` go to ``json.dumps``, e.g. ``default=str``)."""
+    dump_kwargs.setdefault("indent", 2)
+    dump_kwargs.setdefault("ensure_ascii", False)
+    return atomic_write_text(path, json.dumps(obj, **dump_kwargs) + "\n", root)

@@ -1,0 +1,46 @@
+"""rlvr.io: atomic writes that never go through a symlink planted in the directory written to."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr.io import SymlinkRefused, atomic_write_json, atomic_write_text
+
+
+def test_writes_atomically_and_leaves_no_temp_file(tmp_path):
+    path = atomic_write_json(tmp_path / "a" / "x.json", {"k": 1})
+    assert json.loads(path.read_text()) == {"k": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_planted_file_link_is_refused_and_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.md").symlink_to(victim)
+    with pytest.raises(SymlinkRefused, match="symbolic link"):
+        atomic_write_text(run / "report.md", "overwritten", root=run)
+    assert victim.read_text() == "precious"
+
+
+def test_planted_directory_link_below_root_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(SymlinkRefused):
+        atomic_write_json(run / "eval" / "final.json", {}, root=run)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_links_above_root_are_the_users_choice(tmp_path):
+    real = tmp_path / "disk"
+    real.mkdir()
+    (tmp_path / "outputs").symlink_to(real, target_is_directory=True)
+    run = tmp_path / "outputs" / "run"
+    atomic_write_text(run / "ok.txt", "fine", root=run)
+    assert (real / "run" / "ok.txt").read_text() == "fine"
