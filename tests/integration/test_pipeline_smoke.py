@@ -80,7 +80,7 @@ def test_eval_json_records_prompt_hash_model_and_samples(smoke_run):
     assert final["model"] == "tiny-random-llama"
     assert final["tasks"] == ["leg_counting"]
     assert len(final["prompt_hash"]) == 12
-    assert len(final["records"]) == 16
+    assert len(final["samples"]) == 16
     assert 0.0 <= final["summary"]["accuracy"] <= 1.0
 
 

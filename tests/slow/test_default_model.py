@@ -28,6 +28,6 @@ def test_default_model_short_run_learns_the_format(tmp_path):
     rows = {r["stage"]: r for r in report["accuracy"]}
     assert rows["base model"]["accuracy"] == 0.0  # measured: never uses the answer tags out of the box
     final = json.loads(next((tmp_path / "eval").glob("final_step*.json")).read_text())
-    formatted = sum(a[0] is not None for a in (r["answers"] for r in final["records"]))
+    formatted = sum(a[0] is not None for a in (r["answers"] for r in final["samples"]))
     assert formatted >= 40  # after 30 SFT steps nearly every completion has an <answer> tag
     assert final["model"] == "SmolLM2-135M-Instruct"

@@ -176,9 +176,9 @@ class Benchmark:
                 dataset = to_dataset(entries, task, prompt)
                 started = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 t0 = time.perf_counter()
-                summary, records, sps = evaluator.evaluate_questions(loaded.model, loaded.tokenizer, dataset)
+                result = evaluator.evaluate_questions(loaded.model, loaded.tokenizer, dataset)
                 wall = time.perf_counter() - t0
-                per_sample = wall / max(1, len(records))
+                per_sample = wall / max(1, len(result.samples))
                 cell = CellResult(
                     model=spec,
                     task=task,
@@ -186,20 +186,20 @@ class Benchmark:
                     seed=self.seed,
                     num_examples=self.num_examples,
                     k=evaluator.num_samples,
-                    summary=summary,
+                    summary=result.summary,
                     samples=[
                         SampleRecord(
-                            index=r["index"],
-                            question=r["question"],
-                            completions=r["completions"],
-                            answers=r["answers"],
-                            scores=r["scores"],
+                            index=r.index,
+                            question=r.question,
+                            completions=r.completions,
+                            answers=r.answers,
+                            scores=r.scores,
                             seconds=round(per_sample, 4),
-                            reference=r["gold"],
+                            reference=r.reference,
                         )
-                        for r in records
+                        for r in result.samples
                     ],
-                    samples_per_second=sps,
+                    samples_per_second=result.samples_per_second,
                     wall_seconds=wall,
                     started=started,
                     finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config_errors import ConfigIssue
-from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, summarize
+from rlvr.evaluation.metrics import AccuracySummary
+from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
 
@@ -26,7 +27,7 @@ class EvalOutcome:
     label: str
     step: int
     summary: AccuracySummary
-    records: list[dict[str, Any]]
+    records: list[SampleRecord]
     seconds: float
     samples_per_second: float
     path: Path | None = None
@@ -130,8 +131,8 @@ class Evaluator:
 
     def evaluate_questions(
         self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
-    ) -> tuple[AccuracySummary, list[dict[str, Any]], float]:
-        """Generate, extract and score; returns (summary, per-sample records, samples/s)."""
+    ) -> Evaluation:
+        """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
         from rlvr.generation import make_generator
         from rlvr.verify import ScoreRequest
 
@@ -144,11 +145,12 @@ class Evaluator:
         prompts = [self.prompt.render(tokenizer, m) for m in rows["prompt"]]
         was_training = getattr(model, "training", False)
         model.eval()
+        start = time.perf_counter()
         try:
             generator = make_generator(self.backend, model, tokenizer, self.sampling())
-            start = time.perf_counter()
+            gen_start = time.perf_counter()
             generations = generator.generate(prompts, progress=progress.advance if progress else None)
-            gen_seconds = time.perf_counter() - start
+            gen_seconds = time.perf_counter() - gen_start
         finally:
             if was_training:
                 model.train()
@@ -158,33 +160,30 @@ class Evaluator:
             for g in gens:
                 requests.append(ScoreRequest(task=task, answer=self.prompt.extract(g.text), entry=parsed))
                 owners.append(i)
-        scores = self.scorer.score(requests)
-        per_q_scores: list[list[float]] = [[] for _ in generations]
-        per_q_answers: list[list[str | None]] = [[] for _ in generations]
-        per_q_status: list[list[str]] = [[] for _ in generations]
-        for owner, req, score in zip(owners, requests, scores, strict=True):
-            per_q_scores[owner].append(score.value)
-            per_q_answers[owner].append(req.answer)
-            per_q_status[owner].append(score.status)
-        # Accuracy counts a sample correct only at the verifier's full score: some reasoning-gym verifiers
-        # give partial credit for near misses, which helps as a reward but would inflate an accuracy.
-        exact = [[1.0 if s >= SUCCESS_THRESHOLD else 0.0 for s in scores] for scores in per_q_scores]
-        summary = summarize(exact, per_q_answers if self.num_samples > 1 else None, self.ks)
-        records = [
-            {
-                "index": i,
-                "task": rows["task"][i],
-                "question": rows["question"][i],
-                "gold": rows["answer"][i],
-                "completions": [g.text for g in generations[i]],
-                "answers": per_q_answers[i],
-                "scores": per_q_scores[i],
-                "status": per_q_status[i],
-            }
+        samples = [
+            SampleRecord(
+                index=i,
+                task=rows["task"][i],
+                question=rows["question"][i],
+                reference=rows["answer"][i],
+                completions=[g.text for g in generations[i]],
+                answers=[],
+                scores=[],
+                status=[],
+            )
             for i in range(len(generations))
         ]
+        for owner, req, score in zip(owners, requests, self.scorer.score(requests), strict=True):
+            samples[owner].answers.append(req.answer)
+            samples[owner].scores.append(score.value)
+            samples[owner].status.append(score.status)
         n_samples = sum(len(g) for g in generations)
-        return summary, records, n_samples / gen_seconds if gen_seconds > 0 else 0.0
+        return Evaluation(
+            samples=samples,
+            ks=self.ks,
+            seconds=time.perf_counter() - start,
+            samples_per_second=n_samples / gen_seconds if gen_seconds > 0 else 0.0,
+        )
 
     def evaluate(
         self,
@@ -198,9 +197,7 @@ class Evaluator:
         progress: Any = None,
     ) -> EvalOutcome:
         """Evaluate and write ``<out_dir>/<label>_step<step>.json`` (summary, provenance, per-sample records)."""
-        start = time.perf_counter()
-        summary, records, sps = self.evaluate_questions(model, tokenizer, dataset, progress)
-        seconds = time.perf_counter() - start
+        result = self.evaluate_questions(model, tokenizer, dataset, progress)
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{label}_step{step}.json"
         payload = {
@@ -211,14 +208,12 @@ class Evaluator:
             "sampling": {
                 k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")
             },
-            "summary": summary.to_dict(),
-            "mean_score": round(sum(r["scores"][0] for r in records) / max(1, len(records)), 6),
-            "seconds": round(seconds, 3),
-            "samples_per_second": round(sps, 3),
-            "records": records,
+            **result.to_dict(),
         }
         atomic_write_json(path, payload)
-        return EvalOutcome(label, step, summary, records, seconds, sps, path)
+        return EvalOutcome(
+            label, step, result.summary, result.samples, result.seconds, result.samples_per_second, path
+        )
 
     @staticmethod
     def relabel(path: Path, label: str, step: int) -> Path:

@@ -1,0 +1,108 @@
+"""The one evaluation result type: per-sample records plus the summary computed from them.
+
+Pipeline evaluations (baseline, in-training, final), their events, the run report
+and every benchmark cell hold an :class:`Evaluation`. Its summary is always a
+function of its samples: :meth:`Evaluation.from_dict` recomputes it from the
+stored scores and refuses a file whose stored summary disagrees, so an edited
+accuracy in a results file is caught instead of reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, summarize
+
+
+@dataclass
+class SampleRecord:
+    """Everything generated and scored for one question (k samples)."""
+
+    index: int
+    """Position of the question in the evaluated split."""
+    task: str
+    question: str
+    reference: str
+    """Gold answer as text, kept so failures can be read without the dataset."""
+    completions: list[str]
+    """Raw model outputs, one per sample, cut at the prompt's stop string."""
+    answers: list[str | None]
+    """Extracted answers, one per sample; None when the output had no parsable answer."""
+    scores: list[float]
+    """Raw verifier scores in [0, 1], one per sample (partial credit included)."""
+    status: list[str] = field(default_factory=list)
+    """Verifier status per sample (ok, no_answer, timeout, error, rejected, ...)."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SampleRecord:
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"malformed sample record: {exc}") from exc
+
+
+def summarize_samples(samples: Sequence[SampleRecord], ks: Sequence[int]) -> AccuracySummary:
+    """Accuracy, Wilson CI, pass@k and majority vote of ``samples``.
+
+    A sample counts as correct only at the verifier's full score: some reasoning-gym verifiers
+    give partial credit for near misses, which helps as a reward but would inflate an accuracy.
+    """
+    exact = [[1.0 if s >= SUCCESS_THRESHOLD else 0.0 for s in r.scores] for r in samples]
+    multi = any(len(r.scores) > 1 for r in samples)
+    return summarize(exact, [r.answers for r in samples] if multi else None, ks)
+
+
+@dataclass
+class Evaluation:
+    """One model on one question set: the records, the summary derived from them, and speed."""
+
+    samples: list[SampleRecord]
+    ks: list[int]
+    seconds: float
+    """Wall time of generation and scoring."""
+    samples_per_second: float
+    """Generated samples per second of generation."""
+    summary: AccuracySummary = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.samples = [SampleRecord.from_dict(s) if isinstance(s, dict) else s for s in self.samples]
+        self.ks = [int(k) for k in self.ks]
+        self.summary = summarize_samples(self.samples, self.ks)
+
+    @property
+    def accuracy(self) -> float:
+        return self.summary.accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary.to_dict(),
+            "ks": self.ks,
+            "seconds": round(self.seconds, 3),
+            "samples_per_second": round(self.samples_per_second, 3),
+            "samples": [asdict(s) for s in self.samples],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """Inverse of :meth:`to_dict`; raises ValueError if the stored summary is not the one its
+        samples give (an edited or stale file)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"an evaluation must be a JSON object, got {type(data).__name__}")
+        missing = [k for k in ("summary", "ks", "samples") if k not in data]
+        if missing:
+            raise ValueError(f"evaluation is missing {missing}")
+        evaluation = cls(
+            samples=data["samples"],
+            ks=data["ks"],
+            seconds=float(data.get("seconds", 0.0)),
+            samples_per_second=float(data.get("samples_per_second", 0.0)),
+        )
+        stored = AccuracySummary.from_dict(data["summary"]).to_dict()
+        if stored != evaluation.summary.to_dict():
+            raise ValueError(
+                f"stored summary {stored} does not match the one recomputed from its "
+                f"{len(evaluation.samples)} per-sample scores {evaluation.summary.to_dict()}"
+            )
+        return evaluation
