@@ -1,32 +1,48 @@
 """Hydra entry point: ``python run_pipeline.py [overrides]`` (see README.md).
 
 The config's ``app`` node names the function to run (training pipeline or
-benchmark), so this file only composes the config and hands it over.
+benchmark), so this file only checks the config and hands it over. Two checks run
+before anything acts on the config (SECURITY.md): Hydra's own settings before
+``hydra.main`` starts, and every node of the resolved config before ``app`` is
+instantiated.
 """
 
 import os
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rlvr.config_errors import ConfigValidationError
+from rlvr.pipeline.trust import checked_config, preflight
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+CONFIG_PATH, CONFIG_NAME = "conf", "config"
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+
+def _refuse(exc: ConfigValidationError) -> None:
+    print(f"\n{exc}\n", file=sys.stderr)
+    sys.exit(2)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def main(cfg: DictConfig) -> None:
     try:
+        cfg = checked_config(cfg)
         instantiate(cfg.app)(cfg)
     except ConfigValidationError as exc:
-        print(f"\n{exc}\n", file=sys.stderr)
-        sys.exit(2)
+        _refuse(exc)
 
 
 if __name__ == "__main__":
+    try:
+        preflight(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
+    except ConfigValidationError as exc:
+        _refuse(exc)
     main()

@@ -37,9 +37,17 @@ class PromptTemplate:
 
     def __post_init__(self) -> None:
         if "{question}" not in self.instruction:
-            raise ValueError(
-                f"prompts.instruction must contain the placeholder '{{question}}' (got {self.instruction!r}); "
-                "add it where the task's question should appear"
+            from rlvr.config_errors import ConfigIssue, ConfigValidationError
+
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        "prompts.instruction",
+                        self.instruction,
+                        "must contain the placeholder '{question}'",
+                        "add {question} where the task's question should appear",
+                    )
+                ]
             )
 
     @property

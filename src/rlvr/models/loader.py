@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.config_errors import ConfigIssue
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -198,7 +198,13 @@ class EmbeddedModel(HFModel):
         from rlvr.models.embedded import NAME, default_model_path
 
         if name != NAME:
-            raise ValueError(f"model.name={name!r}: the only embedded model is {NAME!r}")
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        "model.name", name, f"the only embedded model is {NAME!r}", f"set model.name={NAME}"
+                    )
+                ]
+            )
         super().__init__(name_or_path=str(default_model_path()), **kwargs)
         self.display_name = name
 

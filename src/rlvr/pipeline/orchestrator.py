@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,6 +59,17 @@ class RunResult:
     run_dir: Path
     evaluations: list[ev.EvalResult] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+
+
+def _instantiate(node: DictConfig) -> Any:
+    """``instantiate`` with Hydra's wrapper removed, so a component's own ConfigValidationError
+    reaches the collector and a bug keeps its original exception and traceback."""
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as exc:
+        if exc.__cause__ is not None:
+            raise exc.__cause__ from None
+        raise
 
 
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
@@ -146,7 +158,13 @@ class PipelineOrchestrator:
 
     # -- build + validate ---------------------------------------------------------------------------
     def build(self) -> Components:
-        """Instantiate every component (constructors are cheap) and validate all; raise with every issue."""
+        """Instantiate every component (constructors are cheap) and validate all; raise with every issue.
+
+        Config mistakes are collected from every component that could be built (target checks,
+        constructor checks, each component's validate()) and raised together as one
+        ConfigValidationError. Anything else a constructor or validate() raises is a bug and
+        propagates with its traceback.
+        """
         missing = [k for k in (*COMPONENT_KEYS, "observers") if k not in self.cfg]
         if missing:
             raise ConfigValidationError(
@@ -154,31 +172,29 @@ class PipelineOrchestrator:
                 for k in missing
             )
         issues = check_targets(self.cfg) + self.resolve_resume()
+        broken = {
+            issue.key.split(".")[0]
+            if not issue.key.startswith("observers.")
+            else ".".join(issue.key.split(".")[:2])
+            for issue in issues
+        }
         built: dict[str, Any] = {}
-        if not issues:
-            for key in COMPONENT_KEYS:
-                try:
-                    built[key] = instantiate(self.cfg[key], _convert_="all")
-                except Exception as exc:  # a constructor's own check; keep collecting
-                    issues.append(
-                        ConfigIssue(key, "(component)", f"{type(exc).__name__}: {exc}", "see the message")
-                    )
-            observers = {}
-            for name in self.cfg.observers:
-                try:
-                    observers[name] = instantiate(self.cfg.observers[name], _convert_="all")
-                except Exception as exc:
-                    issues.append(ConfigIssue(f"observers.{name}", "(observer)", str(exc), "see the message"))
-            built["observers"] = observers
-            for key, component in built.items():
-                if key == "observers":
-                    for observer in component.values():
-                        issues.extend(observer.validate())
-                elif hasattr(component, "validate"):
-                    issues.extend(component.validate())
+        nodes = [(key, self.cfg[key]) for key in COMPONENT_KEYS]
+        nodes += [(f"observers.{name}", self.cfg.observers[name]) for name in self.cfg.observers]
+        for key, node in nodes:
+            if key in broken:
+                continue
+            try:
+                built[key] = _instantiate(node)
+            except ConfigValidationError as exc:
+                issues.extend(exc.issues)
+        for component in built.values():
+            if hasattr(component, "validate"):
+                issues.extend(component.validate())
         if issues:
             raise ConfigValidationError(issues)
-        self.components = Components(**built)
+        observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
+        self.components = Components(**{k: built[k] for k in COMPONENT_KEYS}, observers=observers)
         return self.components
 
     # -- run ----------------------------------------------------------------------------------------

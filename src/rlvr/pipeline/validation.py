@@ -1,9 +1,9 @@
-"""Config checks that need no component: ``_target_`` allowlist and argument binding against signatures.
+"""Config checks that need no component: what each ``_target_`` is, and argument binding against signatures.
 
-Hydra's own blocklist lets ``builtins.open`` through, so any ``_target_`` outside
-this project's package and an explicit allowlist is refused before instantiation.
-Arguments are bound against each target's signature (torchtune's approach), so
-a misspelt key fails with its path and the valid names, before anything loads.
+Whether a target may be instantiated at all is decided on the imported object by
+:func:`rlvr.pipeline.trust.judge_target` (where it is defined, not how its path is
+spelt). Arguments are bound against each target's signature (torchtune's approach),
+so a misspelt key fails with its path and the valid names, before anything loads.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.pipeline.trust import judge_target
 
-ALLOWED_TARGET_PREFIXES = ("rlvr.",)
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 
 
@@ -110,8 +110,11 @@ def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
     return found
 
 
-def check_targets(cfg: DictConfig, runtime_args: dict[str, set[str]] | None = None) -> list[ConfigIssue]:
-    """Allowlist + signature binding for every ``_target_`` in ``cfg``.
+def check_targets(
+    cfg: DictConfig, runtime_args: dict[str, set[str]] | None = None, targets_only: bool = False
+) -> list[ConfigIssue]:
+    """Trust judgment (:func:`judge_target`) and, unless ``targets_only``, signature binding for
+    every ``_target_`` in ``cfg``.
 
     ``runtime_args`` names, per config path, the arguments the orchestrator passes at
     instantiation (they are absent from YAML on purpose).
@@ -120,26 +123,13 @@ def check_targets(cfg: DictConfig, runtime_args: dict[str, set[str]] | None = No
     issues = []
     for path, node in iter_targets(cfg):
         target = OmegaConf.select(node, "_target_", throw_on_missing=False)
-        key = f"{path}._target_"
-        if not isinstance(target, str) or not target.startswith(ALLOWED_TARGET_PREFIXES):
-            issues.append(
-                ConfigIssue(
-                    key,
-                    target,
-                    f"targets outside {ALLOWED_TARGET_PREFIXES} are refused (a config must not run arbitrary code)",
-                    "point _target_ at a class in the rlvr package, or wrap the library class in one",
-                )
-            )
+        problem = judge_target(f"{path}._target_", target)
+        if problem is not None:
+            issues.append(problem)
             continue
-        try:
-            obj = get_object(target)
-        except Exception as exc:
-            issues.append(
-                ConfigIssue(
-                    key, target, f"cannot be imported ({type(exc).__name__})", "check the dotted path"
-                )
-            )
+        if targets_only:
             continue
+        obj = get_object(target)
         params, accepts_kwargs = _parameters(obj)
         if params is None:
             continue

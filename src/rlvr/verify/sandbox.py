@@ -189,17 +189,17 @@ class VerifierPool:
         max_answer_chars: int = 2048,
         failure_reward: float = 0.0,
     ) -> None:
-        errors = []
-        if num_workers < 0:
-            errors.append(f"num_workers ({num_workers}) must be >= 0; use 0 to score in-process")
-        if not timeout_s > 0:
-            errors.append(f"timeout_s ({timeout_s}) must be > 0")
-        if memory_limit_mb <= 0:
-            errors.append(f"memory_limit_mb ({memory_limit_mb}) must be > 0")
-        if max_answer_chars <= 0:
-            errors.append(f"max_answer_chars ({max_answer_chars}) must be > 0")
+        from rlvr.config_errors import ConfigIssue, ConfigValidationError
+
+        checks = [
+            ("num_workers", num_workers, num_workers >= 0, "must be >= 0", "use 0 to score in-process"),
+            ("timeout_s", timeout_s, timeout_s > 0, "must be > 0", "set e.g. 5.0"),
+            ("memory_limit_mb", memory_limit_mb, memory_limit_mb > 0, "must be > 0", "set e.g. 1024"),
+            ("max_answer_chars", max_answer_chars, max_answer_chars > 0, "must be > 0", "set e.g. 2048"),
+        ]
+        errors = [ConfigIssue(f"verifier.{k}", v, rule, fix) for k, v, ok, rule, fix in checks if not ok]
         if errors:
-            raise ValueError("; ".join(errors))
+            raise ConfigValidationError(errors)
         self.num_workers = num_workers
         self.timeout_s = timeout_s
         self.memory_limit_mb = memory_limit_mb

@@ -1,0 +1,397 @@
+"""What a config may make this program do, decided before anything acts on the config.
+
+Threat model (SECURITY.md): the installed code and the user's own command line are
+trusted; config files, experiment and sweep files, checkpoints and caches are not.
+So a config may only name code that is
+
+- a class defined in the ``rlvr`` package, or one of the two app entry points, or
+- anything defined in a plugin package the user named on the command line through
+  the ``RLVR_PLUGINS`` environment variable (a config file cannot set it),
+
+judged on the imported object (where it is *defined*), not on the spelling of the
+path, so ``rlvr.some_module.shutil.copyfile`` is refused. Resolvers are limited to a
+safe set and targets are judged after resolution, so a resolver cannot build a node
+after the check. Hydra's own nodes (``hydra.*``) act before the app runs (environment
+of every subprocess, logging handlers, callbacks, launchers), so :func:`preflight`
+checks them before ``hydra.main`` is entered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
+
+PLUGINS_ENV = "RLVR_PLUGINS"
+PROJECT_PACKAGE = "rlvr"
+# The only functions a config may name in this package: the apps run_pipeline.py dispatches to.
+APP_FUNCTIONS = frozenset({"rlvr.app.train", "rlvr.benchmark.runner.run"})
+SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select"})
+LAUNCHERS = frozenset(
+    {
+        "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+    }
+)
+SWEEPERS = frozenset(
+    {
+        "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+        "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+    }
+)
+LOG_HANDLER_CLASSES = frozenset({"logging.StreamHandler", "logging.FileHandler", "logging.NullHandler"})
+LOG_STREAMS = frozenset({"ext://sys.stdout", "ext://sys.stderr"})
+LOG_FILE = "${hydra.runtime.output_dir}/${hydra.job.name}.log"
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+_RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
+# Marks values read through ${oc.env:...}: they are masked in every record a run writes.
+_ENV_NAME = re.compile(r"\$\{\s*oc\.env\s*:\s*([A-Za-z_]\w*)")
+
+
+# -- plugin packages ---------------------------------------------------------------------------------
+def plugin_packages() -> tuple[str, ...]:
+    """Packages named in ``RLVR_PLUGINS`` (comma separated); refuses names that are not plugins."""
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    bad = [
+        n
+        for n in names
+        if not n.isidentifier()
+        or n in sys.stdlib_module_names
+        or n in {PROJECT_PACKAGE, "hydra", "omegaconf"}
+    ]
+    if bad:
+        raise ConfigValidationError(
+            [
+                ConfigIssue(
+                    PLUGINS_ENV,
+                    ",".join(bad),
+                    "a plugin package must be your own top-level package, not the standard library, "
+                    "rlvr or hydra",
+                    f"set {PLUGINS_ENV}=<your_package> (comma separated for several)",
+                )
+            ]
+        )
+    return tuple(names)
+
+
+def allowed_packages() -> tuple[str, ...]:
+    return (PROJECT_PACKAGE, *plugin_packages())
+
+
+# -- targets -----------------------------------------------------------------------------------------
+class _MissingDependency(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _import_object(path: str) -> Any:
+    """The object at a dotted path: the longest importable module prefix, then attributes.
+
+    A module that exists but fails importing because one of ITS imports is missing raises
+    _MissingDependency, so that error is not mistaken for a misspelt path.
+    """
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        try:
+            obj: Any = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                continue  # this prefix is not a module: try a shorter one
+            raise _MissingDependency(exc.name or "?") from exc
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(f"no module named {parts[0]!r}")
+
+
+def _install_hint(module: str) -> str:
+    top = module.split(".")[0]
+    if top in {"vllm", "unsloth", "bitsandbytes"}:
+        return f"pip install 'rlvr[gpu]' (on a CUDA machine), or remove the option that needs {top}"
+    if top in {"wandb", "tensorboard"}:
+        return f"pip install 'rlvr[tracking]', or drop the observer that needs {top}"
+    return f"pip install {top.replace('_', '-')}"
+
+
+def judge_target(key: str, target: Any) -> ConfigIssue | None:
+    """None when ``target`` may be instantiated from a config, else the issue saying why not."""
+    allowed = allowed_packages()
+    fix = (
+        "point _target_ at a class in the rlvr package; for your own component, name its package on "
+        f"the command line with {PLUGINS_ENV}=<package> (see SECURITY.md)"
+    )
+    if not isinstance(target, str) or not _DOTTED.fullmatch(target):
+        return ConfigIssue(
+            key, target, "not a dotted path to a class (a config must not run arbitrary code)", fix
+        )
+    if target.split(".")[0] not in allowed:
+        return ConfigIssue(key, target, f"outside the allowed packages {allowed}", fix)
+    try:
+        obj = _import_object(target)
+    except _MissingDependency as exc:
+        return ConfigIssue(
+            key, target, f"needs the package {exc.name!r}, which is not installed", _install_hint(exc.name)
+        )
+    except (ImportError, AttributeError) as exc:
+        return ConfigIssue(key, target, f"cannot be imported ({exc})", "check the dotted path for a typo")
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        return ConfigIssue(key, target, f"is a {type(obj).__name__}, not a class or function", fix)
+    module = getattr(obj, "__module__", "") or ""
+    defined = f"{module}.{getattr(obj, '__qualname__', '?')}"
+    if module.split(".")[0] not in allowed:
+        return ConfigIssue(key, target, f"resolves to {defined}, which is defined outside {allowed}", fix)
+    if module.split(".")[0] == PROJECT_PACKAGE and inspect.isfunction(obj) and defined not in APP_FUNCTIONS:
+        return ConfigIssue(
+            key,
+            target,
+            f"{defined} is a function; a config may only name rlvr classes and the apps {sorted(APP_FUNCTIONS)}",
+            fix,
+        )
+    return None
+
+
+# -- resolvers ---------------------------------------------------------------------------------------
+def _strings(node: Any, path: str = "") -> list[tuple[str, str]]:
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in _strings(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings(v, f"{path}[{i}]")]
+    return [(path, node)] if isinstance(node, str) else []
+
+
+def check_resolvers(cfg: DictConfig) -> list[ConfigIssue]:
+    """Every interpolation uses only :data:`SAFE_RESOLVERS` (``oc.create``/``oc.decode`` build nodes
+    after a check has looked at a string; custom resolvers run code)."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    issues = []
+    for path, value in _strings(raw):
+        for name in _RESOLVER.findall(value):
+            if name not in SAFE_RESOLVERS:
+                issues.append(
+                    ConfigIssue(
+                        path,
+                        value,
+                        f"uses the resolver {name!r}; configs may only use {sorted(SAFE_RESOLVERS)}",
+                        "write the value itself instead of building it with a resolver",
+                    )
+                )
+    return issues
+
+
+def env_values_in(cfg: DictConfig) -> list[str]:
+    """Values of the environment variables a config reads with ``${oc.env:NAME}``."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    names = {n for _, value in _strings(raw) for n in _ENV_NAME.findall(value)}
+    return [os.environ[n] for n in sorted(names) if len(os.environ.get(n, "")) >= 4]
+
+
+def checked_config(cfg: DictConfig) -> DictConfig:
+    """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
+
+    Everything downstream instantiates from the returned copy, so nothing a resolver could
+    produce later escapes the apps' own :func:`check_targets` of every node.
+    """
+    from rlvr.pipeline.validation import check_targets
+    from rlvr.secrets import mark_secret
+
+    issues = check_resolvers(cfg)
+    if issues:
+        raise ConfigValidationError(issues)
+    for value in env_values_in(cfg):
+        mark_secret(value)
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    resolved = OmegaConf.create(container)
+    # The app is instantiated right after this; every other node is judged again, together with
+    # each component's own validation, by the app before it instantiates anything (so a user sees
+    # all problems at once).
+    issues = [i for i in check_targets(resolved, targets_only=True) if i.key.startswith("app.")]
+    if issues:
+        raise ConfigValidationError(issues)
+    return resolved
+
+
+# -- Hydra's own nodes -------------------------------------------------------------------------------
+def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
+    """A logging dictConfig may use the standard handlers on stdout/stderr and Hydra's own log file."""
+    if not isinstance(node, dict):
+        return []
+    issues = []
+    fix = f"use Hydra's default logging (drop the hydra.{name} override or hydra/{name}=default)"
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k == "()":
+                    issues.append(ConfigIssue(f"{path}.{k}", v, "a logging factory runs arbitrary code", fix))
+                walk(v, f"{path}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(value, str) and value.startswith(("ext://", "cfg://")) and value not in LOG_STREAMS:
+            issues.append(ConfigIssue(path, value, "a logging reference to an arbitrary object", fix))
+
+    walk(node, f"hydra.{name}")
+    for kind in ("handlers", "formatters", "filters"):
+        for hname, spec in (node.get(kind) or {}).items():
+            if not isinstance(spec, dict) or "class" not in spec:
+                continue
+            cls = spec["class"]
+            ok = cls in LOG_HANDLER_CLASSES if kind == "handlers" else cls == "logging.Formatter"
+            if not ok:
+                issues.append(
+                    ConfigIssue(
+                        f"hydra.{name}.{kind}.{hname}.class", cls, f"not an allowed logging {kind[:-1]}", fix
+                    )
+                )
+            if cls == "logging.FileHandler" and spec.get("filename") != LOG_FILE:
+                issues.append(
+                    ConfigIssue(
+                        f"hydra.{name}.{kind}.{hname}.filename",
+                        spec.get("filename"),
+                        "a log file outside the run directory",
+                        f"keep filename: {LOG_FILE}",
+                    )
+                )
+    return issues
+
+
+def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
+    """What this program does not need from ``hydra.*`` is refused: Hydra acts on these before the app."""
+    h = OmegaConf.to_container(hydra_node, resolve=False)
+    issues = []
+    for key in ("env_set", "env_copy"):
+        value = (h.get("job") or {}).get(key)
+        if value:
+            issues.append(
+                ConfigIssue(
+                    f"hydra.job.{key}",
+                    value,
+                    "sets the environment of the run and of every process it starts",
+                    "export variables in your shell instead of setting them from a config",
+                )
+            )
+    if h.get("callbacks"):
+        issues.append(
+            ConfigIssue(
+                "hydra.callbacks", h["callbacks"], "Hydra callbacks run code before the app", "remove them"
+            )
+        )
+    for node_name, allowed in (("launcher", LAUNCHERS), ("sweeper", SWEEPERS)):
+        target = (h.get(node_name) or {}).get("_target_")
+        if target not in allowed:
+            issues.append(
+                ConfigIssue(
+                    f"hydra.{node_name}._target_",
+                    target,
+                    f"not one of the supported {node_name}s",
+                    f"pick a hydra/{node_name} option from conf/hydra or Hydra's own: {sorted(allowed)}",
+                )
+            )
+    setup = (h.get("launcher") or {}).get("setup")
+    if setup:
+        issues.append(
+            ConfigIssue(
+                "hydra.launcher.setup",
+                setup,
+                "shell commands the launcher would run on every node",
+                "prepare the environment in your job template or shell, not from a config",
+            )
+        )
+    params = (h.get("sweeper") or {}).get("params") or {}
+    for key in params:
+        if str(key).startswith("hydra"):
+            issues.append(
+                ConfigIssue(
+                    f"hydra.sweeper.params.{key}",
+                    params[key],
+                    "sweeps over Hydra's own settings",
+                    "sweep app keys only",
+                )
+            )
+    for name in ("job_logging", "hydra_logging"):
+        issues.extend(_logging_issues(name, h.get(name)))
+    return issues
+
+
+def _sweep_issues(overrides: list[str]) -> list[ConfigIssue]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    issues = []
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if o.is_sweep_override() and o.key_or_group.startswith("hydra"):
+            issues.append(
+                ConfigIssue(
+                    o.key_or_group, o.input_line, "sweeps over Hydra's own settings", "sweep app keys only"
+                )
+            )
+    return issues
+
+
+def preflight(argv: list[str], script: Path, default_config_path: str, default_config_name: str) -> None:
+    """Compose the config exactly as ``hydra.main`` is about to (same parser, search path and mode)
+    and raise ConfigValidationError for the Hydra settings, resolvers and sweeps refused above."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_automatic_config_search_path, get_args_parser
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf.errors import OmegaConfBaseException
+
+    args = get_args_parser().parse_args(argv)
+    if args.help or args.hydra_help or args.shell_completion:
+        return
+    plugin_packages()  # a malformed RLVR_PLUGINS fails here, before Hydra starts
+    search_path = create_automatic_config_search_path(
+        str(script), None, args.config_path if args.config_path is not None else default_config_path
+    )
+    if args.config_dir is not None:
+        from hydra.core.config_search_path import SearchPathQuery
+
+        search_path.prepend(
+            provider="command-line",
+            path=f"file://{os.path.abspath(args.config_dir)}",
+            anchor=SearchPathQuery(provider="schema"),
+        )
+    config_name = args.config_name or default_config_name
+    try:
+        hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
+        if args.multirun:
+            mode = RunMode.MULTIRUN
+        elif args.run:
+            mode = RunMode.RUN
+        else:
+            mode = hydra.get_mode(config_name=config_name, overrides=list(args.overrides)) or RunMode.RUN
+        overrides = OverridesParser.create().parse_overrides(list(args.overrides))
+        if mode == RunMode.RUN and any(o.is_sweep_override() for o in overrides):
+            return  # Hydra refuses sweep syntax without -m itself, with its own message, before acting
+        cfg = hydra.compose_config(
+            config_name, list(args.overrides), run_mode=mode, with_log_configuration=False
+        )
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
+        # Fail closed: a config this check cannot compose is not handed to Hydra either.
+        raise ConfigValidationError(
+            [
+                ConfigIssue(
+                    "(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", "fix the override"
+                )
+            ]
+        ) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    issues = check_hydra_node(cfg.hydra) + check_resolvers(cfg) + _sweep_issues(list(args.overrides))
+    if issues:
+        raise ConfigValidationError(issues)

@@ -1,0 +1,88 @@
+"""Attacks through config, run through the real entry point: each must be refused before it acts.
+
+Every attack has a side effect that would show (a marker file written, a file copied); the
+test asserts the refusal (exit 2, the offending key named) AND that the side effect is absent.
+Unit-level coverage of each rule is in tests/unit/test_trust.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args, f"hydra.run.dir={tmp_path / 'run'}"]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, **(env or {})}
+    )
+
+
+def test_hydra_nodes_are_refused_before_hydra_acts(tmp_path):
+    marker = tmp_path / "marker"
+    proc = run(
+        tmp_path,
+        # git runs in the provenance step: a config-set fsmonitor hook would execute a command
+        "+hydra.job.env_set.GIT_CONFIG_COUNT=1",
+        "+hydra.job.env_set.GIT_CONFIG_KEY_0=core.fsmonitor",
+        f"+hydra.job.env_set.GIT_CONFIG_VALUE_0=touch {marker}",
+        f"hydra.job_logging.handlers.file.filename={marker}.log",
+        "+hydra.callbacks.x._target_=rlvr.io.atomic_write_text",
+        f"+hydra.callbacks.x.path={marker}.cb",
+        "+hydra.callbacks.x.text=pwned",
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    for key in ("hydra.job.env_set", "hydra.job_logging.handlers.file.filename", "hydra.callbacks"):
+        assert key in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no marker, no log file, not even a run directory
+
+
+def test_app_and_dotted_path_bypasses_are_refused(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    proc = run(
+        tmp_path, "app._target_=builtins.open", "app._partial_=false", f"+app.file={victim}", "+app.mode=w"
+    )
+    assert proc.returncode == 2 and "app._target_" in proc.stderr, proc.stderr[-2000:]
+    assert victim.read_text() == "keep me"
+
+    copy = tmp_path / "copied"
+    evil = tmp_path / "confdir" / "experiment"
+    evil.mkdir(parents=True)
+    # a colleague's experiment file: a resolver that builds a node after a string check
+    (evil / "shared.yaml").write_text(
+        "# @package _global_\n"
+        "evaluation:\n"
+        f'  note: "${{oc.create:{{_target_: rlvr.pipeline.orchestrator.shutil.copyfile, src: {victim}, dst: {copy}}}}}"\n'
+    )
+    proc = run(tmp_path, "--config-dir", str(tmp_path / "confdir"), "experiment=shared", "validate_only=true")
+    assert proc.returncode == 2 and "oc.create" in proc.stderr, proc.stderr[-2000:]
+    proc = run(
+        tmp_path,
+        "validate_only=true",
+        "+observers.x._target_=rlvr.pipeline.orchestrator.shutil.copyfile",
+        f"+observers.x.src={victim}",
+        f"+observers.x.dst={copy}",
+    )
+    assert proc.returncode == 2 and "shutil.copyfile" in proc.stderr, proc.stderr[-2000:]
+    assert not copy.exists()
+
+
+def test_plugin_package_only_when_named_on_the_command_line(tmp_path):
+    plugin = [
+        "+reward.terms.even._target_=rlvr_example_plugin.rewards.EvenAnswerReward",
+        "validate_only=true",
+    ]
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "plugins"), os.environ.get("PYTHONPATH", "")])}
+    refused = run(tmp_path, *plugin, env=env)
+    assert refused.returncode == 2 and "RLVR_PLUGINS" in refused.stderr, refused.stderr[-2000:]
+    allowed = run(tmp_path, *plugin, env={**env, "RLVR_PLUGINS": "rlvr_example_plugin"})
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    assert "configuration OK" in allowed.stdout

@@ -1,0 +1,21 @@
+"""A user's own reward term: 1.0 when the extracted answer is an even integer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.rewards.terms import _Term, completion_text
+
+
+class EvenAnswerReward(_Term):
+    name = "even_answer"
+
+    def __call__(self, completions: list[Any], **_: Any) -> list[float]:
+        assert self.prompt is not None, "RewardSet.bind() was not called"
+        out = []
+        for c in completions:
+            answer = self.prompt.extract(completion_text(c))
+            out.append(
+                1.0 if answer is not None and answer.lstrip("-").isdigit() and int(answer) % 2 == 0 else 0.0
+            )
+        return out

@@ -1,0 +1,212 @@
+"""Config trust rules (SECURITY.md "Configuration"), tested as an attacker would try them.
+
+Each test names the class of attack it covers; end-to-end versions with marker files are in
+tests/integration/test_config_attacks.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from tests.conftest import CONF, ROOT
+
+from rlvr.config_errors import ConfigValidationError
+from rlvr.pipeline.trust import (
+    PLUGINS_ENV,
+    check_hydra_node,
+    check_resolvers,
+    checked_config,
+    judge_target,
+    plugin_packages,
+    preflight,
+)
+from rlvr.pipeline.validation import check_targets
+
+PLUGIN_DIR = ROOT / "tests" / "plugins"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "builtins.open",
+        "os.system",
+        "subprocess.Popen",
+        "importlib.import_module",
+        # a path spelt inside rlvr that walks into another module's attribute
+        "rlvr.pipeline.orchestrator.shutil.copyfile",
+        "rlvr.pipeline.trust.importlib.import_module",
+        "rlvr.pipeline.orchestrator.instantiate",
+        "rlvr.models.loader.Path",
+        # modules, dunder escapes, and rlvr's own helper functions that write files
+        "rlvr.secrets.os",
+        "rlvr.rewards.CorrectnessReward.__class__",
+        "rlvr.io.SymlinkRefused.__subclasses__",
+        "rlvr.io.atomic_write_text",
+        "rlvr.rewards.CorrectnessReward.__init__",
+        # not a dotted path at all
+        "rlvr.app.train; import os",
+        "rlvr",
+        42,
+    ],
+)
+def test_targets_outside_the_trusted_code_are_refused(target):
+    issue = judge_target("x._target_", target)
+    assert issue is not None and issue.key == "x._target_" and issue.value == target
+    assert "RLVR_PLUGINS" in issue.fix
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "rlvr.rewards.CorrectnessReward",
+        "rlvr.rewards.terms.FormatReward",
+        "rlvr.app.train",
+        "rlvr.benchmark.runner.run",
+    ],
+)
+def test_rlvr_classes_and_the_apps_are_allowed(target):
+    assert judge_target("x._target_", target) is None
+
+
+def test_every_node_is_judged_including_app_lists_and_args():
+    cfg = OmegaConf.create(
+        {
+            "app": {"_target_": "builtins.open", "_partial_": True},
+            "reward": {
+                "_target_": "rlvr.rewards.RewardSet",
+                "terms": {
+                    "a": {"_target_": "rlvr.rewards.CorrectnessReward", "_args_": [{"_target_": "os.system"}]}
+                },
+            },
+            "extra": [{"_target_": "rlvr.pipeline.orchestrator.shutil.rmtree"}],
+        }
+    )
+    keys = {i.key for i in check_targets(cfg, targets_only=True)}
+    assert keys == {"app._target_", "reward.terms.a._args_[0]._target_", "extra[0]._target_"}
+
+
+def test_checked_config_refuses_a_bad_app_before_anything_is_instantiated():
+    cfg = OmegaConf.create(
+        {"app": {"_target_": "builtins.open", "_partial_": False, "file": "/x", "mode": "w"}}
+    )
+    with pytest.raises(ConfigValidationError, match="app._target_"):
+        checked_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "${oc.create:{_target_: os.system}}",
+        "${oc.decode:'{_target_: os.system}'}",
+        "${oc.select:a,${oc.create:{_target_: os.system}}}",
+        "${my_custom_resolver:1}",
+    ],
+)
+def test_resolvers_that_build_nodes_or_run_code_are_refused(value):
+    cfg = OmegaConf.create({"observers": {"y": value}})
+    issues = check_resolvers(cfg)
+    assert issues and issues[0].key == "observers.y"
+    with pytest.raises(ConfigValidationError, match="resolver"):
+        checked_config(cfg)
+
+
+def test_checked_config_is_resolved_so_nothing_appears_after_the_check(monkeypatch):
+    monkeypatch.setenv("RLVR_TEST_VALUE", "from-env")
+    cfg = OmegaConf.create(
+        {"a": "${b}", "b": "${oc.env:RLVR_TEST_VALUE}", "app": {"_target_": "rlvr.app.train"}}
+    )
+    out = checked_config(cfg)
+    assert OmegaConf.to_container(out, resolve=False)["a"] == "from-env"
+
+
+def _hydra_node(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=list(overrides), return_hydra_config=True).hydra
+
+
+def test_the_shipped_hydra_settings_pass():
+    assert check_hydra_node(_hydra_node()) == []
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("+hydra.job.env_set.GIT_CONFIG_GLOBAL=/tmp/evil", "hydra.job.env_set"),
+        ("hydra.job.env_copy=[HOME]", "hydra.job.env_copy"),
+        ("+hydra.callbacks.x._target_=rlvr.io.atomic_write_text", "hydra.callbacks"),
+        (
+            "hydra.job_logging.handlers.file.filename=/tmp/anywhere.log",
+            "hydra.job_logging.handlers.file.filename",
+        ),
+        (
+            "+hydra.job_logging.handlers.x.class=logging.handlers.SMTPHandler",
+            "hydra.job_logging.handlers.x.class",
+        ),
+        (
+            "hydra.job_logging.handlers.console.stream=ext://os.system",
+            "hydra.job_logging.handlers.console.stream",
+        ),
+        ("hydra.launcher._target_=rlvr.io.SymlinkRefused", "hydra.launcher._target_"),
+        ("hydra.sweeper._target_=os.system", "hydra.sweeper._target_"),
+        ("+hydra.launcher.setup=[touch /tmp/x]", "hydra.launcher.setup"),
+    ],
+)
+def test_hydra_nodes_that_act_before_the_app_are_refused(override, key):
+    issues = check_hydra_node(_hydra_node(override))
+    assert key in {i.key for i in issues}, issues
+
+
+def test_logging_factories_from_a_config_file_are_refused():
+    # "()" cannot be typed as an override, but a hydra/job_logging file in a config dir can hold it
+    node = OmegaConf.merge(
+        OmegaConf.create(OmegaConf.to_container(_hydra_node())),
+        {"hydra_logging": {"formatters": {"simple": {"()": "rlvr.io.atomic_write_text"}}}},
+    )
+    assert "hydra.hydra_logging.formatters.simple.()" in {i.key for i in check_hydra_node(node)}
+
+
+def test_preflight_composes_like_hydra_and_refuses_before_it_acts():
+    script = ROOT / "run_pipeline.py"
+    preflight(["validate_only=true"], script, "conf", "config")  # the default passes
+    with pytest.raises(ConfigValidationError, match="env_set"):
+        preflight(["+hydra.job.env_set.X=1"], script, "conf", "config")
+    with pytest.raises(ConfigValidationError, match="callbacks"):
+        preflight(
+            ["-m", "seed=1,2", "+hydra.callbacks.x._target_=rlvr.io.atomic_write_text"],
+            script,
+            "conf",
+            "config",
+        )
+    with pytest.raises(ConfigValidationError, match="oc.create"):
+        preflight(["+x=${oc.create:{a: 1}}"], script, "conf", "config")
+    # --help, --hydra-help and shell completion never run the app
+    preflight(["--help"], script, "conf", "config")
+
+
+def test_plugin_packages_come_only_from_the_environment(monkeypatch):
+    monkeypatch.delenv(PLUGINS_ENV, raising=False)
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    target = "rlvr_example_plugin.rewards.EvenAnswerReward"
+    assert judge_target("k", target) is not None
+    monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
+    assert judge_target("k", target) is None
+    # inside a plugin, the same "defined where" rule applies
+    assert judge_target("k", "rlvr_example_plugin.rewards.Any") is not None
+
+
+@pytest.mark.parametrize("bad", ["os", "subprocess,rlvr_example_plugin", "rlvr", "hydra", "a.b"])
+def test_plugin_list_refuses_standard_library_and_core_packages(monkeypatch, bad):
+    monkeypatch.setenv(PLUGINS_ENV, bad)
+    with pytest.raises(ConfigValidationError, match=PLUGINS_ENV):
+        plugin_packages()
+
+
+def test_a_missing_dependency_names_the_package_not_the_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
+    issue = judge_target("k", "rlvr_example_plugin.broken.NeedsMissingPackage")
+    assert "rlvr_package_that_is_not_installed" in issue.problem and "not installed" in issue.problem
+    assert issue.fix.startswith("pip install rlvr-package-that-is-not-installed")
+    typo = judge_target("k", "rlvr.rewards.CorectnessReward")
+    assert "typo" in typo.fix
