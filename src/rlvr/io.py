@@ -43,6 +43,24 @@ def check_no_symlinks(path: str | os.PathLike[str], root: str | os.PathLike[str]
         current = current.parent
 
 
+def refuse_symlinks_in(root: str | os.PathLike[str]) -> None:
+    """Raise :class:`SymlinkRefused` if any file or folder under ``root`` is a symlink.
+
+    Libraries (transformers' checkpoint and save_pretrained, TensorBoard, W&B) write into the
+    run directory without this module, and they follow links; so a run checks the whole tree
+    before it writes anything (a fresh run dir is empty; a resumed one may come from elsewhere).
+    """
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise SymlinkRefused(
+                    f"{path} is a symbolic link (to {os.readlink(path)}) inside the run directory {root}; "
+                    "a run never writes through links (they could point anywhere). Remove the link, or "
+                    "copy the run directory with links resolved (cp -rL) and resume from the copy"
+                )
+
+
 def atomic_write_bytes(
     path: str | os.PathLike[str], data: bytes, root: str | os.PathLike[str] | None = None
 ) -> Path:

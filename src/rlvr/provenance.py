@@ -44,10 +44,22 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def command_line_overrides() -> list[str] | None:
+    """The overrides this run was started with (Hydra's own .hydra/ copy is off), credentials masked."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlvr.secrets import redact_overrides
+
+    if not HydraConfig.initialized():
+        return None
+    return redact_overrides(list(HydraConfig.get().overrides.task))
+
+
 def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any]) -> Path:
     """``run_dir/provenance.json``; ``config`` must already be secret-free."""
     record = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "overrides": command_line_overrides(),
         "git": git_state(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

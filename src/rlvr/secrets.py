@@ -80,3 +80,13 @@ def redact(obj: Any, values: list[str] | None = None) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, values)
     return obj
+
+
+def redact_overrides(overrides: list[str]) -> list[str]:
+    """Command-line overrides (``key=value``) with credential keys and credential values masked."""
+    out = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        name = key.lstrip("+~").split(".")[-1]
+        out.append(f"{key}{sep}{REDACTED}" if sep and is_credential_key(name) else redact_text(item))
+    return out

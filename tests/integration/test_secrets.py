@@ -1,4 +1,10 @@
-"""A planted fake API key never appears in any file a run writes (config, metrics, W&B files, checkpoints)."""
+"""Credentials never reach a file a run writes, and the run record still reproduces the run.
+
+Credentials are planted the three ways a user passes them: through the environment, through a
+CLI override of a credential field, and through an ``${oc.env:...}`` interpolation; then every
+byte under the run directory (binary files included: trainer argument files in checkpoints,
+W&B run files) and the console are scanned.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,10 @@ import subprocess
 import sys
 
 import pytest
-from tests.conftest import ROOT
+from omegaconf import OmegaConf
+from tests.conftest import ROOT, compose_config
+
+from rlvr.secrets import REDACTED
 
 pytestmark = pytest.mark.integration
 
@@ -15,33 +24,91 @@ SECRETS = {
     "WANDB_API_KEY": "fake-wandb-key-4b1d9e0c7a",
     "HF_TOKEN": "hf_fakeTokenZ81q0x",
     "MY_SERVICE_TOKEN": "svc-fake-token-55aa",
+    # not credential-named: masked because the config reads it with ${oc.env:...}
+    "RLVR_TEST_DB_URL": "postgres://user:pw-9f8e7d@db",
 }
+OVERRIDES = [
+    "experiment=smoke",
+    "training_loop.sft.max_steps=1",
+    "training_loop.grpo.max_steps=2",
+    "training_loop.grpo.save_steps=1",
+    "observers=all",
+    "observers.wandb.mode=offline",
+    "+seed_note=${oc.env:MY_SERVICE_TOKEN}",
+    "+db=${oc.env:RLVR_TEST_DB_URL}",
+]
 
 
-def test_planted_keys_never_written(tmp_path):
-    env = {**os.environ, **SECRETS}
-    cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
-        f"hydra.run.dir={tmp_path}",
-        "experiment=smoke",
-        "training_loop.sft.max_steps=1",
-        "training_loop.grpo.max_steps=2",
-        "training_loop.grpo.save_steps=1",
-        "observers=all",
-        "observers.wandb.mode=offline",
-        # a user interpolating a secret into the config: it must be masked in what is saved
-        "+seed_note=${oc.env:MY_SERVICE_TOKEN}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert any(tmp_path.rglob("*.wandb")) or any((tmp_path / "wandb").iterdir())
+def run(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **SECRETS}, timeout=600
+    )
+
+
+def leaks_in(tmp_path, *streams: str) -> list[tuple[str, str]]:
     leaks = []
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(files) > 10
-    for path in files:
+    for path in (p for p in tmp_path.rglob("*") if p.is_file()):
         data = path.read_bytes()
         leaks += [(str(path.relative_to(tmp_path)), k) for k, v in SECRETS.items() if v.encode() in data]
-    for stream in (proc.stdout, proc.stderr):
+    for stream in streams:
         leaks += [("console", k) for k, v in SECRETS.items() if v in stream]
-    assert leaks == []
+    return leaks
+
+
+@pytest.fixture(scope="module")
+def secret_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("secret_run")
+    proc = run(f"hydra.run.dir={run_dir}", *OVERRIDES)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run_dir, proc
+
+
+def test_planted_credentials_never_written(secret_run):
+    run_dir, proc = secret_run
+    assert any(run_dir.rglob("*.wandb")), "W&B files are part of the scan"
+    assert any(run_dir.rglob("training_args.bin")), "trainer argument files are part of the scan"
+    assert not (run_dir / ".hydra").exists()
+    assert len([p for p in run_dir.rglob("*") if p.is_file()]) > 10
+    assert leaks_in(run_dir, proc.stdout, proc.stderr) == []
+
+
+def test_run_record_reproduces_the_config(secret_run, monkeypatch):
+    """Only credentials are masked: the saved config equals the composed one everywhere else."""
+    run_dir, _ = secret_run
+    for key, value in SECRETS.items():
+        monkeypatch.setenv(key, value)
+    saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config_resolved.yaml"))
+    original = OmegaConf.to_container(compose_config(OVERRIDES), resolve=True)
+    assert saved["evaluation"]["max_new_tokens"] == 12
+    assert saved["seed_note"] == REDACTED and saved["db"] == REDACTED
+    del saved["seed_note"], saved["db"], original["seed_note"], original["db"]
+    assert saved == original
+    # and the record is a config the entry point accepts as it is
+    rerun = run(f"--config-dir={run_dir}", "--config-name=config_resolved", f"hydra.run.dir={run_dir}/rerun",
+                "validate_only=true")  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+
+def test_credential_fields_are_refused_without_echoing_them(tmp_path):
+    proc = run(
+        f"hydra.run.dir={tmp_path}/run",
+        "experiment=smoke",
+        f"+training_loop.grpo.hub_token={SECRETS['HF_TOKEN']}",
+    )
+    assert proc.returncode == 2 and "training_loop.grpo.hub_token" in proc.stderr, proc.stderr[-3000:]
+    assert leaks_in(tmp_path, proc.stdout, proc.stderr) == []
+
+
+def test_planted_symlinks_in_a_run_directory_are_not_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "final").symlink_to(victim, target_is_directory=True)
+    (run_dir / "report.md").symlink_to(victim / "precious.txt")
+    proc = run(f"hydra.run.dir={run_dir}", "experiment=smoke")
+    assert proc.returncode != 0 and "symbolic link" in proc.stderr, proc.stderr[-3000:]
+    assert [p.name for p in victim.iterdir()] == ["precious.txt"]
+    assert (victim / "precious.txt").read_text() == "keep"

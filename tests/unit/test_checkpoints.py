@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rlvr.training.checkpoints import (
@@ -60,3 +62,44 @@ def test_fingerprint_detects_changed_critical_settings(tmp_path):
     diffs = check_fingerprint(tmp_path, {"seed": 2, "data.task": "leg_counting"}, False)
     assert diffs == ["seed: 1 -> 2"]
     assert check_fingerprint(tmp_path, {"seed": 2, "data.task": "leg_counting"}, True) == []
+
+
+def _checkpoint_of_run(run: Path, fingerprint: dict | None) -> Path:
+    from rlvr.training.checkpoints import mark_complete, write_fingerprint
+
+    ckpt = run / "checkpoints" / "grpo" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    mark_complete(ckpt)
+    if fingerprint is not None:
+        write_fingerprint(run, fingerprint)
+    return ckpt
+
+
+@pytest.mark.parametrize("how", ["path", "auto"])
+def test_resume_checks_settings_against_the_run_that_owns_the_checkpoint(tmp_path, compose_cfg, how):
+    """resume=<path> used to compare with the NEW run dir (no fingerprint there), so any seed passed."""
+    from rlvr.pipeline import PipelineOrchestrator
+
+    old = tmp_path / "old_run"
+    original = PipelineOrchestrator(compose_cfg(["seed=42"]), old).fingerprint()
+    ckpt = _checkpoint_of_run(old, original)
+    resume = str(ckpt) if how == "path" else "auto"
+    new_dir = tmp_path / "new_run" if how == "path" else old
+
+    same = PipelineOrchestrator(compose_cfg(["seed=42", f"resume={resume}"]), new_dir)
+    assert same.resolve_resume() == [] and same.resume == ("grpo", ckpt)
+    changed = PipelineOrchestrator(
+        compose_cfg(["seed=7", "data.task=leg_counting", f"resume={resume}"]), new_dir
+    )
+    [issue] = changed.resolve_resume()
+    assert "seed: 42 -> 7" in issue.problem and "data.task" in issue.problem
+    allowed = compose_cfg(["seed=7", f"resume={resume}", "resume_allow_changes=true"])
+    assert PipelineOrchestrator(allowed, new_dir).resolve_resume() == []
+
+
+def test_resume_from_a_run_without_settings_record_is_refused(tmp_path, compose_cfg):
+    from rlvr.pipeline import PipelineOrchestrator
+
+    ckpt = _checkpoint_of_run(tmp_path / "downloaded", None)
+    [issue] = PipelineOrchestrator(compose_cfg([f"resume={ckpt}"]), tmp_path / "new").resolve_resume()
+    assert "cannot be checked" in issue.problem and "resume_allow_changes" in issue.fix

@@ -37,3 +37,39 @@ def test_unsloth_refuses_on_cpu():
         pytest.skip("machine has a GPU")
     with pytest.raises(RuntimeError, match="CUDA"):
         HFModel("org/model", backend="unsloth")._load_base("org/model")
+
+
+class _Payload:
+    """Unpickling this creates the marker file: proof that a pickle was loaded."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_pickled_adapter_is_refused_before_anything_is_unpickled(tmp_path):
+    import json
+    import pickle
+
+    from rlvr.config_errors import ConfigValidationError
+    from rlvr.models import HFModel
+
+    marker = tmp_path / "unpickled"
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": str(tmp_path / "base")})
+    )
+    (adapter / "adapter_model.bin").write_bytes(pickle.dumps(_Payload(str(marker))))
+    model = HFModel(name_or_path=str(adapter))
+    assert any("adapter_model.safetensors" in i.problem for i in model.validate())
+    with pytest.raises(ConfigValidationError, match="use_safetensors=false"):
+        model.load()
+    assert not marker.exists()
+    # opting in is the user's explicit choice: validation no longer objects
+    assert not any(
+        "safetensors" in i.problem
+        for i in HFModel(name_or_path=str(adapter), use_safetensors=False).validate()
+    )

@@ -33,6 +33,23 @@ def adapter_base(path: str | Path) -> str | None:
     return json.loads(config.read_text())["base_model_name_or_path"]
 
 
+def pickled_adapter_issue(path: str | Path, use_safetensors: bool) -> ConfigIssue | None:
+    """An adapter directory with only a pickled ``adapter_model.bin`` (unpickling can run code)."""
+    folder = Path(path)
+    if (
+        not use_safetensors
+        or adapter_base(folder) is None
+        or (folder / "adapter_model.safetensors").is_file()
+    ):
+        return None
+    return ConfigIssue(
+        "model.name_or_path",
+        str(folder),
+        "this LoRA adapter has no adapter_model.safetensors (only a pickle, which can run code when loaded)",
+        "convert it to safetensors where you trust it, or set model.use_safetensors=false if you do",
+    )
+
+
 def _cuda_available() -> bool:
     import torch
 
@@ -115,6 +132,9 @@ class HFModel:
                         "see peft.LoraConfig for the valid names",
                     )
                 )
+        pickled = pickled_adapter_issue(self.name_or_path, self.use_safetensors)
+        if pickled is not None:
+            issues.append(pickled)
         local = Path(self.name_or_path)
         if (local.is_absolute() or self.name_or_path.startswith(".")) and not local.exists():
             issues.append(
@@ -174,6 +194,10 @@ class HFModel:
         base = adapter_base(path)
         if base is not None:
             from peft import PeftModel
+
+            pickled = pickled_adapter_issue(path, self.use_safetensors)
+            if pickled is not None:  # also when load() is reached without validate() (benchmark specs)
+                raise ConfigValidationError([pickled])
 
             model, tokenizer = self._load_base(base)
             # is_trainable: a checkpoint's adapter can be trained further (resume, SFT -> GRPO).

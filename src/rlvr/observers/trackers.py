@@ -66,6 +66,11 @@ class WandbObserver(Observer):
             dir=str(event.run_dir),
             config=event.config,
             reinit="finish_previous",
+            # No command line, code, git diff or machine metadata in the run files: the config above
+            # is the record, secret-free; argv could hold anything a user typed.
+            settings=wandb.Settings(
+                x_disable_meta=True, disable_git=True, save_code=False, disable_code=True
+            ),
         )
 
     def on_train_step(self, event: ev.TrainStep) -> None:

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.io import atomic_write_text, refuse_symlinks_in
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.secrets import redact
@@ -140,8 +141,11 @@ class PipelineOrchestrator:
                 self.resume = (phase_of(path), path)
             except ValueError as exc:
                 return [ConfigIssue("resume", value, str(exc), "pick a complete checkpoint")]
+        # The settings are compared with the run that OWNS the checkpoint (<run>/checkpoints/<phase>/
+        # checkpoint-N), whether it was found by resume=auto or given as a path.
+        owner = self.resume[1].parent.parent.parent
         diffs = check_fingerprint(
-            self.run_dir,
+            owner,
             self.fingerprint(),
             bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False)),
         )
@@ -208,8 +212,11 @@ class PipelineOrchestrator:
         try:
             guard.__enter__()
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            refuse_symlinks_in(self.run_dir)
             config = resolved_config(self.cfg)
-            OmegaConf.save(OmegaConf.create(config), self.run_dir / "config_resolved.yaml")
+            atomic_write_text(
+                self.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(config), root=self.run_dir
+            )
             write_fingerprint(self.run_dir, self.fingerprint())
             hub.emit(ev.PipelineStart(self.run_dir, config))
 

@@ -198,6 +198,32 @@ def env_values_in(cfg: DictConfig) -> list[str]:
     return [os.environ[n] for n in sorted(names) if len(os.environ.get(n, "")) >= 4]
 
 
+def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
+    """Credential-named keys with a value: refused, so no credential can reach any file a run writes
+    (records, trainer argument files in checkpoints, tracker files). The value is never echoed."""
+    from rlvr.secrets import REDACTED, is_credential_key
+
+    issues = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and is_credential_key(key) and value not in (None, ""):
+                issues.append(
+                    ConfigIssue(
+                        sub,
+                        REDACTED,
+                        "a credential in a config would be written into the run's records and checkpoints",
+                        "remove it and export it as an environment variable instead (HF_TOKEN, WANDB_API_KEY)",
+                    )
+                )
+            else:
+                issues.extend(credential_issues(value, sub))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            issues.extend(credential_issues(value, f"{path}[{i}]"))
+    return issues
+
+
 def checked_config(cfg: DictConfig) -> DictConfig:
     """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
 
@@ -213,6 +239,9 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     for value in env_values_in(cfg):
         mark_secret(value)
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    issues = credential_issues(container)
+    if issues:
+        raise ConfigValidationError(issues)
     resolved = OmegaConf.create(container)
     # The app is instantiated right after this; every other node is judged again, together with
     # each component's own validation, by the app before it instantiates anything (so a user sees

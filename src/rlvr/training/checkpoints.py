@@ -85,7 +85,9 @@ def check_fingerprint(run_dir: Path, current: dict[str, Any], allow_changes: boo
     """Compare critical settings with the run being resumed; returns the differences (empty = same)."""
     path = run_dir / FINGERPRINT
     if not path.is_file():
-        return []
+        if allow_changes:
+            return []
+        return [f"{path} is missing, so the run's settings cannot be checked"]
     saved = json.loads(path.read_text())
     diffs = [
         f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in current if saved.get(k) != current.get(k)

@@ -22,6 +22,8 @@ from rlvr.training.checkpoints import CompletionMarker, Preempted
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
+# Refused from config (SECURITY.md): a config file must not make a run upload anything.
+_NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
 
 
 def _quiet(trainer: Any) -> Any:
@@ -87,6 +89,15 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
     for name in values:
         if name in _MANAGED:
             issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
+        elif name in _NO_UPLOADS and values[name]:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    "a run never uploads from config (a shared config must not publish your model)",
+                    "push final/ yourself after the run, e.g. `huggingface-cli upload <repo> <run_dir>/final`",
+                )
+            )
         elif name not in names:
             issues.append(
                 ConfigIssue(
