@@ -13,10 +13,15 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def adapter_dir(tmp_path_factory):
-    """A LoRA adapter saved on a tiny base model saved to disk: the benchmark must detect and load it."""
+def models(tmp_path_factory):
+    """A tiny base model on disk and a LoRA adapter on it whose weights are randomised (a fresh adapter
+    has B = 0 and would be indistinguishable from its base), plus a copy of the base whose training
+    manifest lists the benchmark's own test questions."""
+    import torch
     from peft import LoraConfig, get_peft_model
 
+    from rlvr.data import identity
+    from rlvr.data.reasoning_gym import split_entries
     from rlvr.models import TinyRandomModel
 
     root = tmp_path_factory.mktemp("models")
@@ -24,11 +29,29 @@ def adapter_dir(tmp_path_factory):
     base = root / "tiny-base"
     loaded.model.save_pretrained(base)
     loaded.tokenizer.save_pretrained(base)
+    ids = loaded.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids
+    with torch.no_grad():
+        base_logits = loaded.model(ids).logits.clone()
     peft_model = get_peft_model(loaded.model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+        assert not torch.allclose(peft_model(ids).logits, base_logits)
     peft_model.peft_config["default"].base_model_name_or_path = str(base)
     adapter = root / "tiny-adapter"
     peft_model.save_pretrained(adapter)
-    return adapter
+
+    overlap = root / "run" / "final"
+    TinyRandomModel(seed=3).load().model.save_pretrained(overlap)
+    loaded.tokenizer.save_pretrained(overlap)
+    test = split_entries("leg_counting", {}, "test", 6, 1234, "k")
+    manifest = identity.manifest(
+        ["leg_counting"], {}, identity.ids_of(("leg_counting", e["question"]) for e in test[:2])
+    )
+    (overlap / identity.MANIFEST).write_text(json.dumps(manifest))
+    return base, adapter, overlap
 
 
 def bench(out, models, *extra):
@@ -48,16 +71,17 @@ def bench(out, models, *extra):
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
-def test_benchmark_two_models_two_tasks_and_resume(tmp_path, adapter_dir):
+def test_benchmark_two_models_two_tasks_and_resume(tmp_path, models):
+    base, adapter_dir, _ = models
     out = tmp_path / "bench"
-    proc = bench(out, ["tiny", str(adapter_dir)])
+    proc = bench(out, ["tiny", str(adapter_dir), str(base)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = sorted((out / "cells").glob("*.json"))
-    assert len(cells) == 4
+    assert len(cells) == 6
     per_task = sorted(out.glob("results_leg_counting_*.json"))
     assert len(per_task) == 1
     report = json.loads(per_task[0].read_text())
-    assert report["kind"] == "task" and set(report["models"]) == {"tiny", str(adapter_dir)}
+    assert report["kind"] == "task" and set(report["models"]) == {"tiny", str(adapter_dir), str(base)}
     assert len(report["prompt_hash"]) == 12
     every = json.loads(next(out.glob("results_all_tasks_*.json")).read_text())
     assert set(every["tasks"]) == {"leg_counting", "basic_arithmetic"}
@@ -68,16 +92,34 @@ def test_benchmark_two_models_two_tasks_and_resume(tmp_path, adapter_dir):
         len(list(out.glob("comparison_*.png"))) == 2 and len(list(out.glob("summary_all_tasks_*.png"))) == 1
     )
     cell = json.loads(cells[0].read_text())
-    assert len(cell["samples"]) == 6 and {"question", "completions", "answers", "scores", "seconds"} <= set(
-        cell["samples"][0]
-    )
+    samples = cell["evaluation"]["samples"]
+    assert len(samples) == 6 and {"question", "completions", "answers", "scores", "status"} <= set(samples[0])
+    assert cell["train_overlap"] is None  # no training manifest: unknown, not zero
+
+    def completions(model):
+        [path] = [
+            c for c in cells if json.loads(c.read_text())["model"] == model and "leg_counting" in c.name
+        ]
+        return [s["completions"] for s in json.loads(path.read_text())["evaluation"]["samples"]]
+
+    # the adapter's answers are its own, not its base's (same questions, same greedy decoding)
+    assert completions(str(adapter_dir)) != completions(str(base))
 
     # Rerun: every cell is already done, nothing is recomputed.
     mtimes = {c: c.stat().st_mtime_ns for c in cells}
-    again = bench(out, ["tiny", str(adapter_dir)])
+    again = bench(out, ["tiny", str(adapter_dir), str(base)])
     assert again.returncode == 0, again.stderr[-3000:]
     assert {c: c.stat().st_mtime_ns for c in cells} == mtimes
     assert "accuracy" not in again.stdout.split("results_")[0]  # no cell line printed: nothing ran
+
+    # Different task parameters: only that task's cells are recomputed, and the run says why.
+    changed = bench(out, ["tiny"], "+benchmark.task_params.leg_counting={min_animals: 2, max_animals: 4}")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "recomputing tiny on leg_counting: task_params" in changed.stdout + changed.stderr
+    redone = {c for c in cells if c.stat().st_mtime_ns != mtimes[c]}
+    assert {json.loads(c.read_text())["task"] for c in redone} == {"leg_counting"}
+    latest = json.loads(max(out.glob("results_all_tasks_*.json")).read_text())
+    assert set(latest["average"]) == {"tiny"}  # only the requested models are reported
 
     # The plot command redraws from the result file with renamed models.
     png = tmp_path / "custom.png"
@@ -90,7 +132,23 @@ def test_benchmark_two_models_two_tasks_and_resume(tmp_path, adapter_dir):
     assert png.stat().st_size > 1000
 
 
-def test_unknown_task_and_missing_model_fail_before_loading(tmp_path):
-    proc = bench(tmp_path, ["tiny", "./no/such/checkpoint"], "benchmark.tasks=[leg_countin]")
+def test_unknown_task_and_bad_model_specs_fail_before_loading(tmp_path):
+    specs = ["tiny", "./no/such/checkpoint", "../model/tiny", "model/../../conf/model/tiny"]
+    proc = bench(tmp_path, specs, "benchmark.tasks=[leg_countin]")
     assert proc.returncode == 2
-    assert "leg_counting" in proc.stderr and "./no/such/checkpoint" in proc.stderr
+    assert "leg_counting" in proc.stderr
+    for spec in specs[1:]:
+        assert f"benchmark.models='{spec}'" in proc.stderr
+
+
+def test_a_model_trained_on_test_questions_is_refused_or_flagged(tmp_path, models):
+    _, _, overlap = models
+    proc = bench(tmp_path, [str(overlap)], "benchmark.tasks=[leg_counting]")
+    assert proc.returncode == 2 and "was trained on 2 of the 6 leg_counting test questions" in proc.stderr
+    allowed = bench(
+        tmp_path, [str(overlap)], "benchmark.tasks=[leg_counting]", "benchmark.allow_train_overlap=true"
+    )
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    assert "TRAINED ON 2 OF THESE QUESTIONS" in allowed.stdout
+    report = json.loads(next(tmp_path.glob("results_leg_counting_*.json")).read_text())
+    assert report["models"][str(overlap)]["train_overlap"] == 2

@@ -10,21 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.benchmark import results
+import rlvr.io as rlvr_io
 from rlvr.benchmark.results import (
     CellFingerprint,
     CellResult,
     CellStore,
-    SampleRecord,
-    atomic_write_json,
     build_reports,
     slug,
     write_reports,
 )
-from rlvr.evaluation.metrics import summarize
+from rlvr.evaluation.results import Evaluation, SampleRecord
+from rlvr.io import atomic_write_json
 
 STAMP = "20250102_030405"
 GENERATION = {"max_new_tokens": 64, "temperature": 1.0, "stop": ["</answer>"]}
+
+
+def fingerprint(prompt_hash: str = "p1", k: int = 2, **changes) -> CellFingerprint:
+    base = dict(
+        prompt_hash=prompt_hash, seed=0, num_examples=4, k=k, generation=dict(GENERATION),
+        task_params={"max_terms": 3}, test_set="ids-1", model_weights="w-1", verifier={"timeout_s": 5.0},
+        split_rule=1,
+    )  # fmt: skip
+    return CellFingerprint(**{**base, **changes})
 
 
 def make_cell(
@@ -39,30 +47,26 @@ def make_cell(
     samples = [
         SampleRecord(
             index=i,
+            task=task,
             question=f"What is {i} + 1?",
+            reference=str(i + 1),
             completions=[f"<answer>{a}</answer>" for a in answers[i]],
             answers=answers[i],
             scores=scores[i],
-            seconds=0.25,
-            reference=str(i + 1),
+            status=["ok"] * len(scores[i]),
         )
         for i in range(len(scores))
     ]
     k = len(scores[0]) if scores else 1
+    fp = fingerprint(prompt_hash, k, generation=dict(GENERATION if generation is None else generation))
     return CellResult(
         model=model,
         task=task,
-        prompt_hash=prompt_hash,
-        seed=0,
-        num_examples=len(scores),
-        k=k,
-        summary=summarize(scores, answers, ks=range(1, k + 1)),
-        samples=samples,
-        samples_per_second=8.0,
+        fingerprint=fp,
+        evaluation=Evaluation(samples, ks=list(range(1, k + 1)), seconds=1.0, samples_per_second=8.0),
         wall_seconds=1.0,
         started="2025-01-02T03:04:00",
         finished="2025-01-02T03:04:05",
-        generation=dict(GENERATION if generation is None else generation),
     )
 
 
@@ -85,7 +89,7 @@ def test_atomic_write_json_keeps_old_content_on_failure(
     def crash(*args: object) -> None:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(results.os, "replace", crash)
+    monkeypatch.setattr(rlvr_io.os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
         atomic_write_json(path, {"v": 2})
     assert json.loads(path.read_text()) == {"v": 1}
@@ -120,9 +124,9 @@ def test_cell_round_trips_through_the_store(tmp_path: Path) -> None:
     assert path.parent == tmp_path / "cells"
     assert path.name.endswith("__basic_arithmetic.json")
     data = json.loads(path.read_text())
-    assert (data["kind"], data["format_version"], data["model"]) == ("cell", 1, "org/model-a")
-    assert data["summary"]["pass_at_k"] == {"1": 0.5, "2": 0.75}
-    assert data["samples"][0]["reference"] == "1"
+    assert (data["kind"], data["format_version"], data["model"]) == ("cell", 2, "org/model-a")
+    assert data["evaluation"]["summary"]["pass_at_k"] == {"1": 0.5, "2": 0.75}
+    assert data["evaluation"]["samples"][0]["reference"] == "1"
     assert store.load("org/model-a", "basic_arithmetic") == cell
     assert CellResult.from_dict(cell.to_dict()) == cell
 
@@ -137,23 +141,51 @@ def test_unsafe_task_names_get_a_slug(tmp_path: Path) -> None:
 def test_done_requires_file_parse_and_matching_fingerprint(tmp_path: Path) -> None:
     store = CellStore(tmp_path)
     cell = make_cell()
-    fp = cell.fingerprint()
+    fp = cell.fingerprint
     assert not store.done(cell.model, cell.task, fp)
     store.save(cell)
     assert store.done(cell.model, cell.task, fp)
     # Same settings after a JSON/YAML round trip: tuples vs lists, 1 vs 1.0.
-    same = CellFingerprint("p1", 0, 4, 2, {"stop": ("</answer>",), "temperature": 1, "max_new_tokens": 64})
+    same = fingerprint(generation={"stop": ("</answer>",), "temperature": 1, "max_new_tokens": 64})
     assert store.done(cell.model, cell.task, same)
+    # Everything that changes the number invalidates the cell (issue: task params and weights were missing).
     for changed in (
-        CellFingerprint("p2", 0, 4, 2, GENERATION),
-        CellFingerprint("p1", 1, 4, 2, GENERATION),
-        CellFingerprint("p1", 0, 5, 2, GENERATION),
-        CellFingerprint("p1", 0, 4, 3, GENERATION),
-        CellFingerprint("p1", 0, 4, 2, {**GENERATION, "temperature": 0.7}),
+        fingerprint("p2"),
+        fingerprint(seed=1),
+        fingerprint(num_examples=5),
+        fingerprint(k=3),
+        fingerprint(generation={**GENERATION, "temperature": 0.7}),
+        fingerprint(task_params={"max_terms": 4}),
+        fingerprint(test_set="ids-2"),
+        fingerprint(model_weights="w-2"),
+        fingerprint(verifier={"timeout_s": 1.0}),
+        fingerprint(split_rule=2),
     ):
         assert not store.done(cell.model, cell.task, changed), changed
     assert not store.done("org/model-b", cell.task, fp)
     assert not store.done(cell.model, "other_task", fp)
+
+
+def test_an_edited_stored_number_is_never_reused_or_reported(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    cell = make_cell()
+    path = store.save(cell)
+    data = json.loads(path.read_text())
+    data["evaluation"]["summary"]["accuracy"] = 0.99
+    path.write_text(json.dumps(data))
+    assert not store.done(cell.model, cell.task, cell.fingerprint)
+    assert store.requested([cell.model], [cell.task]) == []
+    # editing the per-sample scores AND the summary consistently is a different cell, not a forged one:
+    # it is still only reported when its fingerprint matches a requested model x task
+
+
+def test_only_requested_models_and_tasks_are_reported(tmp_path: Path) -> None:
+    store = CellStore(tmp_path)
+    for cell in (make_cell("org/a"), make_cell("org/planted"), make_cell("org/a", task="leg_counting")):
+        store.save(cell)
+    assert [(c.model, c.task) for c in store.requested(["org/a"], ["basic_arithmetic"])] == [
+        ("org/a", "basic_arithmetic")
+    ]
 
 
 def test_done_is_false_for_corrupt_or_foreign_files(tmp_path: Path) -> None:
@@ -162,14 +194,14 @@ def test_done_is_false_for_corrupt_or_foreign_files(tmp_path: Path) -> None:
     path = store.save(cell)
     text = path.read_text()
     path.write_text(text[: len(text) // 2])  # truncated, as after a crash without atomic writes
-    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    assert not store.done(cell.model, cell.task, cell.fingerprint)
     with pytest.raises(ValueError, match="not a readable JSON file"):
         store.load(cell.model, cell.task)
     path.write_text(json.dumps({"kind": "cell", "model": cell.model}))
-    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    assert not store.done(cell.model, cell.task, cell.fingerprint)
     # A valid cell of another model under this name (e.g. copied by hand) is not this cell.
     path.write_text(json.dumps(make_cell(model="other").to_dict()))
-    assert not store.done(cell.model, cell.task, cell.fingerprint())
+    assert not store.done(cell.model, cell.task, cell.fingerprint)
     with pytest.raises(ValueError, match="holds model 'other'"):
         store.load(cell.model, cell.task)
 
@@ -180,10 +212,10 @@ def test_from_dict_rejects_wrong_kind_version_and_fields() -> None:
         CellResult.from_dict({**data, "kind": "task"})
     with pytest.raises(ValueError, match="format_version 99"):
         CellResult.from_dict({**data, "format_version": 99})
-    with pytest.raises(ValueError, match=r"missing \['samples'\]"):
-        CellResult.from_dict({k: v for k, v in data.items() if k != "samples"})
-    bad_sample = {**data, "samples": [{"index": 0}]}
-    with pytest.raises(ValueError, match="malformed cell"):
+    with pytest.raises(ValueError, match=r"missing \['evaluation'\]"):
+        CellResult.from_dict({k: v for k, v in data.items() if k != "evaluation"})
+    bad_sample = {**data, "evaluation": {**data["evaluation"], "samples": [{"index": 0}]}}
+    with pytest.raises(ValueError, match="malformed sample record"):
         CellResult.from_dict(bad_sample)
 
 

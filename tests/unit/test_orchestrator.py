@@ -41,6 +41,7 @@ class FakeData:
     seed = 0
     train = ["x"]
     eval = ["y"] * 4
+    manifest = {"train_question_ids": ["id-x"]}
 
 
 class FakeDataComponent:
@@ -145,6 +146,8 @@ def test_lifecycle_event_order_and_files(tmp_path):
     assert rec.closed == 1
     assert (tmp_path / "config_resolved.yaml").exists()
     assert (tmp_path / "final" / "weights").exists()
+    # the model carries what it was trained on, so a benchmark can count overlap with its test set
+    assert json.loads((tmp_path / "final" / "data_manifest.json").read_text()) == FakeData.manifest
     assert (tmp_path / "report.md").exists() and (tmp_path / "training.png").exists()
     provenance = json.loads((tmp_path / "provenance.json").read_text())
     assert provenance["prompt_hash"] == "abc123" and provenance["packages"]["torch"]

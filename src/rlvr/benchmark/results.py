@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.evaluation.metrics import AccuracySummary
+from rlvr.evaluation.results import Evaluation
 from rlvr.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
 KIND_CELL = "cell"
 KIND_TASK = "task"
@@ -65,28 +66,9 @@ def _canonical(obj: Any) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True))
 
 
-@dataclass
-class SampleRecord:
-    """Everything generated and scored for one question (k samples)."""
-
-    index: int
-    """Position of the question in the evaluation split."""
-    question: str
-    completions: list[str]
-    """Raw model outputs, one per sample."""
-    answers: list[str | None]
-    """Extracted answers, one per sample; None when the output had no parsable answer."""
-    scores: list[float]
-    """Verifier scores in [0, 1], one per sample."""
-    seconds: float
-    """Wall time spent generating and scoring this question."""
-    reference: str | None = None
-    """Gold answer as text, kept so failures can be read without the dataset."""
-
-
 @dataclass(frozen=True)
 class CellFingerprint:
-    """What must match for a stored cell to be reused instead of recomputed."""
+    """Everything that changes a cell's number; a stored cell is reused only if all of it matches."""
 
     prompt_hash: str
     seed: int
@@ -94,60 +76,83 @@ class CellFingerprint:
     k: int
     generation: dict[str, Any] = field(default_factory=dict, hash=False)
     """Generation settings (max_new_tokens, temperature, ...) as the caller configured them."""
+    task_params: dict[str, Any] = field(default_factory=dict, hash=False)
+    test_set: str = ""
+    """Hash of the ordered question ids the cell is measured on (rlvr.data.identity.set_hash)."""
+    model_weights: str = ""
+    """Hash of the model's weight and config files (or of its config, for a generated model)."""
+    verifier: dict[str, Any] = field(default_factory=dict, hash=False)
+    split_rule: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def differences(self, other: CellFingerprint) -> list[str]:
+        mine, theirs = _canonical(self.to_dict()), _canonical(other.to_dict())
+        return [
+            f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}"
+            for k in sorted(set(mine) | set(theirs))
+            if mine.get(k) != theirs.get(k)
+        ]
+
     def matches(self, other: CellFingerprint) -> bool:
-        return _canonical(self.to_dict()) == _canonical(other.to_dict())
+        return not self.differences(other)
 
 
 @dataclass
 class CellResult:
-    """Result of one model on one task: settings, summary, per-question samples and speed."""
+    """One model on one task: the fingerprint it was measured under, the evaluation, timing, overlap."""
 
     model: str
     """Model as the user named it (hub id, local path or alias); never rewritten."""
     task: str
-    prompt_hash: str
-    seed: int
-    num_examples: int
-    k: int
-    """Samples per question."""
-    summary: AccuracySummary
-    samples: list[SampleRecord]
-    samples_per_second: float
-    """Generated samples (num_examples * k) per wall-clock second."""
+    fingerprint: CellFingerprint
+    evaluation: Evaluation
     wall_seconds: float
     started: str
     """ISO 8601 timestamp."""
     finished: str
     """ISO 8601 timestamp."""
-    generation: dict[str, Any] = field(default_factory=dict)
-    """Generation settings; part of the fingerprint."""
+    train_overlap: int | None = None
+    """How many of the cell's test questions the model was trained on (None: no training manifest)."""
 
     def __post_init__(self) -> None:
         # Accept the JSON forms too, so from_dict and callers holding dicts share one path.
-        if isinstance(self.summary, dict):
-            self.summary = AccuracySummary.from_dict(self.summary)
-        self.samples = [SampleRecord(**s) if isinstance(s, dict) else s for s in self.samples]
+        if isinstance(self.fingerprint, dict):
+            self.fingerprint = CellFingerprint(**self.fingerprint)
+        if isinstance(self.evaluation, dict):
+            self.evaluation = Evaluation.from_dict(self.evaluation)
 
-    def fingerprint(self) -> CellFingerprint:
-        return CellFingerprint(
-            prompt_hash=self.prompt_hash,
-            seed=self.seed,
-            num_examples=self.num_examples,
-            k=self.k,
-            generation=dict(self.generation),
-        )
+    @property
+    def summary(self) -> AccuracySummary:
+        return self.evaluation.summary
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.evaluation.samples_per_second
+
+    @property
+    def prompt_hash(self) -> str:
+        return self.fingerprint.prompt_hash
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["summary"] = self.summary.to_dict()
-        return {"kind": KIND_CELL, "format_version": FORMAT_VERSION, **data}
+        return {
+            "kind": KIND_CELL,
+            "format_version": FORMAT_VERSION,
+            "model": self.model,
+            "task": self.task,
+            "fingerprint": self.fingerprint.to_dict(),
+            "train_overlap": self.train_overlap,
+            "wall_seconds": self.wall_seconds,
+            "started": self.started,
+            "finished": self.finished,
+            "evaluation": self.evaluation.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        """Inverse of :meth:`to_dict`; the summary is recomputed from the per-sample scores and a
+        stored summary that disagrees makes the cell unusable (ValueError)."""
         if not isinstance(data, dict):
             raise ValueError(f"a cell must be a JSON object, got {type(data).__name__}")
         if data.get("kind", KIND_CELL) != KIND_CELL:
@@ -157,13 +162,13 @@ class CellResult:
             raise ValueError(
                 f"cell format_version {version} is not supported (this code reads {FORMAT_VERSION})"
             )
-        names = [f for f in cls.__dataclass_fields__ if f != "generation"]
+        names = ("model", "task", "fingerprint", "evaluation", "wall_seconds", "started", "finished")
         missing = [name for name in names if name not in data]
         if missing:
             raise ValueError(f"cell is missing {missing}")
         try:
-            return cls(**{name: data[name] for name in [*names, "generation"] if name in data})
-        except TypeError as e:  # e.g. a sample record with unknown or missing fields
+            return cls(**{name: data[name] for name in names}, train_overlap=data.get("train_overlap"))
+        except TypeError as e:  # e.g. a fingerprint with unknown or missing fields
             raise ValueError(f"malformed cell: {e}") from e
 
 
@@ -206,7 +211,8 @@ class CellStore:
         return cell
 
     def done(self, model: str, task: str, fingerprint: CellFingerprint) -> bool:
-        """True only if the cell's file exists, parses and was produced with ``fingerprint``."""
+        """True only if the cell's file exists, its summary is what its samples give, and it was
+        produced under ``fingerprint``; otherwise says why it will be recomputed."""
         try:
             cell = self.load(model, task)
         except FileNotFoundError:
@@ -214,14 +220,9 @@ class CellStore:
         except ValueError as e:
             log.warning("recomputing %s on %s: stored cell is unusable: %s", model, task, e)
             return False
-        if not cell.fingerprint().matches(fingerprint):
-            log.info(
-                "recomputing %s on %s: settings changed (stored %s, now %s)",
-                model,
-                task,
-                cell.fingerprint().to_dict(),
-                fingerprint.to_dict(),
-            )
+        diffs = cell.fingerprint.differences(fingerprint)
+        if diffs:
+            log.warning("recomputing %s on %s: %s", model, task, "; ".join(diffs))
             return False
         return True
 
@@ -237,6 +238,17 @@ class CellStore:
 
     def cells(self) -> list[CellResult]:
         return list(self)
+
+    def requested(self, models: Iterable[str], tasks: Iterable[str]) -> list[CellResult]:
+        """The stored cells of exactly these models x tasks (other files in cells/ are not reported)."""
+        found = []
+        for model in models:
+            for task in tasks:
+                try:
+                    found.append(self.load(model, task))
+                except (FileNotFoundError, ValueError) as e:
+                    log.warning("no usable result for %s on %s: %s", model, task, e)
+        return found
 
 
 def _format_timestamp(timestamp: str | datetime | None) -> str:
@@ -259,9 +271,10 @@ def model_entry(cell: CellResult) -> dict[str, Any]:
         **cell.summary.to_dict(),
         "samples_per_second": cell.samples_per_second,
         "wall_seconds": cell.wall_seconds,
-        "num_examples": cell.num_examples,
-        "k": cell.k,
-        "seed": cell.seed,
+        "num_examples": cell.fingerprint.num_examples,
+        "k": cell.fingerprint.k,
+        "seed": cell.fingerprint.seed,
+        "train_overlap": cell.train_overlap,
     }
 
 

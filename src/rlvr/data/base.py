@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from datasets import Dataset
 
@@ -21,6 +21,8 @@ class TaskData:
     eval: Dataset
     tasks: list[str]
     seed: int
+    manifest: dict[str, Any]
+    """What training will see (rlvr.data.identity.manifest), saved beside the model."""
 
 
 class DataComponent(Protocol):

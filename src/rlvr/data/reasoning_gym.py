@@ -10,6 +10,7 @@ from datasets import Dataset
 from reasoning_gym.factory import DATASETS
 
 from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.data import identity
 from rlvr.data.base import TaskData
 from rlvr.prompts import PromptTemplate
 
@@ -25,6 +26,26 @@ def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) ->
     return [json.loads(json.dumps(dataset[i], default=list)) for i in range(size)]
 
 
+def split_entries(
+    task: str, params: dict[str, Any], split: str, size: int, seed: int, key: str
+) -> list[dict[str, Any]]:
+    """``size`` entries of one side of the content-hash split (rlvr.data.identity).
+
+    The test side is de-duplicated (an evaluation's n counts distinct questions); the train side
+    keeps the task's own distribution. Evaluation, in-training evaluation and every benchmark
+    cell take their questions from here, so none of them can hold a training question.
+    """
+    return identity.draw(
+        lambda count, s: generate_entries(task, params, count, s),
+        task,
+        split,
+        size,
+        seed,
+        distinct=split == "test",
+        key=key,
+    )
+
+
 def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate) -> Dataset:
     return Dataset.from_dict(
         {
@@ -38,7 +59,8 @@ def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate)
 
 
 class ReasoningGymData:
-    """One reasoning-gym task; the eval split is held out (no eval question appears in train).
+    """One reasoning-gym task; eval questions are held out by content (rlvr.data.identity), so no
+    evaluation or benchmark of this task can contain a training question, whatever the seeds.
 
     Args:
         task: reasoning-gym task name (``basic_arithmetic``, ``leg_counting``, ...).
@@ -46,7 +68,8 @@ class ReasoningGymData:
             not listed uses reasoning-gym's defaults, so ``data.task=<other>`` works from the CLI.
         train_size: number of training questions.
         eval_size: number of held-out questions.
-        seed: data seed; eval uses ``seed`` and train ``seed + 1`` so they are independent streams.
+        seed: data seed; eval draws from ``seed`` and train from ``seed + 1`` (which questions
+            each may hold is decided by content, not by seed).
     """
 
     def __init__(
@@ -95,26 +118,20 @@ class ReasoningGymData:
         return issues
 
     def load(self, prompt: PromptTemplate) -> TaskData:
-        eval_entries = generate_entries(self.task, self.params, self.eval_size, self.seed)
-        held_out = {e["question"] for e in eval_entries}
-        # Oversample so that dropping eval questions still leaves train_size items.
-        train_entries: list[dict[str, Any]] = []
-        size = self.train_size
-        for _ in range(4):
-            candidates = generate_entries(self.task, self.params, size, self.seed + 1)
-            train_entries = [e for e in candidates if e["question"] not in held_out][: self.train_size]
-            if len(train_entries) == self.train_size:
-                break
-            size *= 2
-        if len(train_entries) < self.train_size:
-            raise ValueError(
-                f"data.train_size={self.train_size}: task {self.task!r} with params {self.params} has only "
-                f"{len(train_entries)} questions that are not in the eval split; lower data.train_size or "
-                f"widen data.task_params.{self.task}"
-            )
+        eval_entries = split_entries(
+            self.task, self.params, "test", self.eval_size, self.seed, "data.eval_size"
+        )
+        train_entries = split_entries(
+            self.task, self.params, "train", self.train_size, self.seed + 1, "data.train_size"
+        )
         return TaskData(
             train=to_dataset(train_entries, self.task, prompt),
             eval=to_dataset(eval_entries, self.task, prompt),
             tasks=[self.task],
             seed=self.seed,
+            manifest=identity.manifest(
+                [self.task],
+                {self.task: self.params},
+                identity.ids_of((self.task, e["question"]) for e in train_entries),
+            ),
         )

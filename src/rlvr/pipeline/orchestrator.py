@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
-from rlvr.io import atomic_write_text, refuse_symlinks_in
+from rlvr.data.identity import MANIFEST
+from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.secrets import redact
@@ -223,6 +224,7 @@ class PipelineOrchestrator:
             stage = "data"
             with self._stage(hub, stage):
                 data = c.data.load(c.prompts)
+                atomic_write_json(self.run_dir / MANIFEST, data.manifest, root=self.run_dir)
             stage = "model"
             with self._stage(hub, stage):
                 loaded = c.model.load()
@@ -312,6 +314,7 @@ class PipelineOrchestrator:
             stage = "save"
             with self._stage(hub, stage):
                 final_dir = self.run_dir / "final"
+                atomic_write_json(final_dir / MANIFEST, data.manifest, root=self.run_dir)
                 outcome.model.save_pretrained(final_dir)
                 loaded.tokenizer.save_pretrained(final_dir)
                 result.files["final model"] = str(final_dir)

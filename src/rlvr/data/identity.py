@@ -1,0 +1,114 @@
+"""One data identity for the whole product: a question's split is a property of its content.
+
+reasoning-gym seeds item i of a dataset with ``Random(seed + i)``, so datasets built from
+nearby seeds share items, and small task spaces repeat questions across any two samples.
+So whether a question may be trained on is decided here, from a hash of the task name and
+the question text, never from the seeds or sizes two commands happened to use: training
+only ever sees ``train``-side questions, every evaluation and every benchmark only
+``test``-side ones, so they cannot meet whatever the seeds. A trained model carries a
+manifest of its training questions (:func:`manifest`), and the benchmark counts any
+overlap with its test set (a model trained elsewhere, or by an older rule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+SPLIT_RULE = {
+    "version": 1,
+    "hash": "sha256(task + '\\n' + question.strip())",
+    "test_if": "int(first 8 hex digits, 16) < test_fraction * 2**32",
+    "test_fraction": 0.2,
+}
+TEST_FRACTION = SPLIT_RULE["test_fraction"]
+MANIFEST = "data_manifest.json"
+
+
+def question_id(task: str, question: str) -> str:
+    return hashlib.sha256(f"{task}\n{question.strip()}".encode()).hexdigest()
+
+
+def split_of(task: str, question: str) -> str:
+    """``"test"`` or ``"train"``: fixed for a (task, question) pair, forever (for this rule version)."""
+    return "test" if int(question_id(task, question)[:8], 16) < TEST_FRACTION * 2**32 else "train"
+
+
+def draw(
+    generate: Callable[[int, int], list[dict[str, Any]]],
+    task: str,
+    split: str,
+    size: int,
+    seed: int,
+    distinct: bool,
+    key: str,
+) -> list[dict[str, Any]]:
+    """``size`` entries of ``split`` from ``generate(count, seed)``, drawing more as needed.
+
+    ``distinct`` drops repeated questions (evaluation sets: n must count distinct evidence);
+    training keeps the task's natural distribution, repeats included. Raises ValueError naming
+    ``key`` when the task's question space cannot fill ``size``.
+    """
+    share = TEST_FRACTION if split == "test" else 1 - TEST_FRACTION
+    count = max(64, int(size / share * 1.3))
+    budget = max(20_000, size * 40)
+    while True:
+        seen: set[str] = set()
+        picked = []
+        for entry in generate(count, seed):
+            q = entry["question"]
+            if split_of(task, q) != split or (distinct and q in seen):
+                continue
+            seen.add(q)
+            picked.append(entry)
+            if len(picked) == size:
+                return picked
+        if count >= budget:
+            raise ValueError(
+                f"{key}={size}: task {task!r} gave only {len(picked)} {'distinct ' if distinct else ''}"
+                f"{split}-side questions in {count} draws (the {split} side is "
+                f"{share:.0%} of the task's questions by content hash). Fix: lower {key}, or widen the "
+                "task's parameters so it has more distinct questions"
+            )
+        count = min(budget, count * 4)
+
+
+def ids_of(task_questions: Iterable[tuple[str, str]]) -> list[str]:
+    return [question_id(t, q) for t, q in task_questions]
+
+
+def set_hash(ids: Iterable[str]) -> str:
+    """A short identity of an ordered question set (what a benchmark cell was measured on)."""
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def manifest(tasks: list[str], task_params: dict[str, Any], train_ids: Iterable[str]) -> dict[str, Any]:
+    """What a model was trained on: the split rule and the ids of its training questions."""
+    ids = sorted(set(train_ids))
+    return {
+        "split_rule": SPLIT_RULE,
+        "tasks": tasks,
+        "task_params": task_params,
+        "num_train_questions": len(ids),
+        "train_question_ids": ids,
+    }
+
+
+def find_manifest(model_dir: str | Path) -> Path | None:
+    """The manifest of a model directory: ``final/`` holds one; a checkpoint's is its run's."""
+    path = Path(model_dir).expanduser()
+    for folder in [path, *list(path.parents)[:3]]:
+        if (folder / MANIFEST).is_file():
+            return folder / MANIFEST
+    return None
+
+
+def trained_ids(model_dir: str | Path) -> set[str] | None:
+    """Training question ids recorded for a model, or None when it has no manifest (e.g. a base model)."""
+    found = find_manifest(model_dir)
+    if found is None:
+        return None
+    return set(json.loads(found.read_text())["train_question_ids"])
