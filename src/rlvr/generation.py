@@ -13,16 +13,17 @@ time goes into work a padded `generate` batch wastes:
 - prompts are batched by token length, so left padding stays short.
 
 Measurements behind the defaults are in `benchmarks/generation_throughput.md`.
-`make_generator("vllm", ...)` returns a vLLM-backed generator with the same
-interface for CUDA machines.
+`VLLMGenerator` offers the same interface on a `VLLMEngine` (CUDA machines): one
+engine per run, the current weights pushed into it before each evaluation.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,8 +40,9 @@ __all__ = [
     "Generator",
     "HFGenerator",
     "SamplingConfig",
+    "VLLMEngine",
     "VLLMGenerator",
-    "make_generator",
+    "require_vllm",
 ]
 
 
@@ -416,20 +418,66 @@ class HFGenerator:
         return any(s in tail for s in self.sampling.stop_strings)
 
 
-class VLLMGenerator:
-    """The same interface on vLLM, for CUDA machines. `model` is a path or hub id vLLM can load."""
+def require_vllm() -> None:
+    """Refuse before anything loads where vLLM cannot run (no package, or no CUDA)."""
+    missing = []
+    if importlib.util.find_spec("vllm") is None:
+        missing.append("the vllm package is not installed (pip install 'rlvr[gpu]')")
+    if not torch.cuda.is_available():
+        missing.append("no CUDA GPU is available (torch.cuda.is_available() is False)")
+    if missing:
+        raise RuntimeError("backend='vllm' cannot run here: " + "; ".join(missing) + ". Use backend='hf'.")
 
-    def __init__(
-        self, model: str, tokenizer: PreTrainedTokenizerBase | None, sampling: SamplingConfig
-    ) -> None:
+
+def weights_for_vllm(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's CURRENT weights under the names vLLM's model expects (TRL's colocate sync, one
+    process): a PEFT model's adapters are merged for the duration and their prefixes stripped."""
+    if not hasattr(model, "merge_adapter"):
+        for name, param in model.named_parameters():
+            yield name, param.data
+        return
+    model.merge_adapter()
+    try:
+        for name, param in model.named_parameters():
+            name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+            if model.prefix in name or "original_module" in name:
+                continue  # adapter tensors are merged already; vLLM has no such parameters
+            yield name.replace("modules_to_save.default.", ""), param.data
+    finally:
+        model.unmerge_adapter()
+
+
+class VLLMEngine:
+    """One vLLM engine per run: building one takes minutes on a GPU, so evaluations share it, and
+    before each one the weights being trained are pushed into it (vLLM's own reload would read the
+    initial checkpoint from disk and score the base model)."""
+
+    def __init__(self, llm: Any, sampling_params: Callable[..., Any]):
+        self.llm = llm
+        self.sampling_params = sampling_params
+
+    @classmethod
+    def create(cls, model_path: str, tokenizer_path: str | None, seed: int) -> VLLMEngine:
+        require_vllm()
         import vllm  # a heavy, CUDA-only import: only pay for it when this backend is chosen
 
+        return cls(vllm.LLM(model=model_path, tokenizer=tokenizer_path, seed=seed), vllm.SamplingParams)
+
+    def load_weights(self, model: Any) -> None:
+        target = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        for name, tensor in weights_for_vllm(model):
+            target.load_weights([(name, tensor)])
+        self.llm.reset_prefix_cache()
+
+
+class VLLMGenerator:
+    """The same interface on a :class:`VLLMEngine` holding the current weights (CUDA machines)."""
+
+    def __init__(self, engine: VLLMEngine, sampling: SamplingConfig) -> None:
         self.sampling = sampling
         self.last_stats: dict[str, float] = _stats(0, 0, 0.0)
-        self._llm = vllm.LLM(
-            model=model, tokenizer=getattr(tokenizer, "name_or_path", None) or None, seed=sampling.seed
-        )
-        self._params = vllm.SamplingParams(
+        self._llm = engine.llm
+        self._params = engine.sampling_params(
             n=sampling.num_samples,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -457,31 +505,3 @@ class VLLMGenerator:
             progress(samples)
         self.last_stats = _stats(samples, tokens, time.perf_counter() - start)
         return results
-
-
-def make_generator(backend: str, model: Any, tokenizer: Any, sampling: SamplingConfig) -> Generator:
-    """Build a generator: "hf" (any machine) or "vllm" (needs CUDA and the vllm package).
-
-    For "vllm", `model` may be a path/hub id or a loaded HF model (its `name_or_path` is used).
-    """
-    if backend == "hf":
-        return HFGenerator(model, tokenizer, sampling)
-    if backend == "vllm":
-        missing = []
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            missing.append("the vllm package is not installed (pip install 'rlvr[gpu]')")
-        if not torch.cuda.is_available():
-            missing.append("no CUDA GPU is available (torch.cuda.is_available() is False)")
-        if missing:
-            raise RuntimeError(
-                "backend='vllm' cannot run here: "
-                + "; ".join(missing)
-                + ". Use backend='hf' on this machine."
-            )
-        path = model if isinstance(model, str) else getattr(model, "name_or_path", None)
-        if not path:
-            raise ValueError("backend='vllm' needs a model path or hub id (or a model with name_or_path set)")
-        return VLLMGenerator(path, tokenizer, sampling)
-    raise ValueError(f"backend ({backend!r}) must be 'hf' or 'vllm'")

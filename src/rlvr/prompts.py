@@ -65,7 +65,19 @@ class PromptTemplate:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def extract(self, completion: str) -> str | None:
-        """The content of the last answer tag, stripped, or ``None`` (reasoning-gym's own parser)."""
+        """The answer of the first closed answer tag, stripped, or ``None`` (reasoning-gym's parser).
+
+        Evaluation stops generating right after the first close tag; GRPO rollouts run on to
+        ``max_completion_length`` (TRL's HF generation path takes no stop strings). Cutting here
+        at the first close tag makes a reward and an evaluation read the same answer from the
+        same completion; text after the tag only costs the format reward.
+
+        >>> PromptTemplate("{question}").extract("<answer>3</answer> no, <answer>5</answer>")
+        '3'
+        """
+        end = completion.find(self.close_tag)
+        if end != -1:
+            completion = completion[: end + len(self.close_tag)]
         return extract_answer(completion, tag_name=self.answer_tag, strip=True)
 
     def format_answer(self, answer: str) -> str:

@@ -12,7 +12,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rlvr import generation
-from rlvr.generation import Generation, HFGenerator, SamplingConfig, make_generator
+from rlvr.generation import Generation, HFGenerator, SamplingConfig, VLLMEngine
 
 SPECIALS = ["<pad>", "<eos>", "<|user|>", "<|assistant|>"]
 CHAT_TEMPLATE = (
@@ -178,19 +178,89 @@ def test_empty_prompt_list(model, tokenizer):
 @pytest.mark.skipif(
     importlib.util.find_spec("vllm") is not None and torch.cuda.is_available(), reason="vllm can run here"
 )
-def test_vllm_backend_explains_what_is_missing(model, tokenizer):
+def test_vllm_backend_explains_what_is_missing():
     with pytest.raises(RuntimeError, match=r"backend='vllm'.*Use backend='hf'") as err:
-        make_generator("vllm", model, tokenizer, GREEDY)
+        VLLMEngine.create("some/model", None, 0)
     if not torch.cuda.is_available():
         assert "CUDA" in str(err.value)
     if importlib.util.find_spec("vllm") is None:
         assert "vllm package is not installed" in str(err.value)
 
 
-def test_make_generator_hf_and_unknown_backend(model, tokenizer):
-    assert isinstance(make_generator("hf", model, tokenizer, GREEDY), HFGenerator)
-    with pytest.raises(ValueError, match=r"backend \('sglang'\) must be 'hf' or 'vllm'"):
-        make_generator("sglang", model, tokenizer, GREEDY)
+class StandInLLM:
+    """Stands in for vllm.LLM up to the engine calls: records the weights it is given and answers
+    every prompt with a fixed completion (vLLM itself needs CUDA)."""
+
+    def __init__(self):
+        self.loaded: dict[str, torch.Tensor] = {}
+        runner_model = type(
+            "M", (), {"load_weights": lambda _, pairs: self.loaded.update({n: t.clone() for n, t in pairs})}
+        )()
+        worker = type("W", (), {"model_runner": type("R", (), {"model": runner_model})()})()
+        self.llm_engine = type("E", (), {"model_executor": type("X", (), {"driver_worker": worker})()})()
+        self.prefix_resets = 0
+
+    def reset_prefix_cache(self):
+        self.prefix_resets += 1
+
+    def generate(self, prompts, params, use_tqdm=False):
+        out = type("O", (), {"text": "<answer>4</answer>", "token_ids": [1, 2, 3], "finish_reason": "stop"})()
+        return [type("Req", (), {"outputs": [out] * params["n"]})() for _ in prompts]
+
+
+def test_vllm_evaluations_push_the_current_weights_into_one_engine(model, tokenizer, monkeypatch):
+    """The vLLM backend used to load model.name_or_path from disk for every evaluation: it scored
+    the base weights in every in-training and final evaluation."""
+    from rlvr.evaluation.evaluator import Evaluator
+
+    created = []
+
+    def create(cls, path, tokenizer_path, seed):
+        created.append(path)
+        return VLLMEngine(StandInLLM(), lambda **kw: kw)
+
+    monkeypatch.setattr(VLLMEngine, "create", classmethod(create))
+    evaluator = Evaluator(backend="vllm", max_new_tokens=8)
+    evaluator.generator(model, tokenizer)
+    engine = evaluator._engine
+    before = {k: v.clone() for k, v in engine.llm.loaded.items()}
+    assert before.keys() == dict(model.named_parameters()).keys()
+    with torch.no_grad():  # a training step changes the weights
+        model.model.layers[0].mlp.up_proj.weight.add_(1.0)
+    try:
+        gen = evaluator.generator(model, tokenizer)
+        after = engine.llm.loaded["model.layers.0.mlp.up_proj.weight"]
+        assert torch.equal(after, model.model.layers[0].mlp.up_proj.weight)
+        assert not torch.equal(after, before["model.layers.0.mlp.up_proj.weight"])
+        assert len(created) == 1 and engine.llm.prefix_resets == 2  # one engine per run, fresh cache
+        [[g]] = gen.generate(["q"])
+        assert g.text == "<answer>4</answer>" and g.finished
+    finally:
+        with torch.no_grad():
+            model.model.layers[0].mlp.up_proj.weight.sub_(1.0)
+
+
+def test_peft_weights_reach_vllm_merged_under_base_names():
+    from peft import LoraConfig, get_peft_model
+
+    from rlvr.generation import weights_for_vllm
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, intermediate_size=32)  # fmt: skip
+    model = LlamaForCausalLM(config)
+    names = {n for n, _ in model.named_parameters()}
+    peft_model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"]))
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.fill_(0.5)
+    base_q = peft_model.base_model.model.model.layers[0].self_attn.q_proj.base_layer.weight.clone()
+    pushed = {n: t.clone() for n, t in weights_for_vllm(peft_model)}
+    assert set(pushed) == names
+    assert not torch.equal(pushed["model.layers.0.self_attn.q_proj.weight"], base_q)  # merged
+    after = peft_model.base_model.model.model.layers[0].self_attn.q_proj.base_layer.weight
+    assert torch.allclose(after, base_q, atol=1e-6)  # and unmerged again (up to float rounding)
 
 
 def test_greedy_with_several_samples_names_the_fix():

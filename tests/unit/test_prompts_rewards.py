@@ -14,9 +14,24 @@ from rlvr.verify import VerifierPool
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
 
 
-def test_extraction_takes_last_tag_and_strips():
-    assert PROMPT.extract("<answer>1</answer> then <answer> 2 </answer>") == "2"
+def test_extraction_reads_the_first_closed_answer_like_evaluation_does():
+    """Evaluation stops generating at the first </answer>; rollouts do not. Both must read one answer."""
+    assert PROMPT.extract("<answer>1</answer> then <answer> 2 </answer>") == "1"
+    assert PROMPT.extract("<answer> 2 </answer>") == "2"
     assert PROMPT.extract("no tag at all") is None
+
+
+def test_reward_and_evaluation_score_the_same_answer_of_one_completion():
+    from rlvr.generation import _cut_at_stop
+
+    entry = _entries("basic_arithmetic", min_digits=1, max_digits=1)[0]
+    rollout = f"<answer>{entry['answer']}</answer> wait, <answer>{int(entry['answer']) + 1}</answer>"
+    evaluated, _ = _cut_at_stop(rollout, (PROMPT.close_tag,))  # what evaluation's generator returns
+    with VerifierPool(num_workers=0) as pool:
+        reward = CorrectnessReward()
+        reward.bind(PROMPT, pool)
+        assert reward([rollout], task=["basic_arithmetic"], entry=[json.dumps(entry)]) == [1.0]
+    assert PROMPT.extract(evaluated) == PROMPT.extract(rollout) == entry["answer"]
 
 
 def test_messages_and_gold_format():

@@ -74,6 +74,7 @@ class Evaluator:
         self.seed = seed
         self.prompt: PromptTemplate | None = None
         self.scorer: Any = None
+        self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
@@ -111,6 +112,15 @@ class Evaluator:
             issues.append(
                 ConfigIssue("evaluation.backend", self.backend, "unknown backend", "use hf or vllm")
             )
+        elif self.backend == "vllm":
+            from rlvr.generation import require_vllm
+
+            try:
+                require_vllm()
+            except RuntimeError as exc:
+                issues.append(
+                    ConfigIssue("evaluation.backend", self.backend, str(exc), "set evaluation.backend=hf")
+                )
         return issues
 
     def bind(self, prompt: PromptTemplate, scorer: Any) -> None:
@@ -129,11 +139,23 @@ class Evaluator:
             seed=self.seed,
         )
 
+    def generator(self, model: Any, tokenizer: Any) -> Any:
+        """A generator over ``model``'s current weights: HF directly; vLLM through the run's one
+        engine, into which the weights are pushed first (so in-training evaluations score them)."""
+        from rlvr.generation import HFGenerator, VLLMEngine, VLLMGenerator
+
+        if self.backend == "hf":
+            return HFGenerator(model, tokenizer, self.sampling())
+        if self._engine is None:
+            base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
+            self._engine = VLLMEngine.create(base, getattr(tokenizer, "name_or_path", None), self.seed)
+        self._engine.load_weights(model)
+        return VLLMGenerator(self._engine, self.sampling())
+
     def evaluate_questions(
         self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
     ) -> Evaluation:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
-        from rlvr.generation import make_generator
         from rlvr.verify import ScoreRequest
 
         assert self.prompt is not None and self.scorer is not None, "Evaluator.bind() was not called"
@@ -147,7 +169,7 @@ class Evaluator:
         model.eval()
         start = time.perf_counter()
         try:
-            generator = make_generator(self.backend, model, tokenizer, self.sampling())
+            generator = self.generator(model, tokenizer)
             gen_start = time.perf_counter()
             generations = generator.generate(prompts, progress=progress.advance if progress else None)
             gen_seconds = time.perf_counter() - gen_start
