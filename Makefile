@@ -58,13 +58,13 @@ $(STAMP): $(LOCK) pyproject.toml | $(PY)
 run: setup
 	$(PY) run_pipeline.py $(ARGS)
 
-# pytest exits 5 when it collected no test (e.g. a -k that matches nothing):
-# that is reported by pytest itself and not treated as a failure here.
+# pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
+# nothing must not pass, so that fails too (CI runs this target).
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+	$(PY) -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
-	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no slow tests collected" || exit $$rc; }
+	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
