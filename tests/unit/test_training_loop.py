@@ -70,3 +70,31 @@ def test_an_evaluation_of_the_final_weights_is_found_for_reuse(steps, evals, exp
         assert found is None
     else:
         assert (found.label, found.step) == expected
+
+
+@pytest.mark.parametrize(
+    ("rewards", "accuracies", "warns"),
+    [
+        ([0.2, 0.2, 0.8, 0.8, 0.9, 0.9], [0.5, 0.3, 0.2], True),  # reward up, accuracy down: hacking?
+        ([0.2, 0.2, 0.8, 0.8, 0.9, 0.9], [0.3, 0.5, 0.6], False),  # both up: learning
+        ([0.8, 0.8, 0.2, 0.2, 0.1, 0.1], [0.5, 0.3, 0.2], False),  # both down: not hacking
+    ],
+)
+def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
+    """Driven in the Trainer's own callback order: step begin, step end (evaluation), log."""
+    from rlvr import events as ev
+    from rlvr.training.callbacks import EventBridge
+
+    emitted = []
+    acc = dict(zip([2, 4, 6], accuracies, strict=True))
+    bridge = EventBridge(
+        emitted.append, "grpo", 6, eval_every=2,
+        evaluate=lambda step: ev.EvalResult("grpo", step, acc[step], 0.0, 1.0, 100),
+    )  # fmt: skip
+    for step, reward in enumerate(rewards, start=1):
+        state = SimpleNamespace(global_step=step)
+        bridge.on_step_begin(None, state, None)
+        bridge.on_step_end(None, state, None)
+        bridge.on_log(None, state, None, logs={"reward": reward})
+    hacking = [e for e in emitted if isinstance(e, ev.Warning_) and "reward hacking" in e.message]
+    assert bool(hacking) is warns

@@ -113,18 +113,19 @@ class EventBridge(TrainerCallback):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         self.emit(ev.CheckpointSaved(self.phase, state.global_step, path))
 
-    def mean_reward_since(self, step: int) -> float | None:
+    def mean_reward_between(self, after: int, upto: int) -> float | None:
         key = f"{self.phase}/reward/mean"
-        values = [h[key] for h in self.history if h["step"] > step and key in h]
+        values = [h[key] for h in self.history if after < h["step"] <= upto and key in h]
         return sum(values) / len(values) if values else None
 
     def _check_divergence(self, result: ev.EvalResult) -> None:
-        """Warn when train reward went up while held-out accuracy went down since the last evaluation."""
+        """Warn when the train reward of the window before this evaluation is above the window before
+        the previous one, while held-out accuracy fell between the two evaluations."""
         if not self.evals:
             return
         previous = self.evals[-1]
-        before = self.mean_reward_since(previous.step - self.eval_every) if previous.step else None
-        now = self.mean_reward_since(previous.step)
+        before = self.mean_reward_between(previous.step - self.eval_every, previous.step)
+        now = self.mean_reward_between(previous.step, result.step)
         if before is None or now is None:
             return
         if now > before and result.accuracy < previous.accuracy:
