@@ -79,9 +79,19 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
     assert not (run_dir / "final").exists()
+    from rlvr.training.checkpoints import latest_checkpoint
+
+    phase, newest = latest_checkpoint(run_dir)  # what resume=auto must pick
+    assert phase == "grpo"
 
     resumed = run(run_dir, "resume=auto")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    # it started from that checkpoint: provenance says so, and its first GRPO step is the next one
+    assert json.loads((run_dir / "provenance.json").read_text())["resumed_from"] == str(newest)
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    second_start = max(i for i, e in enumerate(events) if e["event"] == "pipeline_start")
+    first = next(e for e in events[second_start:] if e["event"] == "train_step")
+    assert (first["phase"], first["step"]) == ("grpo", int(newest.name.split("-")[1]) + 1)
 
     full, again = steps(uninterrupted), steps(run_dir)
     assert sorted(again) == [1, 2, 3, 4] or set(again) >= {3, 4}
