@@ -24,3 +24,17 @@ def compose_config(overrides: list[str] | None = None, config_name: str = "confi
 @pytest.fixture
 def compose_cfg():
     return compose_config
+
+
+def make_eval_result(label: str, step: int, correct: int, n: int = 200):
+    """An EvalResult over ``n`` questions of which ``correct`` were answered right (no model needed)."""
+    from rlvr import events as ev
+    from rlvr.evaluation.results import Evaluation, SampleRecord
+
+    samples = [
+        SampleRecord(
+            i, "t", f"q{i}", "1", ["c"], ["1" if i < correct else "0"], [1.0 if i < correct else 0.0], ["ok"]
+        )
+        for i in range(n)
+    ]
+    return ev.EvalResult(label, step, Evaluation(samples, ks=[1], seconds=1.0, samples_per_second=10.0))

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlvr.evaluation.results import Evaluation
+
 
 @dataclass(frozen=True)
 class PipelineStart:
@@ -35,14 +37,38 @@ class TrainStep:
 
 @dataclass(frozen=True)
 class EvalResult:
-    label: str  # baseline | after_sft | in_training | final
+    """One held-out evaluation: the stage label and step, the Evaluation itself, and its file."""
+
+    label: str  # baseline | sft | after_sft | grpo | final
     step: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-    n: int
+    evaluation: Evaluation
     path: Path | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> float:
+        return self.evaluation.summary.accuracy
+
+    @property
+    def ci_low(self) -> float:
+        return self.evaluation.summary.ci_low
+
+    @property
+    def ci_high(self) -> float:
+        return self.evaluation.summary.ci_high
+
+    @property
+    def n(self) -> int:
+        return self.evaluation.summary.n
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-ready summary line (metrics.jsonl, report, pipeline summary): no per-sample data."""
+        return {
+            "label": self.label,
+            "step": self.step,
+            **self.evaluation.summary.to_dict(),
+            "samples_per_second": round(self.evaluation.samples_per_second, 3),
+            "path": str(self.path) if self.path else None,
+        }
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,7 @@ STAGE_NAMES = {"baseline": "base model", "after_sft": "after SFT", "final": "fin
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     """Baseline, after-SFT and final rows (in-training evaluations go to the plot, not the table)."""
-    return [
-        {
-            "stage": STAGE_NAMES[e.label],
-            "step": e.step,
-            "accuracy": e.accuracy,
-            "ci_low": e.ci_low,
-            "ci_high": e.ci_high,
-            "n": e.n,
-        }
-        for e in evaluations
-        if e.label in STAGE_NAMES
-    ]
+    return [{"stage": STAGE_NAMES[e.label], **e.record()} for e in evaluations if e.label in STAGE_NAMES]
 
 
 def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], path: Path) -> Path:
@@ -75,17 +64,7 @@ def write_report(
     report = {
         **meta,
         "accuracy": rows,
-        "in_training": [
-            {
-                "label": e.label,
-                "step": e.step,
-                "accuracy": e.accuracy,
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-            }
-            for e in evaluations
-            if e.label not in STAGE_NAMES
-        ],
+        "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "steps": outcome.steps,
         "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
         "wall_seconds": round(seconds, 1),

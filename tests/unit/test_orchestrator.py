@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.evaluation.metrics import summarize
 from rlvr.observers import Observer
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import Components
@@ -72,13 +72,6 @@ class FakeBinder:
         self.bound = (prompt, scorer)
 
 
-@dataclass
-class Outcome:
-    summary: object
-    samples_per_second: float = 1.0
-    path: Path | None = None
-
-
 class FakeEvaluator(FakeBinder):
     baseline = True
     every_n_steps = 0
@@ -89,7 +82,7 @@ class FakeEvaluator(FakeBinder):
 
     def evaluate(self, model, tokenizer, dataset, label, step, out_dir, meta, progress=None):
         self.calls.append(label)
-        return Outcome(summarize([[1.0], [0.0]]))
+        return make_eval_result(label, step, 1, 2)
 
 
 class FakeLoop:

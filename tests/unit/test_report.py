@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from tests.conftest import make_eval_result
+
 from rlvr import events as ev
-from rlvr.evaluation.metrics import wilson_interval
 from rlvr.report import report_rows, write_report
 
 
 def result(label: str, step: int, correct: int, n: int = 200) -> ev.EvalResult:
-    low, high = wilson_interval(correct, n)
-    return ev.EvalResult(label=label, step=step, accuracy=correct / n, ci_low=low, ci_high=high, n=n)
+    return make_eval_result(label, step, correct, n)
 
 
 EVALS = [

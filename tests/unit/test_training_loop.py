@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from tests.conftest import make_eval_result
 
 from rlvr.training.loop import GRPOLoop, _checkpointing_follows_model
 
@@ -45,9 +46,7 @@ def test_zero_variance_warning_uses_the_pipelines_group_check(ours, warns):
 
 
 def _eval(label, step):
-    from rlvr import events as ev
-
-    return ev.EvalResult(label, step, 0.5, 0.4, 0.6, 200)
+    return make_eval_result(label, step, 100, 200)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +88,7 @@ def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
     acc = dict(zip([2, 4, 6], accuracies, strict=True))
     bridge = EventBridge(
         emitted.append, "grpo", 6, eval_every=2,
-        evaluate=lambda step: ev.EvalResult("grpo", step, acc[step], 0.0, 1.0, 100),
+        evaluate=lambda step: make_eval_result("grpo", step, round(acc[step] * 100), 100),
     )  # fmt: skip
     for step, reward in enumerate(rewards, start=1):
         state = SimpleNamespace(global_step=step)

@@ -9,29 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
-from rlvr.evaluation.metrics import AccuracySummary
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
-
-
-@dataclass
-class EvalOutcome:
-    """One evaluation: the summary, per-sample records and speed."""
-
-    label: str
-    step: int
-    summary: AccuracySummary
-    records: list[SampleRecord]
-    seconds: float
-    samples_per_second: float
-    path: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Evaluator:
@@ -217,7 +202,7 @@ class Evaluator:
         out_dir: Path,
         meta: dict[str, Any],
         progress: Any = None,
-    ) -> EvalOutcome:
+    ) -> ev.EvalResult:
         """Evaluate and write ``<out_dir>/<label>_step<step>.json`` (summary, provenance, per-sample records)."""
         result = self.evaluate_questions(model, tokenizer, dataset, progress)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -233,9 +218,7 @@ class Evaluator:
             **result.to_dict(),
         }
         atomic_write_json(path, payload)
-        return EvalOutcome(
-            label, step, result.summary, result.samples, result.seconds, result.samples_per_second, path
-        )
+        return ev.EvalResult(label, step, result, path)
 
     @staticmethod
     def relabel(path: Path, label: str, step: int) -> Path:

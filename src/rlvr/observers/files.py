@@ -58,7 +58,7 @@ class JsonlObserver(Observer):
         self._write("train_step", asdict(event))
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
-        self._write("evaluation", asdict(event))
+        self._write("evaluation", event.record())
 
     def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
         self._write("checkpoint", asdict(event))

@@ -266,21 +266,11 @@ class PipelineOrchestrator:
                     else min(len(data.eval), c.evaluation.max_examples),
                 )
                 try:
-                    outcome = c.evaluation.evaluate(
+                    event = c.evaluation.evaluate(
                         model, loaded.tokenizer, data.eval, label, step, self.run_dir / "eval", meta, bar
                     )
                 finally:
                     bar.close()
-                event = ev.EvalResult(
-                    label,
-                    step,
-                    outcome.summary.accuracy,
-                    outcome.summary.ci_low,
-                    outcome.summary.ci_high,
-                    outcome.summary.n,
-                    outcome.path,
-                    {"eval/samples_per_second": outcome.samples_per_second},
-                )
                 hub.emit(event)
                 result.evaluations.append(event)
                 return event
@@ -338,20 +328,7 @@ class PipelineOrchestrator:
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         finally:
-            summary = {
-                "evaluations": [
-                    {
-                        "label": e.label,
-                        "step": e.step,
-                        "accuracy": e.accuracy,
-                        "ci_low": e.ci_low,
-                        "ci_high": e.ci_high,
-                        "n": e.n,
-                    }
-                    for e in result.evaluations
-                ],
-                "files": result.files,
-            }
+            summary = {"evaluations": [e.record() for e in result.evaluations], "files": result.files}
             hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - start, summary))
             with contextlib.suppress(Exception):
                 c.verifier.close()
