@@ -22,8 +22,11 @@ def train(cfg: DictConfig) -> RunResult | None:
     """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
     import datasets
 
-    # The console observer shows progress; per-map progress bars from datasets would drown it.
+    from rlvr.logs import library_output_to_log_file
+
+    # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
+    library_output_to_log_file()
     orchestrator = PipelineOrchestrator(cfg, run_dir_of(cfg))
     orchestrator.build()
     if cfg.validate_only:

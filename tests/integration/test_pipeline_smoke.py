@@ -38,6 +38,15 @@ def test_smoke_run_writes_every_artifact(smoke_run):
     assert "Held-out accuracy" in proc.stdout
 
 
+def test_console_holds_only_the_runs_own_lines(smoke_run):
+    """Library deprecation warnings and save progress bars go to the run's log file, not the console."""
+    run_dir, proc = smoke_run
+    console = proc.stdout + proc.stderr
+    for noise in ("FutureWarning", "Writing model shards", "it/s]"):
+        assert noise not in console, noise
+    assert "FutureWarning" in next(run_dir.glob("*.log")).read_text()  # kept, in the log file
+
+
 def test_overrides_took_effect(smoke_run):
     run_dir, _ = smoke_run
     cfg = OmegaConf.load(run_dir / "config_resolved.yaml")

@@ -316,6 +316,9 @@ def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
 
 def run(cfg: DictConfig) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
+    from rlvr.logs import library_output_to_log_file
+
+    library_output_to_log_file()
     bench, evaluator, prompt, verifier = _build(cfg)
     if cfg.validate_only:
         verifier.close()
