@@ -63,7 +63,9 @@ def batch_generate(model, tok, prompts: list[str], max_new: int) -> list[str]:
     ids = [tok(p).input_ids for p in prompts]
     with torch.no_grad():
         out = model.generate_batch(inputs=ids, generation_config=config, progress_bar=False)
-    texts = [tok.decode(out[f"req_{i}"].generated_tokens, skip_special_tokens=True) for i in range(len(prompts))]
+    texts = [
+        tok.decode(out[f"req_{i}"].generated_tokens, skip_special_tokens=True) for i in range(len(prompts))
+    ]
     return [_cut_at_stop(t, (STOP,))[0] for t in texts]
 
 
@@ -78,21 +80,31 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(path)
     tok.pad_token = tok.pad_token or tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    paged = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="paged|eager").eval()
+    paged = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="paged|eager"
+    ).eval()
     prompt = PromptTemplate(instruction="{question}", system="Answer with <answer>N</answer>.")
     entries = split_entries("basic_arithmetic", PARAMS, "test", args.n, 42, "--n")
     prompts = [prompt.render(tok, prompt.messages(e["question"])) for e in entries]
 
     print(f"# {datetime.now(timezone.utc):%Y-%m-%d}, {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} torch threads, torch {torch.__version__}, n={args.n}, fp32 greedy")  # fmt: skip
-    print("| max_new_tokens | method | samples/s (median) | vs HFGenerator | greedy texts equal to HFGenerator |")
+    print(
+        "| max_new_tokens | method | samples/s (median) | vs HFGenerator | greedy texts equal to HFGenerator |"
+    )
     print("|---|---|---|---|---|")
     for max_new in args.tokens:
         sampling = SamplingConfig(max_new_tokens=max_new, batch_size=32, stop_strings=(STOP,))
         methods = {
-            "HFGenerator batch 32": lambda: [g[0].text for g in HFGenerator(model, tok, sampling).generate(prompts)],
-            "model.generate sorted batch 32 + stop_strings": lambda: library_generate(model, tok, prompts, max_new, 32),
-            "model.generate_batch (continuous batching)": lambda: batch_generate(paged, tok, prompts, max_new),
+            "HFGenerator batch 32": lambda: [
+                g[0].text for g in HFGenerator(model, tok, sampling).generate(prompts)
+            ],
+            "model.generate sorted batch 32 + stop_strings": lambda: library_generate(
+                model, tok, prompts, max_new, 32
+            ),
+            "model.generate_batch (continuous batching)": lambda: batch_generate(
+                paged, tok, prompts, max_new
+            ),
         }
         times: dict[str, list[float]] = {k: [] for k in methods}
         texts: dict[str, list[str]] = {}

@@ -187,6 +187,77 @@ class _Running:
         )
 
 
+class BatchedGenerate:
+    """transformers' own ``model.generate`` on length-sorted, left-padded batches, stopping at the
+    stop strings (``stop_strings`` + ``tokenizer``): the library path, and the evaluation default.
+
+    Same interface and results contract as :class:`HFGenerator`. Sampling is seeded per call
+    inside a forked RNG, so the global torch RNG is not consumed.
+    """
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sampling: SamplingConfig):
+        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self.last_stats: dict[str, float] = _stats(0, 0, 0.0)
+
+    def generate(
+        self, prompts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> list[list[Generation]]:
+        if isinstance(prompts, str):
+            raise TypeError("prompts must be a sequence of strings, not a single string; wrap it in a list")
+        cfg, tok = self.sampling, self.tokenizer
+        start = time.perf_counter()
+        # Prompts are final strings with the chat template applied: no second BOS.
+        encoded = tok(list(prompts), add_special_tokens=False)["input_ids"]
+        order = (
+            sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+            if cfg.sort_by_length
+            else list(range(len(prompts)))
+        )
+        per_batch = max(1, cfg.batch_size // cfg.num_samples)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        results: list[list[Generation]] = [[] for _ in prompts]
+        total_tokens = 0
+        was_training, side = self.model.training, tok.padding_side
+        self.model.eval()
+        tok.padding_side = "left"
+        try:
+            with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(cfg.seed)
+                for b in range(0, len(order), per_batch):
+                    idx = order[b : b + per_batch]
+                    batch = tok.pad({"input_ids": [encoded[i] for i in idx]}, return_tensors="pt").to(
+                        self.model.device
+                    )
+                    out = self.model.generate(
+                        **batch,
+                        max_new_tokens=cfg.max_new_tokens,
+                        do_sample=cfg.temperature > 0,
+                        temperature=cfg.temperature if cfg.temperature > 0 else None,
+                        top_p=cfg.top_p if cfg.temperature > 0 else None,
+                        num_return_sequences=cfg.num_samples,
+                        stop_strings=list(cfg.stop_strings) or None,
+                        tokenizer=tok,
+                        pad_token_id=pad,
+                    )
+                    new = out[:, batch["input_ids"].shape[1] :]
+                    for row, ids in enumerate(new.tolist()):
+                        while ids and ids[-1] == pad:  # rows that ended early are right-padded
+                            ids.pop()
+                        text, stopped = _cut_at_stop(
+                            tok.decode(ids, skip_special_tokens=True), cfg.stop_strings
+                        )
+                        ended = stopped or len(ids) < cfg.max_new_tokens
+                        results[idx[row // cfg.num_samples]].append(Generation(text, len(ids), ended))
+                        total_tokens += len(ids)
+                    if progress is not None:
+                        progress(len(idx) * cfg.num_samples)
+        finally:
+            self.model.train(was_training)
+            tok.padding_side = side
+        self.last_stats = _stats(len(prompts) * cfg.num_samples, total_tokens, time.perf_counter() - start)
+        return results
+
+
 class HFGenerator:
     """Batched decoding with any Hugging Face causal LM that accepts a `DynamicCache`.
 

@@ -280,3 +280,30 @@ def test_invalid_config_reports_every_error_at_once():
         "stop_strings",
     ]:
         assert field_name in message
+
+
+def test_library_batched_generate_agrees_with_hfgenerator(model, tokenizer, prompts):
+    """The library path (evaluation's default) gives the same greedy texts, cut at the same stop."""
+    from rlvr.generation import BatchedGenerate
+
+    raw = HFGenerator(model, tokenizer, GREEDY).generate(prompts)
+    stops = tuple(sorted({g[0].text[i] for g in raw for i in (2, 6)}))[:3]
+    cfg = replace(GREEDY, stop_strings=stops, batch_size=3)
+    ours = BatchedGenerate(model, tokenizer, cfg).generate(prompts)
+    assert texts(ours) == texts(HFGenerator(model, tokenizer, cfg).generate(prompts))
+    assert len({g[0].text for g in ours}) > 1
+
+
+def test_library_batched_generate_samples_k_per_prompt_without_touching_the_global_rng(
+    model, tokenizer, prompts
+):
+    from rlvr.generation import BatchedGenerate
+
+    cfg = SamplingConfig(max_new_tokens=8, temperature=1.0, num_samples=3, batch_size=6, stop_strings=())
+    state = torch.get_rng_state()
+    seen: list[int] = []
+    outs = BatchedGenerate(model, tokenizer, cfg).generate(prompts, progress=seen.append)
+    assert torch.equal(state, torch.get_rng_state())
+    assert [len(p) for p in outs] == [3] * len(prompts) and sum(seen) == 3 * len(prompts)
+    assert any(len(set(t)) > 1 for t in texts(outs))
+    assert texts(outs) == texts(BatchedGenerate(model, tokenizer, cfg).generate(prompts))  # seeded

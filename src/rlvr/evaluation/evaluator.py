@@ -31,7 +31,9 @@ class Evaluator:
         max_new_tokens: generation budget per completion.
         batch_size: generation batch size (measured best on 2 CPU cores: see benchmarks/).
         ks: the k values reported for pass@k.
-        backend: "hf" (transformers generate) or "vllm" (GPU only).
+        backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
+            continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
+            benchmarks/generation_library.md) or "vllm" (GPU only).
     """
 
     def __init__(
@@ -93,9 +95,11 @@ class Evaluator:
             issues.append(
                 ConfigIssue("evaluation.every_n_steps", self.every_n_steps, "must be >= 0", "0 = off")
             )
-        if self.backend not in ("hf", "vllm"):
+        if self.backend not in ("hf", "hf_continuous", "vllm"):
             issues.append(
-                ConfigIssue("evaluation.backend", self.backend, "unknown backend", "use hf or vllm")
+                ConfigIssue(
+                    "evaluation.backend", self.backend, "unknown backend", "use hf, hf_continuous or vllm"
+                )
             )
         elif self.backend == "vllm":
             from rlvr.generation import require_vllm
@@ -127,9 +131,11 @@ class Evaluator:
     def generator(self, model: Any, tokenizer: Any) -> Any:
         """A generator over ``model``'s current weights: HF directly; vLLM through the run's one
         engine, into which the weights are pushed first (so in-training evaluations score them)."""
-        from rlvr.generation import HFGenerator, VLLMEngine, VLLMGenerator
+        from rlvr.generation import BatchedGenerate, HFGenerator, VLLMEngine, VLLMGenerator
 
         if self.backend == "hf":
+            return BatchedGenerate(model, tokenizer, self.sampling())
+        if self.backend == "hf_continuous":
             return HFGenerator(model, tokenizer, self.sampling())
         if self._engine is None:
             base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
