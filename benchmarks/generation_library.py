@@ -96,13 +96,13 @@ def main() -> None:
     for max_new in args.tokens:
         sampling = SamplingConfig(max_new_tokens=max_new, batch_size=32, stop_strings=(STOP,))
         methods = {
-            "HFGenerator batch 32": lambda: [
+            "HFGenerator batch 32": lambda sampling=sampling: [
                 g[0].text for g in HFGenerator(model, tok, sampling).generate(prompts)
             ],
-            "model.generate sorted batch 32 + stop_strings": lambda: library_generate(
+            "model.generate sorted batch 32 + stop_strings": lambda max_new=max_new: library_generate(
                 model, tok, prompts, max_new, 32
             ),
-            "model.generate_batch (continuous batching)": lambda: batch_generate(
+            "model.generate_batch (continuous batching)": lambda max_new=max_new: batch_generate(
                 paged, tok, prompts, max_new
             ),
         }
