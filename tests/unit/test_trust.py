@@ -210,3 +210,25 @@ def test_a_missing_dependency_names_the_package_not_the_path(monkeypatch):
     assert issue.fix.startswith("pip install rlvr-package-that-is-not-installed")
     typo = judge_target("k", "rlvr.rewards.CorectnessReward")
     assert "typo" in typo.fix
+
+
+def test_a_bug_in_a_component_keeps_its_exception_while_config_mistakes_are_collected(monkeypatch, tmp_path):
+    from tests.conftest import compose_config
+
+    from rlvr.pipeline import PipelineOrchestrator
+
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
+    buggy = ["+reward.terms.bug._target_=rlvr_example_plugin.rewards.BuggyTerm", "validate_only=true"]
+    with pytest.raises(ZeroDivisionError, match="a bug"):  # the original exception, traceback intact
+        PipelineOrchestrator(compose_config(buggy), tmp_path).build()
+    mistakes = compose_config(
+        ["verifier.timeout_s=0", "model.dtype=float99", "+training_loop.grpo.learning_rat=1"]
+    )
+    with pytest.raises(ConfigValidationError) as err:
+        PipelineOrchestrator(mistakes, tmp_path).build()
+    assert {i.key for i in err.value.issues} == {
+        "verifier.timeout_s",
+        "model.dtype",
+        "training_loop.grpo.learning_rat",
+    }

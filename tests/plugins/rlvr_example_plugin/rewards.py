@@ -19,3 +19,11 @@ class EvenAnswerReward(_Term):
                 1.0 if answer is not None and answer.lstrip("-").isdigit() and int(answer) % 2 == 0 else 0.0
             )
         return out
+
+
+class BuggyTerm(_Term):
+    """A component with a bug in its constructor (for the "bugs keep their traceback" test)."""
+
+    def __init__(self, weight: float = 1.0):
+        super().__init__(weight)
+        raise ZeroDivisionError("a bug, not a config mistake")
