@@ -52,6 +52,16 @@ def test_two_point_sweep_each_point_has_its_own_run(tmp_path, launcher):
         seeds.append(OmegaConf.load(point / "config_resolved.yaml").seed)
     assert sorted(seeds) == [1, 2]
 
+    # The sweep report reads the same points from their own records.
+    report = subprocess.run(
+        [sys.executable, "-m", "rlvr.sweep_report", str(tmp_path)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert report.returncode == 0, report.stderr
+    table = json.loads((tmp_path / "sweep_report.json").read_text())
+    assert [(p["status"], p["overrides"]["seed"]) for p in table] == [("COMPLETED", s) for s in seeds]
+    assert set(table[0]["accuracy"]) == {"base model", "after SFT", "final"}
+    assert (tmp_path / "sweep_report.png").is_file()
+
 
 def test_slurm_launcher_config_carries_the_cluster_settings():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
