@@ -28,6 +28,7 @@ def test_planted_keys_never_written(tmp_path):
         "training_loop.sft.max_steps=1",
         "training_loop.grpo.max_steps=2",
         "training_loop.grpo.save_steps=1",
+        "keep_checkpoints=all",  # every checkpoint stays, so every one is searched
         "observers=all",
         "observers.wandb.mode=offline",
         # a user interpolating a secret into the config: it must be masked in what is saved
