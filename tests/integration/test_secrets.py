@@ -32,6 +32,7 @@ OVERRIDES = [
     "training_loop.sft.max_steps=1",
     "training_loop.grpo.max_steps=2",
     "training_loop.grpo.save_steps=1",
+    "keep_checkpoints=all",  # every checkpoint stays, so every one is searched
     "observers=all",
     "observers.wandb.mode=offline",
     "+seed_note=${oc.env:MY_SERVICE_TOKEN}",

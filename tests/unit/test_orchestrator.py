@@ -108,7 +108,7 @@ class FakeVerifier:
 
 
 def orchestrator(tmp_path, loop, observers):
-    cfg = OmegaConf.create({"seed": 1})
+    cfg = OmegaConf.create({"seed": 1, "keep_checkpoints": "last"})
     orch = PipelineOrchestrator(cfg, tmp_path)
     orch.components = Components(
         data=FakeDataComponent(),

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST
+from rlvr.disk import finish_run_dir, keep_checkpoints_issues
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
@@ -176,7 +177,11 @@ class PipelineOrchestrator:
                 ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
                 for k in missing
             )
-        issues = check_targets(self.cfg) + self.resolve_resume()
+        issues = (
+            check_targets(self.cfg)
+            + self.resolve_resume()
+            + keep_checkpoints_issues(self.cfg.keep_checkpoints)
+        )
         broken = {
             issue.key.split(".")[0]
             if not issue.key.startswith("observers.")
@@ -317,6 +322,7 @@ class PipelineOrchestrator:
                 )
             result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
             result.status = "COMPLETED"
+            print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
         except (KeyboardInterrupt, Preempted) as exc:
             result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
             hub.emit(ev.ErrorEvent(stage, exc))

@@ -1,0 +1,72 @@
+"""Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size.
+
+A default run writes several GB of checkpoints (weights + optimizer state per save, SFT and GRPO)
+beside a 0.5 GB final model, and a sweep multiplies that. ``keep_checkpoints`` (top level):
+``last`` keeps the one checkpoint ``resume=auto`` would pick (the newest complete one, GRPO before
+SFT) and deletes every other one, ``none`` deletes ``checkpoints/``, ``all`` keeps everything.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from rlvr.config_errors import ConfigIssue
+from rlvr.training.checkpoints import latest_checkpoint
+
+KEEP_CHOICES = ("none", "last", "all")
+
+
+def keep_checkpoints_issues(value: object) -> list[ConfigIssue]:
+    if value in KEEP_CHOICES:
+        return []
+    return [
+        ConfigIssue(
+            "keep_checkpoints",
+            value,
+            f"must be one of {', '.join(KEEP_CHOICES)}",
+            "keep_checkpoints=last (what resume=auto needs), none or all",
+        )
+    ]
+
+
+def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
+    """Delete the checkpoints ``keep`` does not ask for; returns the deleted directories."""
+    (problem,) = keep_checkpoints_issues(keep) or (None,)
+    if problem:
+        raise ValueError(str(problem))
+    root = run_dir / "checkpoints"
+    if keep == "all" or not root.is_dir():
+        return []
+    if keep == "none":
+        shutil.rmtree(root)
+        return [root]
+    found = latest_checkpoint(run_dir)
+    kept = found[1] if found else None
+    removed = []
+    for phase_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        for ckpt in sorted(phase_dir.iterdir()):
+            if ckpt != kept and ckpt.is_dir() and not ckpt.is_symlink():
+                shutil.rmtree(ckpt)
+                removed.append(ckpt)
+    return removed
+
+
+def dir_size(path: Path) -> int:
+    """Bytes under ``path``, symlinks not followed (a link to a model cache is not this run's disk)."""
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def finish_run_dir(run_dir: Path, keep: str) -> str:
+    """Prune after a completed run and return the line printed at the end of the run."""
+    removed = prune_checkpoints(run_dir, keep)
+    note = f", {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
+    return f"run directory {run_dir}: {human(dir_size(run_dir))}{note}"
