@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 
@@ -378,7 +379,6 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from hydra.types import RunMode
-    from omegaconf.errors import OmegaConfBaseException
 
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion:
@@ -422,5 +422,25 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     finally:
         GlobalHydra.instance().clear()
     issues = check_hydra_node(cfg.hydra) + check_resolvers(cfg) + _sweep_issues(list(args.overrides))
+    issues += _run_dir_issues(cfg, mode == RunMode.MULTIRUN)
     if issues:
         raise ConfigValidationError(issues)
+
+
+def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
+    """An existing run directory holding a symlink is refused before Hydra opens its log file there
+    (in append mode, which would follow a planted link)."""
+    from rlvr.io import SymlinkRefused, refuse_symlinks_in
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        folder = Path(str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True)))
+    except OmegaConfBaseException:
+        return []  # a directory named after runtime values cannot exist yet
+    if not folder.is_dir():
+        return []
+    try:
+        refuse_symlinks_in(folder)
+    except SymlinkRefused as exc:
+        return [ConfigIssue(key, str(folder), str(exc), "remove the link or choose another directory")]
+    return []
