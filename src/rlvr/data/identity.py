@@ -54,7 +54,7 @@ def draw(
     """
     share = TEST_FRACTION if split == "test" else 1 - TEST_FRACTION
     count = max(64, int(size / share * 1.3))
-    budget = max(20_000, size * 40)
+    budget = max(20_000, size * 12)
     while True:
         seen: set[str] = set()
         picked = []
