@@ -12,12 +12,11 @@ backend of a caller's interactive session.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import io
 import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
+from rlvr.io import atomic_write_bytes
 
 AVERAGE_LABEL = "average"
 ReportKind = Literal["task", "all_tasks"]
@@ -195,19 +195,10 @@ def draw_summary(
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:
-    """Save as PNG via a temp file + rename, so a reader never sees a half-written image."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp_name, format="png", dpi=dpi)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return path
+    """Save as PNG atomically (rlvr.io), so a reader never sees a half-written image."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return atomic_write_bytes(path, buffer.getvalue())
 
 
 # --- reading report files --------------------------------------------------------------------
