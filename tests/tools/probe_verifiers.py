@@ -28,7 +28,18 @@ def _alarm(signum, frame):
 def answers(marker: str) -> list[str]:
     touch = f"open({marker!r}, 'w')"
     system = f"__import__('os').system('touch {marker}')"
-    return [touch, system, f"[{touch}]", f"[[{touch}]]", f"1 + {touch}.write('x')", f"({system})"]
+    compact = f"__import__('pathlib').Path({marker!r}).touch()"  # no space, no comma: survives split/strip
+    statement = f"import pathlib\npathlib.Path({marker!r}).touch()"  # for a verifier that exec()s
+    return [
+        touch,
+        system,
+        f"[{touch}]",
+        f"[[{touch}]]",
+        f"1 + {touch}.write('x')",
+        f"({system})",
+        compact,
+        statement,
+    ]
 
 
 def main(out_dir: str) -> None:

@@ -30,6 +30,7 @@ def test_the_tasks_whose_verifiers_execute_answers_are_exactly_the_screened_ones
     executed = {task for task, s in status.items() if s == "executed"}
     assert executed == set(SCREENS), f"executes answers but unscreened: {executed - set(SCREENS)}"
     assert {task for task, s in status.items() if s.startswith("no entry")} == UNPROBED
+    assert [task for task, s in status.items() if s == "timeout"] == []  # a hang could hide an eval
     assert len(status) > 90  # really every task
     # and the screen refuses the very answers that executed
     for task in executed:
