@@ -8,6 +8,7 @@ Unit-level coverage of each rule is in tests/unit/test_trust.py.
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,56 @@ def test_plugin_package_only_when_named_on_the_command_line(tmp_path):
     allowed = run(tmp_path, *plugin, env={**env, "RLVR_PLUGINS": "rlvr_example_plugin"})
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     assert "configuration OK" in allowed.stdout
+
+
+def test_a_colleagues_config_dir_and_pickle_leave_no_trace(tmp_path):
+    """Config files that reach past the checks: a value that resolves into a new interpolation,
+    logging settings interpolated from an unchecked node, Hydra's output folder and job name as
+    paths, the same settings in one point of a sweep, and Hydra's pickle rerun."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    opened, copied, subdir, log = (tmp_path / n for n in ("opened", "copied", "subdir", "named"))
+    conf = tmp_path / "confdir" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "rebuilt.yaml").write_text(
+        "# @package _global_\ndollar: $\nobservers:\n"
+        f'  x: "${{dollar}}{{oc.create:{{_target_: builtins.open, file: {opened}, mode: w}}}}"\n'
+    )
+    (conf / "hydra_nodes.yaml").write_text(
+        "# @package _global_\n"
+        "evil_log:\n  version: 1\n  handlers:\n    f:\n      (): shutil.copyfile\n"
+        f"      src: {victim}\n      dst: {copied}\n  root:\n    handlers: [f]\n"
+        f"hydra:\n  job_logging: ${{evil_log}}\n  output_subdir: {subdir}\n"
+        f"  job:\n    name: ../../../../../../../../..{log}\n"
+    )
+    confdir = ["--config-dir", str(tmp_path / "confdir")]
+
+    proc = run(tmp_path, *confdir, "experiment=rebuilt", "validate_only=true")
+    assert proc.returncode == 2 and "observers.x" in proc.stderr, proc.stderr[-2000:]
+    for sweep in ([], ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"]):
+        proc = run(
+            tmp_path, *confdir, *sweep, "experiment=smoke,hydra_nodes" if sweep else "experiment=hydra_nodes"
+        )
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        for key in ("hydra.job_logging=", "hydra.output_subdir", "hydra.job.name"):
+            assert key in proc.stderr
+    pickled = tmp_path / "config.pickle"
+    pickled.write_bytes(pickle.dumps(_Touch(str(tmp_path / "unpickled"))))
+    proc = run(tmp_path, "--experimental-rerun", str(pickled))
+    assert proc.returncode == 2 and "--experimental-rerun" in proc.stderr, proc.stderr[-2000:]
+
+    assert victim.read_text() == "keep me"
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["confdir", "config.pickle", "run", "victim.txt"], (
+        left
+    )  # nothing opened, copied or written
+
+
+class _Touch:
+    """A pickle that creates a file when loaded."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))

@@ -120,6 +120,26 @@ def test_checked_config_is_resolved_so_nothing_appears_after_the_check(monkeypat
     assert OmegaConf.to_container(out, resolve=False)["a"] == "from-env"
 
 
+def test_a_resolved_value_that_reads_as_an_interpolation_again_is_refused(tmp_path):
+    # "$" and "{oc.create:...}" pass the resolver check as strings; joined by resolution they would
+    # form a new interpolation in the resolved copy, resolved (and instantiated) after every check.
+    marker = tmp_path / "marker"
+    cfg = OmegaConf.create(
+        {
+            "d": "$",
+            "app": {"_target_": "rlvr.app.train"},
+            "observers": {
+                "x": "${d}{oc.create:{_target_: builtins.open, file: " + str(marker) + ", mode: w}}"
+            },
+        }
+    )
+    assert check_resolvers(cfg) == []
+    with pytest.raises(ConfigValidationError) as exc:
+        checked_config(cfg)
+    assert [i.key for i in exc.value.issues] == ["observers.x"]
+    assert not marker.exists()
+
+
 def _hydra_node(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("config", overrides=list(overrides), return_hydra_config=True).hydra
@@ -150,6 +170,10 @@ def test_the_shipped_hydra_settings_pass():
         ("hydra.launcher._target_=rlvr.io.SymlinkRefused", "hydra.launcher._target_"),
         ("hydra.sweeper._target_=os.system", "hydra.sweeper._target_"),
         ("+hydra.launcher.setup=[touch /tmp/x]", "hydra.launcher.setup"),
+        # Hydra writes config.yaml/hydra.yaml/overrides.yaml (credentials verbatim) into it, anywhere
+        ("hydra.output_subdir=/tmp/anywhere", "hydra.output_subdir"),
+        # the log file is <run dir>/<job name>.log
+        ("hydra.job.name=../../../tmp/anywhere", "hydra.job.name"),
     ],
 )
 def test_hydra_nodes_that_act_before_the_app_are_refused(override, key):
@@ -164,6 +188,77 @@ def test_logging_factories_from_a_config_file_are_refused():
         {"hydra_logging": {"formatters": {"simple": {"()": "rlvr.io.atomic_write_text"}}}},
     )
     assert "hydra.hydra_logging.formatters.simple.()" in {i.key for i in check_hydra_node(node)}
+
+
+@pytest.mark.parametrize(
+    ("job_logging", "key"),
+    [
+        # the whole node, or one handler, interpolated from an unchecked part of the config
+        ("${evil}", "hydra.job_logging"),
+        ({"version": 1, "handlers": {"f": "${evil}"}}, "hydra.job_logging.handlers.f"),
+        # a delayed file handler whose file is changed after the filename check
+        (
+            {
+                "version": 1,
+                "handlers": {
+                    "file": {
+                        "class": "logging.FileHandler",
+                        "filename": "${hydra.runtime.output_dir}/${hydra.job.name}.log",
+                        "delay": True,
+                        ".": {"baseFilename": "/tmp/anywhere"},
+                    }
+                },
+            },
+            "hydra.job_logging.handlers.file..",
+        ),
+        # (held before: an interpolated class is not one of the allowed names)
+        ({"version": 1, "handlers": {"c": {"class": "${evil.cls}"}}}, "hydra.job_logging.handlers.c.class"),
+    ],
+)
+def test_logging_settings_are_judged_as_hydra_will_use_them(job_logging, key):
+    node = OmegaConf.to_container(_hydra_node(), resolve=False)
+    node["job_logging"] = job_logging
+    assert key in {i.key for i in check_hydra_node(OmegaConf.create(node))}
+
+
+def test_a_line_break_in_a_launcher_setting_is_refused():
+    # submitit writes additional_parameters as "#SBATCH --key='value'" lines of a bash script: a
+    # value with a line break puts a command on its own line, and "#" comments out the quote.
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    value = "x\ntouch /tmp/pwned #"
+    script = _make_sbatch_string(command="true", folder="/tmp/f", additional_parameters={"comment": value})
+    assert "\ntouch /tmp/pwned #'" in script  # the premise: a shell line of its own
+    node = _hydra_node("hydra/launcher=slurm", "hydra.launcher.partition=gpu")
+    assert check_hydra_node(node) == []
+    node = OmegaConf.to_container(node, resolve=False)
+    node["launcher"]["additional_parameters"]["comment"] = value
+    issues = check_hydra_node(OmegaConf.create(node))
+    assert "hydra.launcher.additional_parameters.comment" in {i.key for i in issues}
+
+
+def test_each_sweep_point_is_judged_with_its_own_hydra_settings(tmp_path):
+    # -m experiment=smoke,shared: only the second point's composition carries the logging factory
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "shared.yaml").write_text(
+        "# @package _global_\nhydra:\n  job_logging:\n    handlers:\n      f:\n"
+        "        (): shutil.copyfile\n        src: a\n        dst: b\n"
+    )
+    script = ROOT / "run_pipeline.py"
+    with pytest.raises(ConfigValidationError) as exc:
+        preflight(["-m", "--config-dir", str(tmp_path), "experiment=smoke,shared"], script, "conf", "config")
+    assert "hydra.job_logging.handlers.f.()" in {i.key for i in exc.value.issues}
+    preflight(["-m", "experiment=smoke", "seed=1,2"], script, "conf", "config")  # value sweeps pass
+
+
+def test_hydras_pickle_rerun_is_refused_before_the_file_is_read(tmp_path):
+    with pytest.raises(ConfigValidationError, match="--experimental-rerun"):
+        preflight(
+            ["--experimental-rerun", str(tmp_path / "config.pickle")],
+            ROOT / "run_pipeline.py",
+            "conf",
+            "config",
+        )
 
 
 def test_preflight_composes_like_hydra_and_refuses_before_it_acts():

@@ -18,6 +18,7 @@ checks them before ``hydra.main`` is entered.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -54,6 +55,7 @@ SWEEPERS = frozenset(
 LOG_HANDLER_CLASSES = frozenset({"logging.StreamHandler", "logging.FileHandler", "logging.NullHandler"})
 LOG_STREAMS = frozenset({"ext://sys.stdout", "ext://sys.stderr"})
 LOG_FILE = "${hydra.runtime.output_dir}/${hydra.job.name}.log"
+_JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
 # Marks values read through ${oc.env:...}: they are masked in every record a run writes.
@@ -225,6 +227,21 @@ def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
     return issues
 
 
+def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:
+    """Resolved values that read as an interpolation again (``"${d}{oc.create:...}"`` with
+    ``d: $``): the resolved copy is a new config, which would resolve them after every check."""
+    return [
+        ConfigIssue(
+            path,
+            value,
+            "resolves to text that is itself an interpolation; it would be resolved again after the checks",
+            "write the value itself (a literal '${' is not supported in config values)",
+        )
+        for path, value in _strings(container)
+        if "${" in value
+    ]
+
+
 def checked_config(cfg: DictConfig) -> DictConfig:
     """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
 
@@ -240,7 +257,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     for value in env_values_in(cfg):
         mark_secret(value)
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    issues = credential_issues(container)
+    issues = credential_issues(container) + rebuilt_interpolations(container)
     if issues:
         raise ConfigValidationError(issues)
     resolved = OmegaConf.create(container)
@@ -255,28 +272,63 @@ def checked_config(cfg: DictConfig) -> DictConfig:
 
 # -- Hydra's own nodes -------------------------------------------------------------------------------
 def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
-    """A logging dictConfig may use the standard handlers on stdout/stderr and Hydra's own log file."""
-    if not isinstance(node, dict):
-        return []
-    issues = []
+    """A logging dictConfig may use the standard handlers on stdout/stderr and Hydra's own log file.
+
+    Judged on the node as written: Hydra resolves it only when it configures logging, so an
+    interpolation (of the whole node, a handler, or a value) would be judged as a string here and
+    act as whatever it resolves to there. The only interpolation allowed is the run's log file.
+    """
     fix = f"use Hydra's default logging (drop the hydra.{name} override or hydra/{name}=default)"
+    if node is None:
+        return []
+    if not isinstance(node, dict):
+        return [
+            ConfigIssue(f"hydra.{name}", node, "logging settings must be written out, not interpolated", fix)
+        ]
+    issues = []
 
     def walk(value: Any, path: str) -> None:
         if isinstance(value, dict):
             for k, v in value.items():
                 if k == "()":
                     issues.append(ConfigIssue(f"{path}.{k}", v, "a logging factory runs arbitrary code", fix))
+                elif k == ".":
+                    issues.append(
+                        ConfigIssue(
+                            f"{path}.{k}",
+                            v,
+                            "sets attributes of a handler after it is built (e.g. its file)",
+                            fix,
+                        )
+                    )
                 walk(v, f"{path}.{k}")
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 walk(v, f"{path}[{i}]")
         elif isinstance(value, str) and value.startswith(("ext://", "cfg://")) and value not in LOG_STREAMS:
             issues.append(ConfigIssue(path, value, "a logging reference to an arbitrary object", fix))
+        elif (
+            isinstance(value, str)
+            and "${" in value
+            and not (path.endswith(".filename") and value == LOG_FILE)
+        ):
+            issues.append(
+                ConfigIssue(
+                    path, value, "an interpolation in logging settings is resolved after this check", fix
+                )
+            )
 
     walk(node, f"hydra.{name}")
     for kind in ("handlers", "formatters", "filters"):
         for hname, spec in (node.get(kind) or {}).items():
-            if not isinstance(spec, dict) or "class" not in spec:
+            if not isinstance(spec, dict):
+                issues.append(
+                    ConfigIssue(
+                        f"hydra.{name}.{kind}.{hname}", spec, "must be written out, not interpolated", fix
+                    )
+                )
+                continue
+            if "class" not in spec:
                 continue
             cls = spec["class"]
             ok = cls in LOG_HANDLER_CLASSES if kind == "handlers" else cls == "logging.Formatter"
@@ -296,6 +348,15 @@ def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
                     )
                 )
     return issues
+
+
+def _strings_with_newlines(node: Any, path: str) -> list[tuple[str, Any]]:
+    if isinstance(node, dict):
+        found = [(f"{path}.{k}", k) for k in node if isinstance(k, str) and ("\n" in k or "\r" in k)]
+        return found + [s for k, v in node.items() for s in _strings_with_newlines(v, f"{path}.{k}")]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings_with_newlines(v, f"{path}[{i}]")]
+    return [(path, node)] if isinstance(node, str) and ("\n" in node or "\r" in node) else []
 
 
 def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
@@ -353,6 +414,39 @@ def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
             )
     for name in ("job_logging", "hydra_logging"):
         issues.extend(_logging_issues(name, h.get(name)))
+    if h.get("output_subdir") is not None:
+        issues.append(
+            ConfigIssue(
+                "hydra.output_subdir",
+                h["output_subdir"],
+                "Hydra would write the command line verbatim (credentials included) to a folder the "
+                "config chooses (an absolute path leaves the run directory)",
+                "remove it: the run writes its own records (config_resolved.yaml, provenance.json)",
+            )
+        )
+    job_name = (h.get("job") or {}).get("name")
+    if job_name is not None and not (isinstance(job_name, str) and _JOB_NAME.fullmatch(job_name)):
+        issues.append(
+            ConfigIssue(
+                "hydra.job.name",
+                job_name,
+                "names the run's log file (<run dir>/<job name>.log), so it must be a plain name",
+                "letters, digits, '_', '-' and '.', not starting with '.'; or leave it unset",
+            )
+        )
+    launcher = h.get("launcher") or {}
+    # Judged resolved where it resolves; a value that cannot resolve yet is judged as written.
+    with contextlib.suppress(OmegaConfBaseException, AttributeError):
+        launcher = OmegaConf.to_container(hydra_node.launcher, resolve=True)
+    for path, value in _strings_with_newlines(launcher, "hydra.launcher"):
+        issues.append(
+            ConfigIssue(
+                path,
+                value,
+                "a line break in a launcher setting becomes a new line of the job script (a shell command)",
+                "write the value on one line",
+            )
+        )
     return issues
 
 
@@ -383,6 +477,19 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     args = get_args_parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion:
         return
+    if args.experimental_rerun is not None:
+        # Hydra unpickles that file: loading it runs whatever code the pickle names.
+        raise ConfigValidationError(
+            [
+                ConfigIssue(
+                    "--experimental-rerun",
+                    args.experimental_rerun,
+                    "Hydra would unpickle this file, which runs any code it names",
+                    "rerun from the run's config_resolved.yaml: python run_pipeline.py "
+                    "--config-dir <run dir> --config-name config_resolved",
+                )
+            ]
+        )
     plugin_packages()  # a malformed RLVR_PLUGINS fails here, before Hydra starts
     search_path = create_automatic_config_search_path(
         str(script), None, args.config_path if args.config_path is not None else default_config_path
@@ -410,6 +517,11 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
         cfg = hydra.compose_config(
             config_name, list(args.overrides), run_mode=mode, with_log_configuration=False
         )
+        jobs = _group_sweep_jobs(hydra, cfg, list(args.overrides)) if mode == RunMode.MULTIRUN else []
+        job_hydra_nodes = [
+            hydra.compose_config(config_name, job, run_mode=RunMode.RUN, with_log_configuration=False).hydra
+            for job in jobs
+        ]
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         # Fail closed: a config this check cannot compose is not handed to Hydra either.
         raise ConfigValidationError(
@@ -422,9 +534,34 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     finally:
         GlobalHydra.instance().clear()
     issues = check_hydra_node(cfg.hydra) + check_resolvers(cfg) + _sweep_issues(list(args.overrides))
+    # Each sweep point's own Hydra settings (a swept config group can set hydra.*) are applied by
+    # Hydra before that point's app runs: judged here too, each problem once.
+    seen = {(i.key, str(i.value)) for i in issues}
+    for node in job_hydra_nodes:
+        for issue in check_hydra_node(node):
+            if (issue.key, str(issue.value)) not in seen:
+                seen.add((issue.key, str(issue.value)))
+                issues.append(issue)
     issues += _run_dir_issues(cfg, mode == RunMode.MULTIRUN)
     if issues:
         raise ConfigValidationError(issues)
+
+
+def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list[list[str]]:
+    """The override lists of the sweep points that differ in a config-group choice (only those can
+    change ``hydra.*``: sweeping a hydra key is refused, and value sweeps of app keys do not reach
+    the Hydra node, whose interpolated parts are judged as written). Expanded like BasicSweeper."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
+    parser = OverridesParser.create(config_loader=hydra.config_loader)
+    parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + overrides)
+    repository = hydra.config_loader.repository
+    kept = [o for o in parsed if not o.is_sweep_override() or repository.group_exists(o.key_or_group)]
+    if not any(o.is_sweep_override() for o in kept):
+        return []
+    return [job for batch in BasicSweeper.split_arguments(kept, None) for job in batch]
 
 
 def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
