@@ -83,6 +83,7 @@ def test_run_record_reproduces_the_config(secret_run, monkeypatch):
     original = OmegaConf.to_container(compose_config(OVERRIDES), resolve=True)
     assert saved["evaluation"]["max_new_tokens"] == 12
     assert saved["seed_note"] == REDACTED and saved["db"] == REDACTED
+    assert saved.pop("hydra") == {"output_subdir": None}  # travels with the record for a rerun
     del saved["seed_note"], saved["db"], original["seed_note"], original["db"]
     assert saved == original
     # and the record is a config the entry point accepts as it is

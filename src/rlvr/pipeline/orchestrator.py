@@ -220,8 +220,11 @@ class PipelineOrchestrator:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             refuse_symlinks_in(self.run_dir)
             config = resolved_config(self.cfg)
+            # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
+            # defaults, so the one Hydra setting the trust rules require travels with the record.
+            record = {**config, "hydra": {"output_subdir": None}}
             atomic_write_text(
-                self.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(config), root=self.run_dir
+                self.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=self.run_dir
             )
             write_fingerprint(self.run_dir, self.fingerprint())
             hub.emit(ev.PipelineStart(self.run_dir, config))
