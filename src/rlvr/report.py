@@ -56,6 +56,10 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     return path
 
 
+def _hardware_text(hw: dict[str, str]) -> str:
+    return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
+
+
 def write_report(
     run_dir: Path, evaluations: list[ev.EvalResult], outcome: Any, meta: dict[str, Any], seconds: float
 ) -> dict[str, str]:
@@ -66,6 +70,7 @@ def write_report(
         "accuracy": rows,
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "steps": outcome.steps,
+        "hardware": getattr(outcome, "hardware", {}),
         "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
         "wall_seconds": round(seconds, 1),
     }
@@ -88,6 +93,7 @@ def write_report(
             )
             or "none"
         )
+        + _hardware_text(getattr(outcome, "hardware", {}))
         + f". Wall time (with model load and evaluations): {seconds / 60:.1f} min.",
         "",
         "![training](training.png)",

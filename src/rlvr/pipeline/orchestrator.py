@@ -236,6 +236,7 @@ class PipelineOrchestrator:
             stage = "model"
             with self._stage(hub, stage):
                 loaded = c.model.load()
+                loaded.model = c.training_loop.place(loaded.model)
             stage = "rewards"
             with self._stage(hub, stage):
                 c.reward.bind(c.prompts, c.verifier)
@@ -251,6 +252,7 @@ class PipelineOrchestrator:
                     {
                         **meta,
                         "prompt_hash": c.prompts.hash,
+                        "hardware": c.training_loop.hardware.record(),
                         "resumed_from": str(self.resume[1]) if self.resume else None,
                     },
                 )

@@ -8,6 +8,7 @@ suggestions) and by TRL's own validation before any model loads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
+from rlvr import hardware
 from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.training.callbacks import EventBridge
 from rlvr.training.checkpoints import CompletionMarker, Preempted
@@ -24,6 +26,8 @@ from rlvr.training.checkpoints import CompletionMarker, Preempted
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
 # Refused from config (SECURITY.md): a config file must not make a run upload anything.
 _NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
+# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.hardware).
+_HARDWARE = {"use_cpu": "device", "no_cuda": "device", "bf16": "precision", "fp16": "precision"}
 
 
 def _quiet(trainer: Any) -> Any:
@@ -53,6 +57,7 @@ class TrainOutcome:
     seconds: dict[str, float] = field(default_factory=dict)
     evals: list[ev.EvalResult] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
+    hardware: dict[str, str] = field(default_factory=dict)
 
     def eval_of_last_weights(self) -> ev.EvalResult | None:
         """The in-training evaluation made on the weights training ended with, if there was one.
@@ -89,6 +94,16 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
     for name in values:
         if name in _MANAGED:
             issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
+        elif name in _HARDWARE:
+            owner = _HARDWARE[name]
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    f"both phases take it from training_loop.{owner}",
+                    f"remove it and set training_loop.{owner}=... ({'/'.join(getattr(hardware, owner.upper() + 'S'))})",
+                )
+            )
         elif name in _NO_UPLOADS and values[name]:
             issues.append(
                 ConfigIssue(
@@ -115,21 +130,51 @@ class GRPOLoop:
         grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
             per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
         seed: training seed (sampling order, dropout, generation).
+        device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
+        precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
+            old GPUs), ``bf16``, ``fp16`` or ``fp32``; see rlvr.hardware.
     """
 
-    def __init__(self, sft: dict[str, Any], grpo: dict[str, Any], seed: int = 0):
+    def __init__(
+        self,
+        sft: dict[str, Any],
+        grpo: dict[str, Any],
+        seed: int = 0,
+        device: str = "auto",
+        precision: str = "auto",
+    ):
         self.sft = dict(sft)
         self.grpo = dict(grpo)
         self.sft_enabled = bool(self.sft.pop("enabled", True))
         self.grpo_enabled = bool(self.grpo.pop("enabled", True))
         self.seed = seed
+        self.device = device
+        self.precision = precision
+
+    @functools.cached_property
+    def hardware(self) -> hardware.Hardware:
+        return hardware.resolve(self.device, self.precision)
+
+    def place(self, model: Any) -> Any:
+        """Move a freshly loaded model to the training device, so evaluations before training run there too.
+
+        Quantised models (bitsandbytes) are placed by their loader and stay where they are.
+        """
+        if getattr(model, "hf_device_map", None) or getattr(model, "is_quantized", False):
+            return model
+        return model.to(self.hardware.device)
 
     # -- configuration -------------------------------------------------------------------------------
     def sft_config(self, output_dir: Path) -> Any:
         from trl import SFTConfig
 
         return SFTConfig(
-            output_dir=str(output_dir), report_to="none", seed=self.seed, data_seed=self.seed, **self.sft
+            output_dir=str(output_dir),
+            report_to="none",
+            seed=self.seed,
+            data_seed=self.seed,
+            **self.hardware.trainer_args(),
+            **self.sft,
         )
 
     def grpo_config(self, output_dir: Path, reward_weights: list[float] | None = None) -> Any:
@@ -141,13 +186,16 @@ class GRPOLoop:
             seed=self.seed,
             data_seed=self.seed,
             reward_weights=reward_weights,
+            **self.hardware.trainer_args(),
             **self.grpo,
         )
 
     def validate(self) -> list[ConfigIssue]:
         from trl import GRPOConfig, SFTConfig
 
-        issues = []
+        issues = hardware.issues(self.device, self.precision)
+        if issues:
+            return issues
         checks: list[tuple[bool, str, dict[str, Any], type, Callable[[Path], Any]]] = [
             (self.sft_enabled, "training_loop.sft", self.sft, SFTConfig, self.sft_config),
             (self.grpo_enabled, "training_loop.grpo", self.grpo, GRPOConfig, self.grpo_config),
@@ -221,7 +269,9 @@ class GRPOLoop:
         a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
         ``guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM.
         """
-        outcome = TrainOutcome(model=model)
+        outcome = TrainOutcome(model=model, hardware=self.hardware.record())
+        for message in hardware.warnings(self.device, self.precision):
+            emit(ev.Warning_(message))
         extra = [CompletionMarker()] + ([guard] if guard is not None else [])
         phase, ckpt = resume if resume else (None, None)
         if self.sft_enabled and phase != "grpo":

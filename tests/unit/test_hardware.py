@@ -1,0 +1,106 @@
+"""Device and precision follow the machine unless pinned; TRL's bf16 default never reaches a CPU that
+runs bf16 ~100x slower (rlvr.hardware)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr import hardware
+from rlvr.training.loop import GRPOLoop
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """Pretend to be a machine with the given CUDA / bf16 abilities."""
+
+    def set_machine(cuda: bool = False, cuda_bf16: bool = False, cpu_bf16: bool = False) -> None:
+        monkeypatch.setattr(hardware, "cuda_available", lambda: cuda)
+        monkeypatch.setattr(hardware, "cuda_bf16", lambda: cuda and cuda_bf16)
+        monkeypatch.setattr(hardware, "cpu_native_bf16", lambda: cpu_bf16)
+
+    return set_machine
+
+
+@pytest.mark.parametrize(
+    ("abilities", "device", "precision"),
+    [
+        ({}, "cpu", "fp32"),  # AVX2-only CPU: TRL would have chosen bf16
+        ({"cpu_bf16": True}, "cpu", "bf16"),  # AMX / AVX512-BF16
+        ({"cuda": True, "cuda_bf16": True}, "cuda", "bf16"),
+        ({"cuda": True}, "cuda", "fp16"),  # e.g. a T4 or V100
+    ],
+)
+def test_auto_follows_the_machine(machine, abilities, device, precision):
+    machine(**abilities)
+    chosen = hardware.resolve("auto", "auto")
+    assert (chosen.device, chosen.precision) == (device, precision)
+    assert chosen.reason.startswith("auto")
+
+
+def test_the_choice_reaches_both_trl_configs(machine, tmp_path):
+    machine()  # no bf16 anywhere
+    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1})
+    for args in (loop.sft_config(tmp_path), loop.grpo_config(tmp_path)):
+        assert (args.bf16, args.fp16, args.use_cpu) == (False, False, True)
+    machine(cpu_bf16=True)
+    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1})
+    for args in (loop.sft_config(tmp_path), loop.grpo_config(tmp_path)):
+        assert (args.bf16, args.use_cpu) == (True, True)
+
+
+def test_a_pinned_precision_is_kept_and_warned_about(machine):
+    machine()
+    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1}, precision="bf16")
+    assert loop.hardware.precision == "bf16"
+    assert loop.validate() == []
+    (message,) = hardware.warnings("auto", "bf16")
+    assert "training_loop.precision=bf16" in message and "precision=auto" in message
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "key"),
+    [
+        ("cuda", "auto", "training_loop.device"),  # no GPU visible
+        ("auto", "fp16", "training_loop.precision"),  # fp16 autocast needs CUDA
+        ("gpu", "auto", "training_loop.device"),
+        ("auto", "float16", "training_loop.precision"),
+    ],
+)
+def test_settings_this_machine_cannot_honour_are_refused(machine, device, precision, key):
+    machine()
+    issues = GRPOLoop(sft={}, grpo={}, device=device, precision=precision).validate()
+    assert [i.key for i in issues] == [key]
+    assert "set" in issues[0].fix or "use one of" in issues[0].fix
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16", "use_cpu"])
+def test_per_phase_hardware_keys_point_to_the_one_setting(machine, name):
+    machine()
+    issues = GRPOLoop(sft={name: True}, grpo={}).validate()
+    (issue,) = [i for i in issues if i.key == f"training_loop.sft.{name}"]
+    assert "training_loop." in issue.fix
+
+
+def test_place_moves_plain_models_and_leaves_quantised_ones(machine):
+    import torch
+
+    machine()
+    loop = GRPOLoop(sft={}, grpo={})
+    model = torch.nn.Linear(2, 2)
+    assert loop.place(model) is model and next(model.parameters()).device.type == "cpu"
+
+    class Quantised(torch.nn.Linear):
+        is_quantized = True
+
+        def to(self, *args, **kwargs):  # a bitsandbytes model refuses .to(); place must not call it
+            raise AssertionError("moved a quantised model")
+
+    q = Quantised(2, 2)
+    assert loop.place(q) is q
+
+
+def test_cpu_native_bf16_reads_onednn():
+    import torch
+
+    hardware.cpu_native_bf16.cache_clear()
+    assert hardware.cpu_native_bf16() == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
