@@ -56,6 +56,29 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     return path
 
 
+# What each stage did, paired on the same held-out questions: (name, from label, to label).
+STAGE_CHANGES = (
+    ("SFT", "baseline", "after_sft"),
+    ("GRPO", "after_sft", "final"),
+    ("whole run", "baseline", "final"),
+)
+
+
+def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
+    """Paired change of each stage that ran (same questions before and after), for report and console."""
+    from rlvr.evaluation.results import paired
+
+    by_label = {e.label: e for e in evaluations}
+    rows = []
+    for name, before, after in STAGE_CHANGES:
+        if before in by_label and after in by_label:
+            change = paired(by_label[before].evaluation, by_label[after].evaluation)
+            rows.append(
+                {"stage": name, "from": before, "to": after, **change.to_dict(), "text": change.text()}
+            )
+    return rows
+
+
 def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
@@ -65,9 +88,11 @@ def write_report(
 ) -> dict[str, str]:
     """Write report.json, report.md and training.png into ``run_dir``; return their paths by name."""
     rows = report_rows(evaluations)
+    changes = stage_changes(evaluations)
     report = {
         **meta,
         "accuracy": rows,
+        "paired_changes": changes,
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "steps": outcome.steps,
         "hardware": getattr(outcome, "hardware", {}),
@@ -85,6 +110,16 @@ def write_report(
             for r in rows
         ],
         "",
+        *(
+            [
+                "What each stage changed, paired on the same questions (95% CI, exact McNemar test):",
+                "",
+                *[f"- {c['stage']}: {c['text']}" for c in changes],
+                "",
+            ]
+            if changes
+            else []
+        ),
         "Training: "
         + (
             ", ".join(

@@ -193,3 +193,72 @@ def test_accuracy_summary_json_round_trip() -> None:
     assert AccuracySummary.from_dict(data) == s
     with pytest.raises(ValueError, match="missing"):
         AccuracySummary.from_dict({"n": 1})
+
+
+# -- paired statistics (issue: stage-to-stage changes are paired, not two Wilson intervals) ----------
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "p"),
+    [(14, 4, 0.030884), (0, 6, 0.03125), (1, 9, 0.021484), (5, 5, 1.0), (0, 0, 1.0), (10, 0, 0.001953)],
+)
+def test_exact_mcnemar_matches_the_binomial_test(b, c, p):
+    from rlvr.evaluation.metrics import mcnemar_exact
+
+    assert mcnemar_exact(b, c) == pytest.approx(p, abs=1e-6)
+    assert mcnemar_exact(c, b) == pytest.approx(p, abs=1e-6)  # two-sided
+
+
+def test_paired_change_matches_agresti_presidential_approval_example():
+    """Agresti, Categorical Data Analysis, 10.1: 1600 people, 794 approve twice, 150 approve then
+    not, 86 not then approve, 570 not twice; difference -0.04 with 95% CI (-0.059, -0.021)."""
+    from rlvr.evaluation.metrics import paired_change
+
+    before = [1.0] * 794 + [1.0] * 150 + [0.0] * 86 + [0.0] * 570
+    after = [1.0] * 794 + [0.0] * 150 + [1.0] * 86 + [0.0] * 570
+    change = paired_change(before, after)
+    assert change.n == 1600
+    assert change.delta == pytest.approx(-0.04)
+    assert (round(change.ci_low, 3), round(change.ci_high, 3)) == (-0.059, -0.021)
+    assert (change.right_to_wrong, change.wrong_to_right) == (150, 86)
+    assert change.p_value < 1e-4
+
+
+def test_the_issue_numbers_are_reproduced():
+    """200 questions, 14 right->wrong, 4 wrong->right: -5.0 points, CI [-9.0, -1.0], p = 0.03."""
+    from rlvr.evaluation.metrics import paired_change
+
+    before = [1.0] * 14 + [0.0] * 4 + [1.0] * 114 + [0.0] * 68
+    after = [0.0] * 14 + [1.0] * 4 + [1.0] * 114 + [0.0] * 68
+    change = paired_change(before, after)
+    assert (round(change.delta * 100, 1), round(change.ci_low * 100, 1), round(change.ci_high * 100, 1)) == (
+        -5.0,
+        -9.1,
+        -0.9,
+    )
+    assert round(change.p_value, 2) == 0.03
+    assert "-5.0 points" in change.text() and "14 right->wrong" in change.text()
+
+
+def test_paired_change_refuses_unpaired_inputs():
+    from rlvr.evaluation.metrics import paired_change
+
+    with pytest.raises(ValueError, match="same questions"):
+        paired_change([1.0, 0.0], [1.0])
+
+
+def test_pairing_matches_questions_not_positions():
+    from rlvr.evaluation.results import Evaluation, SampleRecord, paired
+
+    def ev(scores_by_q):
+        samples = [
+            SampleRecord(i, "t", q, "1", ["x"], ["1"], [s], ["ok"]) for i, (q, s) in enumerate(scores_by_q)
+        ]
+        return Evaluation(samples=samples, ks=[1], seconds=1.0, samples_per_second=1.0)
+
+    before = ev([("a", 1.0), ("b", 0.0), ("c", 1.0)])
+    after = ev([("c", 1.0), ("a", 1.0), ("b", 1.0)])  # same questions, other order: one gain
+    change = paired(before, after)
+    assert (change.right_to_wrong, change.wrong_to_right, round(change.delta, 4)) == (0, 1, 0.3333)
+    with pytest.raises(ValueError, match="same questions"):
+        paired(before, ev([("a", 1.0), ("b", 0.0), ("d", 1.0)]))

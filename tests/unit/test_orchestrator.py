@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
+from rlvr.hardware import Hardware
 from rlvr.observers import Observer
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import Components
@@ -86,8 +87,13 @@ class FakeEvaluator(FakeBinder):
 
 
 class FakeLoop:
+    hardware = Hardware("cpu", "fp32", "a test")
+
     def __init__(self, fail=False):
         self.fail = fail
+
+    def place(self, model):
+        return model
 
     def run(self, model, emit, evaluate, **_):
         if self.fail:

@@ -52,3 +52,27 @@ def test_write_report_files(tmp_path):
     png = tmp_path / "training.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(files.values()) >= {str(tmp_path / "report.md"), str(png)}
+
+
+def test_report_states_each_stages_paired_change(tmp_path):
+    """make_eval_result marks the first `correct` questions right, so SFT flips 61 questions to right
+    (none back) and GRPO 69 more: the paired numbers follow from that, not from two Wilson intervals."""
+    outcome = SimpleNamespace(steps={"sft": 80, "grpo": 80}, seconds={}, history=[])
+    write_report(tmp_path, EVALS, outcome, {"model": "m", "tasks": ["t"]}, seconds=1.0)
+    report = json.loads((tmp_path / "report.json").read_text())
+    by_stage = {c["stage"]: c for c in report["paired_changes"]}
+    assert list(by_stage) == ["SFT", "GRPO", "whole run"]
+    assert (by_stage["SFT"]["wrong_to_right"], by_stage["SFT"]["right_to_wrong"]) == (61, 0)
+    assert round(by_stage["GRPO"]["delta"], 3) == 0.345 and by_stage["GRPO"]["wrong_to_right"] == 69
+    assert by_stage["whole run"]["ci_low"] > 0.5
+    md = (tmp_path / "report.md").read_text()
+    assert "- GRPO: +34.5 points" in md and "69 wrong->right" in md
+
+
+def test_a_stage_that_hurts_is_reported_as_a_loss(tmp_path):
+    evals = [result("after_sft", 80, 128), result("final", 96, 118)]
+    outcome = SimpleNamespace(steps={"sft": 80, "grpo": 16}, seconds={}, history=[])
+    write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["t"]}, seconds=1.0)
+    (grpo,) = json.loads((tmp_path / "report.json").read_text())["paired_changes"]
+    assert grpo["stage"] == "GRPO" and grpo["delta"] == -0.05 and grpo["ci_high"] < 0
+    assert grpo["right_to_wrong"] == 10 and grpo["p_value"] < 0.01

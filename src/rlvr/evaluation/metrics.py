@@ -240,3 +240,81 @@ def summarize(
         pass_at_k=pass_k,
         majority_vote=mv,
     )
+
+
+def mcnemar_exact(right_to_wrong: int, wrong_to_right: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs against 1/2.
+
+    >>> round(mcnemar_exact(14, 4), 4)
+    0.0309
+    >>> mcnemar_exact(0, 0)
+    1.0
+    """
+    n = right_to_wrong + wrong_to_right
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(right_to_wrong, wrong_to_right) + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """The change in accuracy between two evaluations of the same questions.
+
+    ``delta`` is mean(after - before) over questions, with a 95% Wald interval from the
+    variance of the per-question differences (for 0/1 scores this is the textbook interval
+    for paired proportions, ``sqrt((b + c) - (b - c)^2 / n) / n``); ``p_value`` is the exact
+    McNemar test of the questions that flipped. Paired, because two overlapping Wilson
+    intervals of the same questions hide changes the pairing shows.
+    """
+
+    n: int
+    before: float
+    after: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    right_to_wrong: int
+    wrong_to_right: int
+    p_value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        return (
+            f"{self.delta * 100:+.1f} points [{self.ci_low * 100:+.1f}, {self.ci_high * 100:+.1f}] "
+            f"({self.right_to_wrong} right->wrong, {self.wrong_to_right} wrong->right, "
+            f"McNemar p={self.p_value:.3g}, n={self.n})"
+        )
+
+
+def paired_change(before: Sequence[float], after: Sequence[float], z: float = 1.96) -> PairedChange:
+    """Paired change from per-question accuracies ``before[i]`` and ``after[i]`` (each in [0, 1]).
+
+    >>> c = paired_change([1.0] * 14 + [0.0] * 4 + [1.0] * 100 + [0.0] * 82,
+    ...                   [0.0] * 14 + [1.0] * 4 + [1.0] * 100 + [0.0] * 82)
+    >>> round(c.delta, 3), round(c.ci_low, 3), round(c.ci_high, 3), round(c.p_value, 3)
+    (-0.05, -0.091, -0.009, 0.031)
+    """
+    if len(before) != len(after):
+        raise ValueError(f"paired change needs the same questions: {len(before)} vs {len(after)} values")
+    n = len(before)
+    if n == 0:
+        raise ValueError("paired change of zero questions")
+    diffs = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    delta = float(diffs.mean())
+    half = z * math.sqrt(float(diffs.var()) / n)
+    r2w = int(sum(1 for b, a in zip(before, after, strict=True) if b >= 1.0 and a <= 0.0))
+    w2r = int(sum(1 for b, a in zip(before, after, strict=True) if b <= 0.0 and a >= 1.0))
+    return PairedChange(
+        n=n,
+        before=float(np.mean(before)),
+        after=float(np.mean(after)),
+        delta=delta,
+        ci_low=max(-1.0, delta - half),
+        ci_high=min(1.0, delta + half),
+        right_to_wrong=r2w,
+        wrong_to_right=w2r,
+        p_value=mcnemar_exact(r2w, w2r),
+    )

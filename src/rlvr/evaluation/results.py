@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, summarize
+from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, PairedChange, paired_change, summarize
 
 
 @dataclass
@@ -106,3 +106,25 @@ class Evaluation:
                 f"{len(evaluation.samples)} per-sample scores {evaluation.summary.to_dict()}"
             )
         return evaluation
+
+
+def per_question_accuracy(evaluation: Evaluation) -> dict[tuple[str, str], float]:
+    """(task, question) -> share of its samples at the verifier's full score."""
+    return {
+        (r.task, r.question): (
+            sum(1.0 for s in r.scores if s >= SUCCESS_THRESHOLD) / len(r.scores) if r.scores else 0.0
+        )
+        for r in evaluation.samples
+    }
+
+
+def paired(before: Evaluation, after: Evaluation) -> PairedChange:
+    """The paired change from ``before`` to ``after``, which must have scored the same questions."""
+    a, b = per_question_accuracy(before), per_question_accuracy(after)
+    if a.keys() != b.keys():
+        raise ValueError(
+            f"a paired change needs the same questions: {len(a.keys() - b.keys())} only before, "
+            f"{len(b.keys() - a.keys())} only after"
+        )
+    keys = sorted(a)
+    return paired_change([a[k] for k in keys], [b[k] for k in keys])

@@ -120,6 +120,11 @@ class ConsoleObserver(Observer):
                     str(row["n"]),
                 )
             self.console.print(table)
+        changes = event.summary.get("changes", [])
+        if changes:
+            self.console.print("What each stage changed, paired on the same questions (95% CI):")
+            for change in changes:
+                self.console.print(f"  {change['stage']}: {escape(change['text'])}")
         for name, value in event.summary.get("files", {}).items():
             self.console.print(f"  {name}: {value}")
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")

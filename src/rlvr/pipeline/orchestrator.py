@@ -96,6 +96,15 @@ def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
 
 
+def _stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
+    from rlvr.report import stage_changes
+
+    try:
+        return stage_changes(evaluations)
+    except ValueError:  # evaluations of different question sets (e.g. a changed eval size on resume)
+        return []
+
+
 class PipelineOrchestrator:
     """Builds, validates and runs the components named in ``cfg``."""
 
@@ -339,7 +348,11 @@ class PipelineOrchestrator:
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         finally:
-            summary = {"evaluations": [e.record() for e in result.evaluations], "files": result.files}
+            summary = {
+                "evaluations": [e.record() for e in result.evaluations],
+                "changes": _stage_changes(result.evaluations),
+                "files": result.files,
+            }
             hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - start, summary))
             with contextlib.suppress(Exception):
                 c.verifier.close()
