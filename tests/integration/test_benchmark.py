@@ -152,3 +152,34 @@ def test_a_model_trained_on_test_questions_is_refused_or_flagged(tmp_path, model
     assert "TRAINED ON 2 OF THESE QUESTIONS" in allowed.stdout
     report = json.loads(next(tmp_path.glob("results_leg_counting_*.json")).read_text())
     assert report["models"][str(overlap)]["train_overlap"] == 2
+
+
+def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models):
+    """Each model as its own job of a multirun (joblib here, SLURM array tasks on a cluster), writing
+    cells to the shared output_dir; a final run over all models reuses every cell and draws one report."""
+    base, _, _ = models
+    out = tmp_path / "bench"
+    cmd = [
+        sys.executable,
+        str(ROOT / "run_pipeline.py"),
+        "--config-name",
+        "benchmark",
+        "-m",
+        "hydra/launcher=local_parallel",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        f"benchmark.models=[tiny],[{base}]",
+        "benchmark.tasks=[leg_counting]",
+        "benchmark.num_examples=6",
+        f"benchmark.output_dir={out}",
+        "evaluation.max_new_tokens=8",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cells = sorted((out / "cells").glob("*.json"))
+    assert sorted(json.loads(c.read_text())["model"] for c in cells) == sorted(["tiny", str(base)])
+    mtimes = {c: c.stat().st_mtime_ns for c in cells}
+    collect = bench(out, ["tiny", str(base)], "benchmark.tasks=[leg_counting]")
+    assert collect.returncode == 0, collect.stderr[-3000:]
+    assert {c: c.stat().st_mtime_ns for c in cells} == mtimes  # nothing recomputed
+    every = json.loads(max(out.glob("results_all_tasks_*.json")).read_text())
+    assert set(every["average"]) == {"tiny", str(base)}

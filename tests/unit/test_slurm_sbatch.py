@@ -19,10 +19,10 @@ class Captured(Exception):
         self.executor, self.args = executor, args
 
 
-def render(tmp_path, monkeypatch, *overrides: str, sweep=("seed=1", "seed=2")):
+def render(tmp_path, monkeypatch, *overrides: str, sweep=("seed=1", "seed=2"), config="config"):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
-            "config",
+            config,
             overrides=[
                 "hydra/launcher=slurm",
                 "hydra.launcher.partition=gpu",
@@ -69,3 +69,12 @@ def test_sbatch_has_gpus_time_requeue_and_signal(tmp_path, monkeypatch):
 def test_account_and_qos_reach_sbatch(tmp_path, monkeypatch):
     text, _, _ = render(tmp_path, monkeypatch, "hydra.launcher.account=proj", "hydra.launcher.qos=high")
     assert "#SBATCH --account=proj" in text.splitlines() and "#SBATCH --qos=high" in text.splitlines()
+
+
+def test_benchmark_models_fan_out_as_slurm_array_tasks(tmp_path, monkeypatch):
+    """One array task per model, with the same launcher settings; the cells land in the shared
+    benchmark.output_dir, and a final run over all models only draws the report (README "SLURM")."""
+    models = ("benchmark.models=[smollm2_135m]", "benchmark.models=[Qwen/Qwen2.5-0.5B-Instruct]")
+    text, job_overrides, _ = render(tmp_path, monkeypatch, sweep=models, config="benchmark")
+    assert "#SBATCH --gpus-per-node=1" in text.splitlines() and "#SBATCH --requeue" in text.splitlines()
+    assert [o[-1] for o in job_overrides] == list(models)
