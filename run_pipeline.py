@@ -32,12 +32,17 @@ def _refuse(exc: ConfigValidationError) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float | None:
+    """Returns the final held-out accuracy of a training run: the objective a Hydra sweeper
+    (e.g. Optuna, README "Hyperparameter search") maximises."""
     try:
         cfg = checked_config(cfg)
-        instantiate(cfg.app)(cfg)
+        from rlvr.app import objective  # after the checks: a refusal needs no pipeline import
+
+        return objective(instantiate(cfg.app)(cfg))
     except ConfigValidationError as exc:
         _refuse(exc)
+        return None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,15 @@ def run_dir_of(cfg: DictConfig) -> Path:
     return Path(cfg.paths.run_dir)
 
 
+def objective(result: object) -> float | None:
+    """What ``run_pipeline.py`` returns to Hydra: the final held-out accuracy of a completed training
+    run (a sweeper maximises it), None for anything else (validate_only, the benchmark app)."""
+    if isinstance(result, RunResult) and result.status == "COMPLETED":
+        final = [e for e in result.evaluations if e.label == "final"]
+        return final[-1].accuracy if final else None
+    return None
+
+
 def train(cfg: DictConfig) -> RunResult | None:
     """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
     import datasets

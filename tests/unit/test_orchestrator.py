@@ -177,3 +177,16 @@ def test_low_disk_hint_names_the_free_space_and_the_fix(tmp_path):
     hint = low_disk_hint(run_dir, min_free=2**62)
     assert hint is not None and str(run_dir) in hint
     assert "save_total_limit" in hint and "resume=auto" in hint
+
+
+def test_the_sweep_objective_is_the_final_accuracy_of_a_completed_run(tmp_path):
+    from tests.conftest import make_eval_result
+
+    from rlvr.app import objective
+    from rlvr.pipeline import RunResult
+
+    evals = [make_eval_result("baseline", 0, 10), make_eval_result("final", 9, 130)]
+    assert objective(RunResult("COMPLETED", tmp_path, evals)) == 0.65
+    assert objective(RunResult("FAILED", tmp_path, evals)) is None  # a failed point is no score
+    assert objective(RunResult("COMPLETED", tmp_path, evals[:1])) is None
+    assert objective([tmp_path]) is None  # the benchmark app
