@@ -6,9 +6,9 @@ instructions (AVX512-BF16 or AMX, as oneDNN reports them); fp32 everywhere else.
 
 Why the CPU check matters: TRL's SFTConfig and GRPOConfig default to ``bf16=True``. On a CPU
 without bf16 instructions, torch falls back to a scalar bf16 matmul: measured on a 2-core AMD
-EPYC (AVX2 only), a 768x576 @ 576x1536 matmul took 1.05 s in bf16 against 0.009 s in fp32
-(116x), and an SFT step of the default model took ~100 s instead of ~14 s. On a CPU with AMX the
-same step took 2.86 s in bf16 against 5.33 s in fp32 (benchmarks/precision.md).
+EPYC (AVX2 only), a 768x576 @ 576x1536 matmul took 1.1 s in bf16 against 0.009 s in fp32, and an
+SFT step of the default model took 100-113 s instead of 6-9 s. On a CPU with AMX the same step
+took 2.86 s in bf16 against 5.33 s in fp32 (benchmarks/precision.md).
 """
 
 from __future__ import annotations
