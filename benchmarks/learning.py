@@ -1,6 +1,6 @@
-"""Does training help, and does GRPO add over SFT alone at the same wall-clock budget?
+"""Does training help, does the GRPO stage do harm, and does GRPO add over SFT alone at equal time?
 
-Runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
+For each seed, runs the real pipeline (run_pipeline.py, default conf/) twice on the embedded default:
 
 1. The default run: SFT for N steps, then GRPO for M steps, evaluation every E steps.
 2. SFT only, for as many steps K as fit in run 1's SFT+GRPO training time (K = ceil(budget /
@@ -13,7 +13,15 @@ the phase's median step time (evaluations and model loading excluded), so a few 
 other work on the machine do not tilt the comparison. A finished run directory (report.json
 present) is reused, so an interrupted benchmark continues where it stopped.
 
-    python benchmarks/learning.py --sft-steps 240 --grpo-steps 16 --eval-every 80
+Then the three models (after SFT, after SFT+GRPO, SFT only) are measured on three axes through
+the benchmark app, each model on the same questions: in-distribution (the training difficulty,
+the runs' own held-out split), harder (``--harder``: a difficulty never trained on) and retention
+(``--retention``: another task, to see forgetting), plus what GRPO optimises: accuracy sampled at
+the training temperature (pass@1 over ``--samples`` samples), pass@k and majority@k. Every
+comparison is paired on the same questions (mean change, 95% CI, exact McNemar p) per seed;
+across seeds the table gives mean and range.
+
+    python benchmarks/learning.py --seeds 42 43 44 --sft-steps 240 --grpo-steps 16 --eval-every 80
     python benchmarks/learning.py --analyze-only   # re-print from outputs/learning
 """
 
@@ -67,38 +75,168 @@ def fmt(e: dict) -> str:
     return f"{e['accuracy']:6.1%}  [{e['ci_low']:.1%}, {e['ci_high']:.1%}]"
 
 
+HARDER = "{min_terms: 3, max_terms: 4, min_digits: 1, max_digits: 2, operators: ['+', '-']}"
+
+
+def after_sft_checkpoint(run_dir: Path, n: int) -> Path:
+    return run_dir / "checkpoints" / "sft" / f"checkpoint-{n}"
+
+
+def bench(
+    out: Path, models: dict[str, Path], tasks: list[str], params: str | None, size: int, seed: int, extra=()
+) -> dict[str, dict]:
+    """The benchmark app on ``models`` x ``tasks``: task -> model name -> Evaluation.
+
+    Skipped when every cell file is there (the benchmark itself would reuse them too, after
+    checking their fingerprints; skipping saves its start-up when re-printing)."""
+    from rlvr.benchmark.results import CellStore
+
+    out.mkdir(parents=True, exist_ok=True)
+    store = CellStore(out)
+    specs = {name: str(path.resolve()) for name, path in models.items()}
+    if not all(store.path(spec, task).is_file() for spec in specs.values() for task in tasks):
+        cmd = [
+            sys.executable,
+            str(ROOT / "run_pipeline.py"),
+            "--config-name",
+            "benchmark",
+            f"hydra.run.dir={out}/hydra",
+            f"benchmark.models=[{','.join(specs.values())}]",
+            f"benchmark.tasks=[{','.join(tasks)}]",
+            f"benchmark.num_examples={size}",
+            f"benchmark.output_dir={out}",
+            f"seed={seed}",
+            *([f"++benchmark.task_params.{tasks[0]}={params}"] if params else []),
+            *extra,
+        ]
+        print("$", " ".join(cmd[1:]), flush=True)
+        with (out.parent / f"{out.name}.log").open("w") as log:
+            subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return {task: {name: store.load(spec, task).evaluation for name, spec in specs.items()} for task in tasks}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[42])
     ap.add_argument("--sft-steps", type=int, default=240)
     ap.add_argument("--grpo-steps", type=int, default=16)
     ap.add_argument("--eval-every", type=int, default=80)
+    ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions per axis")
+    ap.add_argument("--sampled-size", type=int, default=200, help="questions for the sampled axis")
+    ap.add_argument("--samples", type=int, default=8, help="samples per question at the training temperature")
+    ap.add_argument("--task", default="basic_arithmetic", help="the training task (for the axes)")
+    ap.add_argument("--harder", default=HARDER, help="task_params of the harder axis")
+    ap.add_argument("--retention", default="leg_counting", help="another task, to see forgetting")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "learning")
     ap.add_argument(
         "--analyze-only", action="store_true", help="re-print the table from finished runs in --out"
     )
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for both runs")
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     n, m, e = args.sft_steps, args.grpo_steps, args.eval_every
-    sft_dir, grpo_dir = args.out / "sft_only", args.out / "default_run"
-    walls: dict[str, float] = {}
-    plan = [
-        (grpo_dir, lambda: [f"training_loop.sft.max_steps={n}", f"training_loop.grpo.max_steps={m}"]),
-        (
-            sft_dir,
-            lambda: [
-                f"training_loop.sft.max_steps={equal_time_sft_steps(events(grpo_dir), n, m)}",
-                "training_loop.grpo.enabled=false",
-                "evaluation.baseline=false",
-            ],
-        ),
-    ]
-    for run_dir, overrides in plan:
-        if args.analyze_only or (run_dir / "report.json").is_file():
-            print(f"reusing the finished run in {run_dir}")
-            continue
-        walls[run_dir.name] = run(run_dir, [*overrides(), f"evaluation.every_n_steps={e}", *args.overrides])
-    table(sft_dir, grpo_dir, n, m, walls)
+    results = []
+    for seed in args.seeds:
+        out = args.out / f"seed{seed}"
+        out.mkdir(parents=True, exist_ok=True)
+        sft_dir, grpo_dir = out / "sft_only", out / "default_run"
+        common = [f"seed={seed}", f"data.eval_size={args.eval_size}", f"evaluation.every_n_steps={e}"]
+        walls: dict[str, float] = {}
+        plan = [
+            (
+                grpo_dir,
+                # keep_checkpoints=all: the after-SFT checkpoint is one of the three measured models
+                lambda: [
+                    f"training_loop.sft.max_steps={n}",
+                    f"training_loop.grpo.max_steps={m}",
+                    "keep_checkpoints=all",
+                ],
+            ),
+            (
+                sft_dir,
+                lambda g=grpo_dir: [
+                    f"training_loop.sft.max_steps={equal_time_sft_steps(events(g), n, m)}",
+                    "training_loop.grpo.enabled=false",
+                    "evaluation.baseline=false",
+                    "keep_checkpoints=none",
+                ],
+            ),
+        ]
+        for run_dir, overrides in plan:
+            if args.analyze_only or (run_dir / "report.json").is_file():
+                print(f"reusing the finished run in {run_dir}")
+                continue
+            walls[run_dir.name] = run(run_dir, [*overrides(), *common, *args.overrides])
+        table(sft_dir, grpo_dir, n, m, walls)
+        models = {
+            "after SFT": after_sft_checkpoint(grpo_dir, n),
+            "SFT+GRPO": grpo_dir / "final",
+            "SFT only": sft_dir / "final",
+        }
+        extra = tuple(o for o in args.overrides if o.startswith("evaluation."))
+        greedy = bench(
+            out / "axis_greedy", models, [args.task, args.retention], None, args.eval_size, seed, extra
+        )
+        sampling = (
+            f"evaluation.num_samples={args.samples}",
+            "evaluation.temperature=1.0",
+            f"evaluation.ks=[1,{args.samples}]",
+        )
+        axes = {
+            "in-distribution": greedy[args.task],
+            "harder": bench(out / "axis_harder", models, [args.task], args.harder, args.eval_size, seed, extra)[args.task],
+            "retention": greedy[args.retention],
+            "sampled": bench(out / "axis_sampled", models, [args.task], None, args.sampled_size, seed, (*extra, *sampling))[args.task],
+        }  # fmt: skip
+        results.append(seed_table(seed, axes, args.samples))
+    summary(results, args.samples)
+
+
+def seed_table(seed: int, axes: dict, k: int) -> dict:
+    """Per-axis accuracies and paired changes of one seed; printed, and returned for the summary."""
+    from rlvr.evaluation.results import paired
+
+    row: dict = {"seed": seed}
+    print(f"\nseed {seed}: accuracy per axis (paired changes on the same questions, 95% CI)")
+    for axis, ev in axes.items():
+        metric = "greedy" if axis != "sampled" else f"pass@1 of {k} samples at T=1.0"
+        print(f"  {axis} ({metric}, n={ev['after SFT'].summary.n}):")
+        for name, evaluation in ev.items():
+            s = evaluation.summary
+            value = s.accuracy if axis != "sampled" else s.pass_at_k[1]
+            row[(axis, name)] = value
+            extra = ""
+            if axis == "sampled":
+                extra = f", pass@{k} {s.pass_at_k[k]:.1%}, majority@{k} {s.majority_vote:.1%}"
+                row[(axis, name, "pass@k")], row[(axis, name, "majority")] = s.pass_at_k[k], s.majority_vote
+            print(f"    {name:10s} {value:6.1%}{extra}")
+        for label, before, after in (
+            ("GRPO stage", "after SFT", "SFT+GRPO"),
+            ("SFT+GRPO vs SFT only", "SFT only", "SFT+GRPO"),
+        ):
+            change = paired(ev[before], ev[after])
+            row[(axis, label)] = change
+            print(f"    {label}: {change.text()}")
+    return row
+
+
+def summary(results: list[dict], k: int) -> None:
+    """Mean and range across seeds of every accuracy and paired change."""
+    import statistics as st
+
+    print(f"\nacross {len(results)} seed(s): mean [min, max]")
+    keys = [key for key in results[0] if key != "seed"]
+    for key in keys:
+        values = [r[key] for r in results]
+        if hasattr(values[0], "delta"):
+            deltas = [v.delta * 100 for v in values]
+            significant = sum(1 for v in values if v.ci_low > 0 or v.ci_high < 0)
+            print(
+                f"  {key[0]:16s} {key[1]:22s} {st.mean(deltas):+6.1f} points [{min(deltas):+.1f}, {max(deltas):+.1f}]"
+                f"  (CI excludes 0 in {significant}/{len(values)} seeds)"
+            )
+        else:
+            name = " ".join(key[1:])
+            print(f"  {key[0]:16s} {name:22s} {st.mean(values):6.1%} [{min(values):.1%}, {max(values):.1%}]")
 
 
 def equal_time_sft_steps(records: list[dict], n: int, m: int) -> int:

@@ -19,13 +19,15 @@ def test_learning_benchmark_gives_sft_only_the_same_training_time(tmp_path):
         sys.executable,
         str(ROOT / "benchmarks" / "learning.py"),
         "--sft-steps", "4", "--grpo-steps", "2", "--eval-every", "2", "--out", str(tmp_path),
+        "--eval-size", "8", "--sampled-size", "4", "--samples", "2",
         "experiment=smoke", "data.train_size=256",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     def records(run: str) -> list[dict]:
-        return [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        path = tmp_path / "seed42" / run / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
 
     def step_seconds(recs: list[dict], phase: str) -> list[float]:
         return [
@@ -44,6 +46,14 @@ def test_learning_benchmark_gives_sft_only_the_same_training_time(tmp_path):
     row = re.search(rf"SFT only, {k} steps \(equal time\)\s+{k}\s+[\d.]+\s+[\d.]+%", proc.stdout)
     assert row, proc.stdout
     assert re.search(r"SFT\+GRPO minus SFT only at equal time: [+-]\d+\.\d points", proc.stdout)
+    # Three models on four axes, each paired on the same questions, then the summary across seeds.
+    for axis in ("in-distribution", "harder", "retention", "sampled"):
+        assert re.search(rf"  {axis} \(.*n=(8|4)\):", proc.stdout), proc.stdout
+    assert proc.stdout.count("GRPO stage: ") == 4 and proc.stdout.count("SFT+GRPO vs SFT only: ") == 4
+    assert "pass@2" in proc.stdout and "majority@2" in proc.stdout
+    assert re.search(r"harder\s+GRPO stage\s+[+-]\d+\.\d points", proc.stdout), proc.stdout
+    harder = json.loads(next((tmp_path / "seed42" / "axis_harder" / "cells").glob("*.json")).read_text())
+    assert harder["fingerprint"]["task_params"]["max_terms"] == 4  # really the harder difficulty
     # A finished run is reused, not trained again.
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 0 and again.stdout.count("reusing the finished run") == 2
