@@ -121,21 +121,18 @@ class PipelineOrchestrator:
         }
 
     def resolve_resume(self) -> list[ConfigIssue]:
-        """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir) or a checkpoint path."""
+        """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
+        fresh run) or a checkpoint path (which must exist)."""
         value = OmegaConf.select(self.cfg, "resume", default=None)
         if value in (None, "", False):
             return []
         if value == "auto":
+            # The newest complete checkpoint, or a fresh run when there is none yet: the same command
+            # starts a SLURM array task or a cloud VM and continues it after a requeue or a restart.
             found = latest_checkpoint(self.run_dir)
             if found is None:
-                return [
-                    ConfigIssue(
-                        "resume",
-                        value,
-                        f"no complete checkpoint under {self.run_dir}/checkpoints",
-                        "point hydra.run.dir at the run to resume, or drop resume for a fresh run",
-                    )
-                ]
+                print(f"resume=auto: no complete checkpoint under {self.run_dir}/checkpoints, starting fresh")
+                return []
             self.resume = found
         else:
             path = Path(value)
