@@ -1,9 +1,10 @@
 # rlvr: `make run` and `make test` are all a new checkout needs; both run
 # `make setup` first, which is idempotent.
 #
-#   make setup       .venv with the locked CPU environment + the default model
+#   make setup       .venv with the locked CPU environment + the default model (GPU=1: + the GPU extra)
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
-#   make test        setup, then pytest (slow tests excluded by pyproject's addopts)
+#   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts)
+#   make tools       .venv-tools: the hashed static checkers for infrastructure/ (tests/static/)
 #   make test-slow   setup, then only the slow tests (need the real default model)
 #   make lint        ruff check + ruff format --check
 #   make check-locks requirements/cpu.txt and poetry.lock agree (also a unit test)
@@ -18,6 +19,8 @@ ARGS ?=
 PYTEST_ARGS ?=
 # 0 skips downloading/converting the default model in `make setup`.
 FETCH_MODEL ?= 1
+# 1 also installs the GPU extra (bitsandbytes, vllm, unsloth; not hash-locked, CUDA machines only).
+GPU ?= 0
 
 # torch is installed on its own, BEFORE the hashed lock, so that the build
 # can be chosen: the lock pins its version (read from the lock here) and
@@ -33,12 +36,16 @@ FETCH_MODEL ?= 1
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-slow lint check-locks lock
+.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools
 
 help:
 	@sed -n 's/^#   //p' Makefile
 
 setup: $(STAMP)
+ifeq ($(GPU),1)
+	$(PY) -m pip install -e '.[gpu]'
+	$(PY) -m pip check
+endif
 ifeq ($(FETCH_MODEL),1)
 	$(PY) -m rlvr.models.embedded
 endif
@@ -60,7 +67,7 @@ run: setup
 
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
-test: setup
+test: setup tools
 	$(PY) -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
@@ -84,3 +91,19 @@ $(LOCK_TOOLS)/.stamp:
 
 lock: $(LOCK_TOOLS)/.stamp
 	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv
+
+# Static checkers (checkov, python-hcl2, shellcheck, hadolint, yamllint) in their own venv, from
+# their own hashed lock: checkov's dependency tree never meets the project's environment.
+TOOLS_VENV := .venv-tools
+TOOLS_LOCK := requirements/tools.txt
+
+$(TOOLS_VENV)/.stamp: $(TOOLS_LOCK)
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/python -m pip install --require-hashes -r $(TOOLS_LOCK)
+	touch $@
+
+tools: $(TOOLS_VENV)/.stamp
+
+lock-tools: $(LOCK_TOOLS)/.stamp
+	$(LOCK_TOOLS)/bin/uv pip compile requirements/tools.in --universal --generate-hashes \
+		--python-version 3.10 --no-header -o $(TOOLS_LOCK)

@@ -1,0 +1,131 @@
+variable "project_id" {
+  description = "Google Cloud project that holds the VM, its service account and the output bucket."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the output bucket (and the provider default)."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "zone" {
+  description = "Zone of the VM; it must offer the GPU type (gcloud compute accelerator-types list)."
+  type        = string
+  default     = "us-central1-a"
+}
+
+variable "name" {
+  description = "Name of the VM and prefix of the run's objects in the bucket."
+  type        = string
+  default     = "rlvr-run"
+  validation {
+    condition     = can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", var.name))
+    error_message = "name must be a valid Compute Engine instance name (lower case letters, digits, hyphens)."
+  }
+}
+
+variable "machine_type" {
+  description = "Machine type; g2-* machines come with L4 GPUs, a2-* with A100s, n1-* take T4/V100 attached."
+  type        = string
+  default     = "g2-standard-8"
+}
+
+variable "gpu_type" {
+  description = "Accelerator type, e.g. nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100."
+  type        = string
+  default     = "nvidia-l4"
+}
+
+variable "gpu_count" {
+  description = "Number of GPUs on the VM (run_pipeline.py uses one; see README 'Running on GPUs' for several)."
+  type        = number
+  default     = 1
+  validation {
+    condition     = var.gpu_count >= 1
+    error_message = "gpu_count must be at least 1."
+  }
+}
+
+variable "spot" {
+  description = "Spot VM: much cheaper, can be preempted; the VM is then stopped and `resume=auto` continues the run when it is started again."
+  type        = bool
+  default     = true
+}
+
+variable "disk_size_gb" {
+  description = "Boot disk size in GB: CUDA image, the project's environment (about 15 GB with the GPU extra), models and checkpoints."
+  type        = number
+  default     = 200
+}
+
+variable "image" {
+  description = "Boot image with NVIDIA drivers installed (a Deep Learning VM image family)."
+  type        = string
+  default     = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
+}
+
+variable "network" {
+  description = "VPC network of the VM."
+  type        = string
+  default     = "default"
+}
+
+variable "subnetwork" {
+  description = "Subnetwork of the VM (null: the network's subnetwork in the region)."
+  type        = string
+  default     = null
+}
+
+variable "external_ip" {
+  description = "Give the VM an external IP. Off by default: the VM then needs Cloud NAT (or Private Google Access plus a package mirror) to install the project."
+  type        = bool
+  default     = false
+}
+
+variable "repository_url" {
+  description = "Git URL of the project (https), cloned on the VM."
+  type        = string
+}
+
+variable "repository_commit" {
+  description = "Commit (full SHA) the VM checks out and runs: pins exactly what ran."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9a-f]{40}$", var.repository_commit))
+    error_message = "repository_commit must be a full 40-character commit SHA."
+  }
+}
+
+variable "overrides" {
+  description = "Hydra overrides of the run, e.g. [\"experiment=gsm_symbolic_qwen_gpu\", \"seed=1\"]. Never put credentials here: they would land in Terraform state."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for o in var.overrides : can(regex("^[A-Za-z0-9_.+~/@=,:\\[\\]{}'\" -]+$", o))])
+    error_message = "overrides may hold only Hydra override characters (no newlines, no shell metacharacters such as ; | & $ `)."
+  }
+}
+
+variable "output_bucket" {
+  description = "Name of the GCS bucket this module creates for the run directory (globally unique)."
+  type        = string
+}
+
+variable "max_run_hours" {
+  description = "Auto-shutdown: Compute Engine stops the VM after this many hours of running, whatever the run is doing."
+  type        = number
+  default     = 12
+}
+
+variable "sync_minutes" {
+  description = "Minutes between syncs of the run directory to the bucket while the run is going."
+  type        = number
+  default     = 10
+}
+
+variable "wandb_secret_id" {
+  description = "Secret Manager secret holding a W&B API key (optional). The VM reads it at run time; the key itself never passes through Terraform."
+  type        = string
+  default     = ""
+}
