@@ -13,8 +13,8 @@ they drift apart or when either is stale for pyproject.toml:
   arm64, Windows), with the extras tracking, sweeps and dev, the two files
   select the same releases (needs `packaging`);
 * poetry.lock's content-hash is the one Poetry computes for pyproject.toml,
-  its [extras] are pyproject's extras without `gpu`, and no package of the
-  `gpu` extra is in either file;
+  its [extras] are pyproject's extras without `gpu`, and no package that
+  only the `gpu` extra asks for is in either file;
 * torch is pinned once, without marker (the Makefile reads its version);
 * neither file names a URL, an index option or an absolute path.
 
@@ -177,7 +177,10 @@ def check(root: Path = ROOT) -> list[str]:
     locked_extras = {canon(k): sorted(canon(n) for n in v) for k, v in lock.get("extras", {}).items()}
     if locked_extras != kept:
         problems.append(f"poetry.lock [extras] {locked_extras} != pyproject extras without gpu {kept}")
-    gpu = {req_name(r) for k in EXCLUDED_EXTRAS for r in extras.get(k, [])}
+    locked = {req_name(r) for k, reqs in extras.items() if k not in EXCLUDED_EXTRAS for r in reqs}
+    locked |= {req_name(r) for r in pyproject["project"].get("dependencies", [])}
+    # GPU-only: in the gpu extra and nowhere else (bitsandbytes is also the `quantization` extra)
+    gpu = {req_name(r) for k in EXCLUDED_EXTRAS for r in extras.get(k, [])} - locked
 
     # same releases, same hashes
     cpu_rel = {}

@@ -84,7 +84,21 @@ def run(cmd: list[str], cwd: Path | None = None, capture: bool = False) -> str:
     return res.stdout if capture else ""
 
 
-def write_temp_project(tmp: Path, pyproject: dict) -> None:
+def current_pins() -> list[str]:
+    """``name==version`` of every package the current CPU lock pins at one version."""
+    if not CPU_LOCK.is_file():
+        return []
+    versions: dict[str, set[str]] = defaultdict(set)
+    for name, version in re.findall(r"^([A-Za-z0-9_.\-]+)==([^ ;\\]+)", CPU_LOCK.read_text(), re.MULTILINE):
+        versions[name.lower()].add(version)
+    # A package locked at two versions (one per Python range, by marker) is left free: one
+    # constraint per version would contradict itself.
+    return sorted(f"{name}=={next(iter(v))}" for name, v in versions.items() if len(v) == 1)
+
+
+def write_temp_project(tmp: Path, pyproject: dict, keep: list[str] = ()) -> None:
+    """The resolution project; ``keep`` pins (the current lock's, unless --upgrade) hold every
+    package already locked at its version, so adding a dependency changes only what it needs."""
     import tomlkit
 
     doc = tomlkit.parse((ROOT / "pyproject.toml").read_text())
@@ -94,7 +108,8 @@ def write_temp_project(tmp: Path, pyproject: dict) -> None:
             del extras[extra]
     tool = doc.setdefault("tool", tomlkit.table())
     uv = tool.setdefault("uv", tomlkit.table())
-    uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), f"torch=={TORCH_VERSION}"]
+    kept = [p for p in keep if not p.lower().startswith("torch==")]
+    uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), f"torch=={TORCH_VERSION}", *kept]
     (tmp / "pyproject.toml").write_text(tomlkit.dumps(doc))
     readme = pyproject["project"].get("readme")
     if isinstance(readme, str):
@@ -327,6 +342,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--uv", default=shutil.which("uv") or "uv")
     ap.add_argument("--keep", action="store_true", help="keep the temporary uv project (prints its path)")
+    ap.add_argument(
+        "--upgrade", action="store_true", help="re-resolve everything (default: keep every current pin)"
+    )
     args = ap.parse_args()
     uv = shutil.which(args.uv)
     if uv is None:
@@ -335,7 +353,7 @@ def main() -> int:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     tmp = Path(tempfile.mkdtemp(prefix="rlvr-lock-"))
     try:
-        write_temp_project(tmp, pyproject)
+        write_temp_project(tmp, pyproject, [] if args.upgrade else current_pins())
         run([args.uv, "lock"], cwd=tmp)
         lock = tomllib.loads((tmp / "uv.lock").read_text())
         names = sorted({p["name"] for p in lock["package"]})

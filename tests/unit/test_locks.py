@@ -51,11 +51,13 @@ def test_cpu_lock_is_fully_hashed_and_pins_torch_once():
 def test_cpu_lock_has_cpu_extras_but_no_gpu_or_cuda_runtime():
     names = {e["name"] for e in _cpu_entries()}
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra in ("tracking", "sweeps", "dev"):
+    for extra in ("tracking", "sweeps", "dev", "quantization"):
         for req in extras[extra]:
             assert check_locks.req_name(req) in names, (extra, req)
+    assert "bitsandbytes" in names  # its CPU backend runs NF4 and 8-bit: QLoRA on a CPU
     for req in extras["gpu"]:
-        assert check_locks.req_name(req) not in names, req
+        if req.split(">")[0] not in {r.split(">")[0] for r in extras["quantization"]}:
+            assert check_locks.req_name(req) not in names, req  # vllm, unsloth: CUDA only
     assert not [n for n in names if check_locks.is_cuda_runtime(n)]
 
 

@@ -61,6 +61,7 @@ class Loaded:
     model: object
     tokenizer: object
     name: str = "fake"
+    quantization: str | None = None
 
 
 class FakeModelComponent:

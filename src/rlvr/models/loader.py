@@ -1,6 +1,6 @@
 """Load a causal LM and its tokenizer from config, optionally wrapped with a LoRA adapter.
 
-GPU-only paths (bitsandbytes 4/8-bit, unsloth) are imported lazily and refuse
+GPU-only paths (unsloth) are imported lazily and refuse
 with a clear message on a machine without CUDA; everything up to that call is
 plain, testable Python.
 """
@@ -18,11 +18,25 @@ from rlvr.config_errors import ConfigIssue, ConfigValidationError
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
+QUANTIZATION_FILE = "rlvr_quantization.json"
+"""Written beside a LoRA adapter trained on a quantised base, so it loads on that base again."""
+
+
 @dataclass
 class LoadedModel:
     model: Any
     tokenizer: Any
     name: str  # what results files record as the model
+    quantization: str | None = None
+
+
+def adapter_quantization(path: str | Path) -> str | None:
+    """The quantisation an adapter directory was trained on (QUANTIZATION_FILE), or None."""
+    marker = Path(path) / QUANTIZATION_FILE
+    if not marker.is_file():
+        return None
+    value = json.loads(marker.read_text()).get("quantization")
+    return value if value in ("4bit", "8bit") else None
 
 
 def adapter_base(path: str | Path) -> str | None:
@@ -66,7 +80,8 @@ class HFModel:
         use_safetensors: refuse pickle checkpoints (``.bin``), which can run code when loaded.
         gguf_file: file name inside ``name_or_path`` to de-quantise a GGUF model.
         lora: PEFT ``LoraConfig`` fields (r, lora_alpha, lora_dropout, target_modules, ...); None = full fine-tune.
-        quantization: None, "4bit" or "8bit" (bitsandbytes, CUDA only).
+        quantization: None, "4bit" (NF4, runs on CUDA and on CPU) or "8bit" (bitsandbytes); with
+            ``lora`` this is QLoRA.
         backend: "hf" or "unsloth" (CUDA only).
         gradient_checkpointing: trade compute for memory during training.
     """
@@ -104,8 +119,15 @@ class HFModel:
         if self.backend not in ("hf", "unsloth"):
             issues.append(ConfigIssue("model.backend", self.backend, "unknown backend", "use hf or unsloth"))
         gpu_needs = []
-        if self.quantization:
-            gpu_needs.append(("model.quantization", self.quantization, "bitsandbytes"))
+        if self.quantization and importlib.util.find_spec("bitsandbytes") is None:
+            issues.append(
+                ConfigIssue(
+                    "model.quantization",
+                    self.quantization,
+                    "needs the 'bitsandbytes' package",
+                    "pip install 'rlvr[quantization]' (make setup installs it)",
+                )
+            )
         if self.backend == "unsloth":
             gpu_needs.append(("model.backend", self.backend, "unsloth"))
         for key, value, package in gpu_needs:
@@ -158,11 +180,17 @@ class HFModel:
         if self.quantization:
             from transformers import BitsAndBytesConfig
 
+            from rlvr import hardware
+
+            # QLoRA: NF4 with double quantisation; compute in the dtype this device runs fastest
+            # (bf16 on GPUs/CPUs with native bf16, else fp32: rlvr.hardware).
+            compute = getattr(torch, hardware.resolve().torch_dtype_name)
             kwargs["quantization_config"] = BitsAndBytesConfig(
                 load_in_4bit=self.quantization == "4bit",
                 load_in_8bit=self.quantization == "8bit",
                 bnb_4bit_quant_type="nf4",
-                bnb_4bit_compute_dtype=torch.bfloat16,
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=compute,
             )
         return kwargs
 
@@ -199,20 +227,28 @@ class HFModel:
             if pickled is not None:  # also when load() is reached without validate() (benchmark specs)
                 raise ConfigValidationError([pickled])
 
+            if self.quantization is None:  # a QLoRA adapter loads on the quantised base it was trained on
+                self.quantization = adapter_quantization(path)
             model, tokenizer = self._load_base(base)
             # is_trainable: a checkpoint's adapter can be trained further (resume, SFT -> GRPO).
             model = PeftModel.from_pretrained(model, path, is_trainable=True)
         else:
             model, tokenizer = self._load_base(path)
             if self.lora is not None:
-                from peft import LoraConfig, get_peft_model
+                from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
+                if self.quantization:  # QLoRA: norms in fp32, input grads for the frozen 4-bit base
+                    model = prepare_model_for_kbit_training(
+                        model, use_gradient_checkpointing=self.gradient_checkpointing
+                    )
                 model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **self.lora))
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         if self.gradient_checkpointing:
             model.gradient_checkpointing_enable()
-        return LoadedModel(model=model, tokenizer=tokenizer, name=self.name_or_path)
+        return LoadedModel(
+            model=model, tokenizer=tokenizer, name=self.name_or_path, quantization=self.quantization
+        )
 
 
 class EmbeddedModel(HFModel):
@@ -295,4 +331,13 @@ class TinyRandomModel(HFModel):
             tie_word_embeddings=True,
         )
         torch.manual_seed(self.seed)
-        return LlamaForCausalLM(config), tokenizer
+        model = LlamaForCausalLM(config)
+        if self.quantization:  # the real bitsandbytes path: save, then load with the quantization config
+            import tempfile
+
+            from transformers import AutoModelForCausalLM
+
+            with tempfile.TemporaryDirectory() as tmp:
+                model.save_pretrained(tmp)
+                model = AutoModelForCausalLM.from_pretrained(tmp, **self.load_kwargs())
+        return model, tokenizer

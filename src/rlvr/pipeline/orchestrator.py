@@ -27,6 +27,7 @@ from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
+from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.secrets import redact
@@ -241,6 +242,11 @@ class PipelineOrchestrator:
                 atomic_write_json(self.run_dir / MANIFEST, data.manifest, root=self.run_dir)
             stage = "model"
             with self._stage(hub, stage):
+                from transformers import set_seed
+
+                # Before loading: a fresh LoRA adapter's initial weights come from the global RNG, so
+                # two runs of one config (or a run and its resume) start from the same adapter.
+                set_seed(self.cfg.seed)
                 loaded = c.model.load()
                 loaded.model = c.training_loop.place(loaded.model)
             stage = "rewards"
@@ -323,6 +329,12 @@ class PipelineOrchestrator:
                 atomic_write_json(final_dir / MANIFEST, data.manifest, root=self.run_dir)
                 outcome.model.save_pretrained(final_dir)
                 loaded.tokenizer.save_pretrained(final_dir)
+                if loaded.quantization:  # the adapter's base is quantised: say so, for whoever loads it
+                    atomic_write_json(
+                        final_dir / QUANTIZATION_FILE,
+                        {"quantization": loaded.quantization},
+                        root=self.run_dir,
+                    )
                 result.files["final model"] = str(final_dir)
             stage = "report"
             with self._stage(hub, stage):
