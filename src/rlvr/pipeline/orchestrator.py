@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -208,6 +209,13 @@ class PipelineOrchestrator:
         for component in built.values():
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
+        if not issues and "model" in built and "training_loop" in built:
+            from rlvr.preflight import run_checks
+
+            memory, warnings = run_checks(built["model"], built["training_loop"])
+            issues.extend(memory)
+            for warning in warnings:
+                print(f"warning: {warning}", file=sys.stderr)
         if issues:
             raise ConfigValidationError(issues)
         observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}

@@ -1,0 +1,75 @@
+"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.preflight)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr.preflight import PUBLISHED, Plan, Shape, batch_issue, check, estimate
+
+QWEN = {size: PUBLISHED[f"Qwen/Qwen2.5-{size}-Instruct"] for size in ("0.5B", "1.5B", "7B")}
+
+
+def fits(size: str, plan: Plan, gb: float) -> bool:
+    refusals, _ = check(QWEN[size], plan, gb, "cuda")
+    return not refusals
+
+
+@pytest.mark.parametrize("gb", [24, 80])
+def test_7b_full_fine_tune_with_adamw_is_refused_on_24_and_80_gb(gb):
+    refusals, _ = check(QWEN["7B"], Plan(dtype="bfloat16", batch=4, seq=512), gb, "cuda")
+    (issue,) = refusals
+    assert "does not fit" in issue.problem and "7.62B" in issue.problem
+    assert "model.quantization=4bit" in issue.fix and "model.lora" in issue.fix
+
+
+def test_7b_qlora_fits_24_gb():
+    plan = Plan(quantization="4bit", lora_r=16, batch=4, seq=512, activation_checkpointing=True)
+    assert fits("7B", plan, 24)
+    weights = estimate(QWEN["7B"], plan, 24)["weights"]
+    assert 4.0 < weights < 6.0  # ~0.56 bytes/param for the 4-bit body, 16-bit embeddings
+
+
+def test_small_models_fit_where_expected():
+    assert fits("0.5B", Plan(dtype="bfloat16", batch=8, seq=512), 24)
+    assert fits("1.5B", Plan(dtype="bfloat16", lora_r=16, batch=8, seq=512), 24)
+    assert not fits("1.5B", Plan(dtype="bfloat16", batch=16, seq=1024), 24)
+    assert fits("1.5B", Plan(dtype="bfloat16", batch=16, seq=1024, activation_checkpointing=True), 80)
+
+
+def test_full_fine_tune_state_is_what_adamw_needs():
+    terms = estimate(QWEN["1.5B"], Plan(dtype="bfloat16", batch=1, seq=8), 80)
+    # ZeRO's mixed-precision Adam: 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) bytes/param
+    assert terms["weights"] == pytest.approx(1.54e9 * 2 / 1024**3)
+    assert terms["gradients + optimizer"] == pytest.approx(1.54e9 * 14 / 1024**3)
+
+
+def test_vllm_colocate_reservation_counts_against_the_device():
+    plan = Plan(
+        dtype="bfloat16", lora_r=16, batch=8, seq=512, activation_checkpointing=True, vllm_fraction=0.5
+    )
+    assert fits("1.5B", plan, 24)
+    assert not fits("1.5B", Plan(**{**plan.__dict__, "vllm_fraction": 0.95}), 24)
+
+
+def test_tight_fit_warns_with_the_numbers():
+    plan = Plan(dtype="bfloat16", batch=8, seq=512)
+    total = sum(estimate(QWEN["0.5B"], plan, 100).values())
+    refusals, warnings = check(QWEN["0.5B"], plan, total / 0.95, "cuda")
+    assert not refusals and "tight memory" in warnings[0] and "GB" in warnings[0]
+
+
+def test_shape_from_a_config_matches_the_published_parameter_count():
+    cfg = {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+           "vocab_size": 151936, "intermediate_size": 4864, "tie_word_embeddings": True}  # fmt: skip
+    assert Shape.from_config(cfg).params == pytest.approx(0.494e9, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("per_device", "procs", "accum", "ok"),
+    [(16, 1, 1, True), (4, 2, 1, True), (6, 1, 1, False), (3, 2, 1, False)],
+)
+def test_global_batch_must_hold_whole_groups(per_device, procs, accum, ok):
+    issue = batch_issue(per_device, procs, accum, num_generations=8)
+    assert (issue is None) is ok
+    if issue:
+        assert f"= {per_device * procs * accum}" in issue.problem and "num_generations=8" in issue.problem
