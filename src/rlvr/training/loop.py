@@ -122,6 +122,28 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
     return issues
 
 
+def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]:
+    """vLLM rollouts need CUDA and the vllm package: refused before anything loads otherwise."""
+    import importlib.util
+
+    mode = grpo.get("vllm_mode", "server")
+    missing = []
+    if device != "cuda":
+        missing.append("a CUDA GPU (none is visible, or training_loop.device pins the CPU)")
+    if importlib.util.find_spec("vllm") is None:  # both modes: the trainer syncs weights through vllm
+        missing.append("the vllm package (make setup GPU=1)")
+    if not missing:
+        return []
+    return [
+        ConfigIssue(
+            "training_loop.grpo.use_vllm",
+            f"true (rollout=vllm_{mode})",
+            "vLLM rollouts need " + " and ".join(missing),
+            "use rollout=hf on this machine",
+        )
+    ]
+
+
 class GRPOLoop:
     """SFT warm start (optional) then GRPO.
 
@@ -221,6 +243,8 @@ class GRPOLoop:
                 )
         if self.grpo_enabled:
             g = self.grpo
+            if g.get("use_vllm"):
+                issues.extend(_vllm_rollout_issues(g, self.hardware.device))
             if g.get("num_generations", 8) < 2:
                 issues.append(
                     ConfigIssue(

@@ -1,0 +1,65 @@
+"""The rollout config group reaches TRL's GRPOConfig, and vLLM rollouts are refused where they cannot run."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from tests.conftest import CONF
+
+from rlvr import hardware
+
+
+def loop_for(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    return instantiate(cfg.training_loop)
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch):
+    """A machine with CUDA and vllm installed, as far as the checks can see."""
+    monkeypatch.setattr(hardware, "cuda_available", lambda: True)
+    monkeypatch.setattr(hardware, "cuda_bf16", lambda: True)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a)
+    )
+
+
+def test_default_rollouts_use_transformers_generate(tmp_path):
+    args = loop_for().grpo_config(tmp_path)
+    assert args.use_vllm is False
+
+
+@pytest.mark.parametrize(
+    ("rollout", "fields"),
+    [
+        (
+            "vllm_colocate",
+            {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.4, "vllm_tensor_parallel_size": 2},
+        ),
+        ("vllm_server", {"vllm_mode": "server", "vllm_server_host": "10.0.0.5", "vllm_server_port": 8001}),
+    ],
+)
+def test_vllm_rollout_settings_reach_grpo_config(tmp_path, gpu_machine, rollout, fields):
+    # fp32: transformers itself checks bf16 against the real (absent) GPU when it builds the config
+    overrides = [f"rollout={rollout}", "training_loop.precision=fp32"]
+    overrides += [f"training_loop.grpo.{k}={v}" for k, v in fields.items()]
+    loop = loop_for(*overrides)
+    assert [i for i in loop.validate() if "vllm" in i.key] == []
+    args = loop.grpo_config(tmp_path)
+    assert args.use_vllm is True
+    for name, value in fields.items():
+        assert getattr(args, name) == value, name
+    assert args.use_cpu is False  # the GPU's device
+
+
+@pytest.mark.parametrize("rollout", ["vllm_colocate", "vllm_server"])
+def test_vllm_rollouts_are_refused_without_cuda(monkeypatch, rollout):
+    monkeypatch.setattr(hardware, "cuda_available", lambda: False)
+    issues = loop_for(f"rollout={rollout}").validate()
+    (issue,) = [i for i in issues if i.key == "training_loop.grpo.use_vllm"]
+    assert "CUDA" in issue.problem and "rollout=hf" in issue.fix
