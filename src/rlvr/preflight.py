@@ -15,7 +15,8 @@ below for hub models that cannot be fetched) and the run's settings:
   per completion), or the share a colocated vLLM reserves (``vllm_gpu_memory_utilization``);
 - each data-parallel process holds all of it (DDP); FSDP/ZeRO-3 sharding is not modelled.
 
-It is an estimate for catching the impossible early (a 7B full fine-tune on a 24 GB GPU), not a
+On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM
+can swap, and the terms are GPU-shaped). It is an estimate for catching the impossible early (a 7B full fine-tune on a 24 GB GPU), not a
 promise: the margin is 10% and every term is printed so the user sees where the memory goes.
 """
 
@@ -185,7 +186,10 @@ def plan_of(model: Any, loop: Any, processes: int) -> Plan:
     grpo = loop.grpo if getattr(loop, "grpo_enabled", True) else loop.sft
     lora = getattr(model, "lora", None) or {}
     modules = lora.get("target_modules")
-    completion = int(grpo.get("max_completion_length", 256))
+    # GRPO: a prompt budget of 256 tokens + the completion; SFT: its max_length covers both.
+    completion = (
+        int(grpo["max_length"]) - 256 if "max_length" in grpo else int(grpo.get("max_completion_length", 256))
+    )
     return Plan(
         dtype=getattr(model, "dtype", "float32")
         if getattr(model, "dtype", "float32") != "auto"
@@ -218,9 +222,13 @@ def run_checks(model: Any, loop: Any) -> tuple[list[ConfigIssue], list[str]]:
         )
         if found:
             issues.append(found)
+    trains = getattr(loop, "grpo_enabled", False) or getattr(loop, "sft_enabled", False)
     shape = shape_of(str(getattr(model, "name_or_path", "")))
-    if shape is None or not hasattr(loop, "hardware"):
+    if not trains or shape is None or not hasattr(loop, "hardware"):
         return issues, []
     device = loop.hardware.device
     refusals, warnings = check(shape, plan_of(model, loop, processes), device_memory_gb(device), device)
+    if device != "cuda":  # RAM is not a hard wall (and the estimate is for GPUs): say it, don't refuse
+        warnings = [i.problem for i in refusals] + warnings
+        refusals = []
     return issues + refusals, warnings

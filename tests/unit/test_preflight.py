@@ -73,3 +73,27 @@ def test_global_batch_must_hold_whole_groups(per_device, procs, accum, ok):
     assert (issue is None) is ok
     if issue:
         assert f"= {per_device * procs * accum}" in issue.problem and "num_generations=8" in issue.problem
+
+
+def _components(device: str, sft: bool = True, grpo: bool = True):
+    from types import SimpleNamespace
+
+    from rlvr.hardware import Hardware
+
+    model = SimpleNamespace(name_or_path="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", quantization=None,
+                            lora=None, gradient_checkpointing=False)  # fmt: skip
+    loop = SimpleNamespace(sft_enabled=sft, grpo_enabled=grpo, sft={"max_length": 256},
+                           grpo={"per_device_train_batch_size": 16, "num_generations": 8, "max_completion_length": 256},
+                           hardware=Hardware(device, "bf16", "test"))  # fmt: skip
+    return model, loop
+
+
+def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns(monkeypatch):
+    from rlvr import preflight
+
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
+    refusals, _ = preflight.run_checks(*_components("cuda"))
+    assert [i.key for i in refusals] == ["model"]
+    refusals, warnings = preflight.run_checks(*_components("cpu"))
+    assert refusals == [] and "does not fit" in warnings[0]
+    assert preflight.run_checks(*_components("cuda", sft=False, grpo=False)) == ([], [])  # evaluation only
