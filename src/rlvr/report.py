@@ -72,7 +72,10 @@ def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     rows = []
     for name, before, after in STAGE_CHANGES:
         if before in by_label and after in by_label:
-            change = paired(by_label[before].evaluation, by_label[after].evaluation)
+            try:
+                change = paired(by_label[before].evaluation, by_label[after].evaluation)
+            except ValueError:  # different question sets (e.g. eval size changed on resume): no pairing
+                continue
             rows.append(
                 {"stage": name, "from": before, "to": after, **change.to_dict(), "text": change.text()}
             )

@@ -76,3 +76,10 @@ def test_a_stage_that_hurts_is_reported_as_a_loss(tmp_path):
     (grpo,) = json.loads((tmp_path / "report.json").read_text())["paired_changes"]
     assert grpo["stage"] == "GRPO" and grpo["delta"] == -0.05 and grpo["ci_high"] < 0
     assert grpo["right_to_wrong"] == 10 and grpo["p_value"] < 0.01
+
+
+def test_stages_over_different_questions_are_not_paired(tmp_path):
+    evals = [result("after_sft", 80, 100, n=200), result("final", 96, 100, n=150)]  # eval size changed
+    outcome = SimpleNamespace(steps={"sft": 80, "grpo": 16}, seconds={}, history=[])
+    write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["t"]}, seconds=1.0)
+    assert json.loads((tmp_path / "report.json").read_text())["paired_changes"] == []

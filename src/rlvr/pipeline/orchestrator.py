@@ -101,10 +101,7 @@ def resolved_config(cfg: DictConfig) -> dict[str, Any]:
 def _stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     from rlvr.report import stage_changes
 
-    try:
-        return stage_changes(evaluations)
-    except ValueError:  # evaluations of different question sets (e.g. a changed eval size on resume)
-        return []
+    return stage_changes(evaluations)
 
 
 class PipelineOrchestrator:
