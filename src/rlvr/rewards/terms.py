@@ -189,13 +189,17 @@ class RewardSet:
         self._batch: dict[str, list[float]] = {}
         self._zero_std: list[float] = []
 
-    def _record(self, name: str, values: list[float]) -> None:
+    def _record(self, name: str, values: list[float | None]) -> None:
         """TRL calls every term once per generation batch; when all have answered, check each group."""
         self._batch[name] = values
         if len(self._batch) < len(self.terms):
             return
         batch, self._batch = self._batch, {}
-        totals = [sum(self.terms[n].weight * batch[n][i] for n in self.terms) for i in range(len(values))]
+        # None = the term abstains on that completion; TRL sums the others (nansum), so do we.
+        totals = [
+            sum(self.terms[n].weight * batch[n][i] for n in self.terms if batch[n][i] is not None)
+            for i in range(len(values))
+        ]
         g = self.group_size
         if g > 1 and totals and len(totals) % g == 0:
             groups = [totals[i : i + g] for i in range(0, len(totals), g)]
