@@ -47,6 +47,14 @@ def family(name: str) -> PromptTemplate:
 PLAIN, THINK, WORKING_OUT = family("plain"), family("think"), family("working_out")
 
 
+def build_rewards(cfg, prompt, scorer=None) -> RewardSet:
+    """The reward set with its collaborators passed at instantiation, as the orchestrator does."""
+    run = {"prompt": prompt, "scorer": scorer}
+    # Partial, then called: Hydra's config merge would turn the PromptTemplate dataclass into a dict.
+    terms = {n: instantiate(t, _convert_="all", _partial_=True)(**run) for n, t in cfg.reward.terms.items()}
+    return instantiate(cfg.reward, _convert_="all", _partial_=True, _recursive_=False)(**run, terms=terms)
+
+
 def _entries(n=3):
     ds = reasoning_gym.create_dataset("basic_arithmetic", size=n, seed=5, min_digits=1, max_digits=1)
     return [json.loads(json.dumps(ds[i], default=list)) for i in range(n)]
@@ -62,8 +70,9 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
         f"the answer is {gold[2]}",  # right number, but no answer markers: nothing to check
     ]
     with VerifierPool(num_workers=0) as pool:
-        term = AnswerMatchReward(correct_reward=3.0, wrong_penalty=-1.0, no_answer_reward=-2.0)
-        term.bind(WORKING_OUT, pool)
+        term = AnswerMatchReward(
+            correct_reward=3.0, wrong_penalty=-1.0, no_answer_reward=-2.0, prompt=WORKING_OUT, scorer=pool
+        )
         out = term(completions, task=["basic_arithmetic"] * 3, entry=[json.dumps(e) for e in entries])
     assert out == [3.0, -1.0, -2.0]
 
@@ -92,14 +101,12 @@ def test_answer_match_refuses_a_penalty_above_the_reward():
     ],
 )
 def test_strict_format(prompt, completion, expected):
-    term = FormatReward()
-    term.bind(prompt, None)
+    term = FormatReward(prompt=prompt)
     assert term([completion]) == [expected]
 
 
 def test_approximate_format_gives_partial_credit_per_marker_present_once():
-    term = ApproxFormatReward(present_once=0.5, otherwise=-1.0)
-    term.bind(WORKING_OUT, None)
+    term = ApproxFormatReward(present_once=0.5, otherwise=-1.0, prompt=WORKING_OUT)
     completions = [
         "<start_working_out>a<end_working_out><SOLUTION>4</SOLUTION>",  # 4 x 0.5
         "<start_working_out>a<SOLUTION>4</SOLUTION>",  # 3 x 0.5 - 1
@@ -128,8 +135,7 @@ def test_numeric_answers_that_would_hang_sympy_or_reach_its_eval_are_not_parsed(
 
 
 def test_numeric_tolerance_relative_absolute_and_abstaining():
-    term = NumericToleranceReward(rel_tol=0.01, abs_tol=0.5)
-    term.bind(PLAIN, None)
+    term = NumericToleranceReward(rel_tol=0.01, abs_tol=0.5, prompt=PLAIN)
     completions = [
         "<answer>1,000</answer>",  # == 1000
         "<answer>1009</answer>",  # 0.9% off: inside rel_tol
@@ -173,8 +179,8 @@ def test_every_term_file_is_a_drop_in_and_scores_the_gold_answer_best_for_every_
     with VerifierPool(num_workers=0) as pool:
         for fam in FAMILIES:
             prompt = family(fam)
-            term = instantiate(node)
-            term.bind(prompt, pool)
+            # The collaborators as the orchestrator passes them at instantiation.
+            term = instantiate(node, _partial_=True)(prompt=prompt, scorer=pool)
             gold = prompt.format_answer(entry["answer"])
             out = term([gold], task=["basic_arithmetic"], entry=[json.dumps(entry)], answer=[entry["answer"]])
             expected = node["present_once"] * len(prompt.markers) if name == "format_approx" else best[name]
@@ -187,7 +193,7 @@ def test_shipped_reward_sets_compose_and_name_each_term_as_trl_logs_it():
     for option in sorted(f.stem for f in (CONF / "reward").glob("*.yaml")):
         cfg = compose_config([f"reward={option}"])
         assert check_targets(cfg) == [], option
-        rewards = instantiate(cfg.reward, _convert_="all")
+        rewards = build_rewards(cfg, PLAIN)
         assert rewards.validate() == []
         # TRL logs rewards/<name>/mean for each function: the names are the config's keys.
         assert [get_callable_name(f) for f in rewards.functions] == list(cfg.reward.terms)
@@ -212,7 +218,7 @@ def test_a_plugin_reward_function_runs_as_a_term_only_when_its_package_is_named(
     assert [i.key for i in refused] == ["reward.terms.variety.function._target_"]
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     assert check_targets(cfg) == []
-    rewards = instantiate(cfg.reward, _convert_="all")
+    rewards = build_rewards(cfg, PLAIN)
     assert isinstance(rewards.terms["variety"], FunctionReward) and rewards.weights == [1.0, 0.2, 0.25]
     variety = rewards.functions[-1]
     # Called as GRPOTrainer calls reward functions.
@@ -221,12 +227,15 @@ def test_a_plugin_reward_function_runs_as_a_term_only_when_its_package_is_named(
 
 
 def test_reward_set_sums_weighted_terms_skipping_abstentions():
-    """What reward/zero_std_groups_frac is computed from: a None (abstain) adds nothing."""
-    fmt, overlong = FormatReward(weight=2.0), OverlongPenalty(max_tokens=4, buffer_tokens=2, weight=1.0)
-    rewards = RewardSet({"format": fmt, "overlong": overlong})
-    rewards.bind(PLAIN, None)
+    """What reward/zero_std_groups_frac is computed from: a None (abstain) adds nothing, as in TRL."""
+    fmt = FormatReward(weight=2.0, prompt=PLAIN)
+    partial = FunctionReward(function=lambda completions, **_: [None, 0.0], weight=1.0, prompt=PLAIN)
+    rewards = RewardSet({"format": fmt, "partial": partial}, prompt=PLAIN, scorer=None)
     rewards.group_size = 2
-    f, o = rewards.functions
+    f, g = rewards.functions
     f(["<answer>1</answer>", "<answer>1</answer>"])
-    o(["a", "b"])  # no token ids: both abstain, so the group's totals are equal
-    assert rewards.counters()["reward/zero_std_groups_frac"] == 1.0
+    assert g(["a", "b"]) == [None, 0.0]
+    assert rewards.counters()["reward/zero_std_groups_frac"] == 1.0  # 2.0 and 2.0 + 0.0
+    f(["<answer>1</answer>", "no"])
+    g(["a", "b"])
+    assert rewards.counters()["reward/zero_std_groups_frac"] == 0.0  # 2.0 and 0.0

@@ -181,13 +181,17 @@ class RewardSet:
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
     """
 
-    def __init__(self, terms: dict[str, _Term]):
+    def __init__(
+        self, terms: dict[str, _Term], *, prompt: PromptTemplate | None = None, scorer: Scorer | None = None
+    ):
         self.terms = dict(terms)
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
         self._batch: dict[str, list[float]] = {}
         self._zero_std: list[float] = []
+        if prompt is not None:  # collaborators given at instantiation: the set is usable at once
+            self.bind(prompt, scorer)
 
     def _record(self, name: str, values: list[float | None]) -> None:
         """TRL calls every term once per generation batch; when all have answered, check each group."""
