@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class PromptTemplate:
     """Instruction + system prompt + a model family's reasoning and answer markers.
@@ -62,7 +61,9 @@ class PromptTemplate:
         for key in ("answer_start", "answer_end"):
             if not getattr(self, key):
                 issues.append(
-                    ConfigIssue(f"prompts.{key}", getattr(self, key), "must be a non-empty marker", "e.g. <answer>")
+                    ConfigIssue(
+                        f"prompts.{key}", getattr(self, key), "must be a non-empty marker", "e.g. <answer>"
+                    )
                 )
         if (self.reasoning_start is None) != (self.reasoning_end is None):
             issues.append(

@@ -83,7 +83,9 @@ def test_the_run_used_the_families_markers_everywhere(catalogue_run):
 
     from rlvr.prompts import PromptTemplate
 
-    expected = PromptTemplate(**{k: v for k, v in OmegaConf.to_container(cfg.prompts).items() if k != "_target_"})
+    expected = PromptTemplate(
+        **{k: v for k, v in OmegaConf.to_container(cfg.prompts).items() if k != "_target_"}
+    )
     provenance = json.loads((catalogue_run / "provenance.json").read_text())
     assert provenance["prompt_hash"] == expected.hash
     final = json.loads((catalogue_run / "eval" / "final_step4.json").read_text())

@@ -120,8 +120,18 @@ def test_approximate_format_gives_partial_credit_per_marker_present_once():
 # -- numeric tolerance ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "number"),
-    [("1,000", 1000.0), ("50%", 0.5), ("$1,234.50", 1234.5), ("\\frac{3}{4}", 0.75), ("\\boxed{-7}", -7.0),
-     ("1/0", None), ("seven", None), ("2^10", None), ("x = 3", None), (None, None)],
+    [
+        ("1,000", 1000.0),
+        ("50%", 0.5),
+        ("$1,234.50", 1234.5),
+        ("\\frac{3}{4}", 0.75),
+        ("\\boxed{-7}", -7.0),
+        ("1/0", None),
+        ("seven", None),
+        ("2^10", None),
+        ("x = 3", None),
+        (None, None),
+    ],
 )
 def test_numbers_are_read_by_math_verify_after_the_screen(text, number):
     assert parse_number(text) == number
@@ -199,7 +209,10 @@ def test_shipped_reward_sets_compose_and_name_each_term_as_trl_logs_it():
         assert [get_callable_name(f) for f in rewards.functions] == list(cfg.reward.terms)
     seed = compose_config(["reward=seed", "training_loop.grpo.max_completion_length=40"])
     assert list(seed.reward.terms) == ["answer_match", "format", "format_approx", "numeric", "overlong"]
-    assert seed.reward.terms.answer_match.correct_reward == 3.0 and seed.reward.terms.answer_match.wrong_penalty == -1.0
+    assert (
+        seed.reward.terms.answer_match.correct_reward == 3.0
+        and seed.reward.terms.answer_match.wrong_penalty == -1.0
+    )
     assert seed.reward.terms.overlong.max_tokens == 40  # one home: the GRPO completion budget
 
 
@@ -222,7 +235,9 @@ def test_a_plugin_reward_function_runs_as_a_term_only_when_its_package_is_named(
     assert isinstance(rewards.terms["variety"], FunctionReward) and rewards.weights == [1.0, 0.2, 0.25]
     variety = rewards.functions[-1]
     # Called as GRPOTrainer calls reward functions.
-    out = variety(prompts=["p"] * 3, completions=["a b a b", "one two", ""], completion_ids=[[1]] * 3, task=["t"] * 3)
+    out = variety(
+        prompts=["p"] * 3, completions=["a b a b", "one two", ""], completion_ids=[[1]] * 3, task=["t"] * 3
+    )
     assert variety.__name__ == "variety" and out == [0.5, 1.0, None]
 
 

@@ -264,7 +264,11 @@ def _resolved(cfg: DictConfig) -> Any:
         for part in (exc.full_key or "").split("."):
             raw = raw.get(part) if isinstance(raw, dict) else None
         raise ConfigValidationError(
-            [ConfigIssue(exc.full_key or "(config)", raw, str(refused), 'see README "Prompts per model family"')]
+            [
+                ConfigIssue(
+                    exc.full_key or "(config)", raw, str(refused), 'see README "Prompts per model family"'
+                )
+            ]
         ) from None
 
 

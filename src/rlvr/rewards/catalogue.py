@@ -250,7 +250,9 @@ class FunctionReward(_Term):
 
     name = "function"
 
-    def __init__(self, function: Callable[..., list[float | None]], weight: float = 1.0, **collaborators: Any):
+    def __init__(
+        self, function: Callable[..., list[float | None]], weight: float = 1.0, **collaborators: Any
+    ):
         super().__init__(weight, **collaborators)
         self.function = function
 

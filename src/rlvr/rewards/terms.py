@@ -72,7 +72,9 @@ class CorrectnessReward(_Term):
         super().__init__(weight, **collaborators)
         self.partial_credit = partial_credit
 
-    def verdicts(self, completions: list[Any], task: list[str], entry: list[str]) -> list[tuple[str | None, float]]:
+    def verdicts(
+        self, completions: list[Any], task: list[str], entry: list[str]
+    ) -> list[tuple[str | None, float]]:
         """(extracted answer, verifier score) per completion, scored in the verifier sandbox."""
         from rlvr.verify import ScoreRequest
 
