@@ -12,17 +12,23 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reasoning_gym.utils import extract_answer
-
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """Instruction + chat formatting + ``<tag>...</tag>`` answer extraction.
+    """Instruction + system prompt + a model family's reasoning and answer markers.
 
     Args:
         instruction: text placed with the question; ``{question}`` marks where the question goes.
-        system: optional system message; ``None`` keeps the tokenizer's chat-template default.
-        answer_tag: the XML tag that wraps the final answer (``answer`` -> ``<answer>...</answer>``).
+        system: the template's system message; ``None`` keeps the tokenizer's chat-template default.
+        answer_start, answer_end: the markers around the final answer (``<answer>``/``</answer>``,
+            ``<SOLUTION>``/``</SOLUTION>``); conf/prompts selects them with ``${rlvr.marker:...}``.
+        reasoning_start, reasoning_end: the markers around the reasoning (``<think>``/``</think>``),
+            or ``None`` for a family that answers directly.
+        family: the family name the markers came from (recorded, and part of the hash).
+
+    Everything above is in :attr:`hash`. SFT targets (:meth:`format_answer`), rewards (the format
+    terms read :attr:`markers`) and evaluation (:meth:`extract`, :attr:`close_tag` as the stop
+    string) all read this one object.
 
     >>> p = PromptTemplate(instruction="{question}\\nAnswer inside <answer></answer>.")
     >>> p.extract("I think <answer> 7 </answer>")
@@ -33,26 +39,58 @@ class PromptTemplate:
 
     instruction: str
     system: str | None = None
-    answer_tag: str = "answer"
+    answer_start: str = "<answer>"
+    answer_end: str = "</answer>"
+    reasoning_start: str | None = None
+    reasoning_end: str | None = None
+    family: str | None = None
 
     def __post_init__(self) -> None:
-        if "{question}" not in self.instruction:
-            from rlvr.config_errors import ConfigIssue, ConfigValidationError
+        from rlvr.config_errors import ConfigIssue, ConfigValidationError
 
-            raise ConfigValidationError(
-                [
-                    ConfigIssue(
-                        "prompts.instruction",
-                        self.instruction,
-                        "must contain the placeholder '{question}'",
-                        "add {question} where the task's question should appear",
-                    )
-                ]
+        issues = []
+        if "{question}" not in self.instruction:
+            issues.append(
+                ConfigIssue(
+                    "prompts.instruction",
+                    self.instruction,
+                    "must contain the placeholder '{question}'",
+                    "add {question} where the task's question should appear",
+                )
             )
+        for key in ("answer_start", "answer_end"):
+            if not getattr(self, key):
+                issues.append(
+                    ConfigIssue(
+                        f"prompts.{key}", getattr(self, key), "must be a non-empty marker", "e.g. <answer>"
+                    )
+                )
+        if (self.reasoning_start is None) != (self.reasoning_end is None):
+            issues.append(
+                ConfigIssue(
+                    "prompts.reasoning_start",
+                    (self.reasoning_start, self.reasoning_end),
+                    "reasoning_start and reasoning_end come as a pair",
+                    "set both (e.g. <think> and </think>) or neither",
+                )
+            )
+        if len(set(self.markers)) != len(self.markers):
+            issues.append(
+                ConfigIssue("prompts", self.markers, "the markers must differ", "use distinct markers")
+            )
+        if issues:
+            raise ConfigValidationError(issues)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The markers a completion should hold once each, in order."""
+        reasoning = () if self.reasoning_start is None else (self.reasoning_start, self.reasoning_end)
+        return (*reasoning, self.answer_start, self.answer_end)  # type: ignore[return-value]
 
     @property
     def close_tag(self) -> str:
-        return f"</{self.answer_tag}>"
+        """The answer's end marker: evaluation stops generating there."""
+        return self.answer_end
 
     def messages(self, question: str) -> list[dict[str, str]]:
         """Chat messages for one question (TRL's conversational prompt format)."""
@@ -65,29 +103,42 @@ class PromptTemplate:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def extract(self, completion: str) -> str | None:
-        """The answer of the first closed answer tag, stripped, or ``None`` (reasoning-gym's parser).
+        """The stripped text between the answer markers that close first, or ``None``.
 
-        Evaluation stops generating right after the first close tag; GRPO rollouts run on to
+        Evaluation stops generating right after the first end marker; GRPO rollouts run on to
         ``max_completion_length`` (TRL's HF generation path takes no stop strings). Cutting here
-        at the first close tag makes a reward and an evaluation read the same answer from the
-        same completion; text after the tag only costs the format reward.
+        at the first end marker makes a reward and an evaluation read the same answer from the
+        same completion; text after it only costs the format reward.
 
         >>> PromptTemplate("{question}").extract("<answer>3</answer> no, <answer>5</answer>")
         '3'
         """
-        end = completion.find(self.close_tag)
-        if end != -1:
-            completion = completion[: end + len(self.close_tag)]
-        return extract_answer(completion, tag_name=self.answer_tag, strip=True)
+        end = completion.find(self.answer_end)
+        if end == -1:
+            return None
+        start = completion.rfind(self.answer_start, 0, end)
+        if start == -1:
+            return None
+        return completion[start + len(self.answer_start) : end].strip()
 
     def format_answer(self, answer: str) -> str:
-        """A gold completion for SFT warm start: the answer in the expected tags."""
-        return f"<{self.answer_tag}>{answer}</{self.answer_tag}>"
+        """A gold completion for SFT warm start: an (empty) reasoning block, then the marked answer.
+
+        >>> PromptTemplate("{question}", reasoning_start="<think>", reasoning_end="</think>").format_answer("4")
+        '<think></think><answer>4</answer>'
+        """
+        reasoning = "" if self.reasoning_start is None else f"{self.reasoning_start}{self.reasoning_end}"
+        return f"{reasoning}{self.answer_start}{answer}{self.answer_end}"
 
     @property
     def hash(self) -> str:
         payload = json.dumps(
-            {"instruction": self.instruction, "system": self.system, "answer_tag": self.answer_tag},
+            {
+                "instruction": self.instruction,
+                "system": self.system,
+                "markers": [self.reasoning_start, self.reasoning_end, self.answer_start, self.answer_end],
+                "family": self.family,
+            },
             sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:12]

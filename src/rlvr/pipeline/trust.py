@@ -37,7 +37,9 @@ PLUGINS_ENV = "RLVR_PLUGINS"
 PROJECT_PACKAGE = "rlvr"
 # The only functions a config may name in this package: the apps run_pipeline.py dispatches to.
 APP_FUNCTIONS = frozenset({"rlvr.app.train", "rlvr.benchmark.runner.run"})
-SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select"})
+# rlvr.marker / rlvr.family_of are pure table look-ups (rlvr.resolvers; tests/unit/test_resolvers.py
+# plays the attacker). Any resolver added here must be as pure: no I/O, no environment, no code.
+SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select", "rlvr.marker", "rlvr.family_of"})
 LAUNCHERS = frozenset(
     {
         "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
@@ -242,6 +244,34 @@ def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:
     ]
 
 
+def _resolved(cfg: DictConfig) -> Any:
+    """The config resolved to plain data; a value a resolver refuses (rlvr.resolvers) becomes a
+    ConfigIssue naming the key, the value as written and the resolver's rule."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    from rlvr.resolvers import ResolverArgumentError
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    except InterpolationResolutionError as exc:
+        # OmegaConf drops the resolver's exception and keeps its type name and text in the message.
+        prefix = f"{ResolverArgumentError.__name__} raised while resolving interpolation: "
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if not first.startswith(prefix):
+            raise
+        refused = first[len(prefix) :]
+        raw: Any = OmegaConf.to_container(cfg, resolve=False)
+        for part in (exc.full_key or "").split("."):
+            raw = raw.get(part) if isinstance(raw, dict) else None
+        raise ConfigValidationError(
+            [
+                ConfigIssue(
+                    exc.full_key or "(config)", raw, str(refused), 'see README "Prompts per model family"'
+                )
+            ]
+        ) from None
+
+
 def checked_config(cfg: DictConfig) -> DictConfig:
     """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
 
@@ -256,7 +286,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
         raise ConfigValidationError(issues)
     for value in env_values_in(cfg):
         mark_secret(value)
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    container = _resolved(cfg)
     issues = credential_issues(container) + rebuilt_interpolations(container)
     if issues:
         raise ConfigValidationError(issues)

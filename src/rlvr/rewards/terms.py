@@ -34,10 +34,12 @@ def completion_text(completion: Any) -> str:
 class _Term:
     name = "term"
 
-    def __init__(self, weight: float = 1.0):
+    def __init__(
+        self, weight: float = 1.0, *, prompt: PromptTemplate | None = None, scorer: Scorer | None = None
+    ):
         self.weight = float(weight)
-        self.prompt: PromptTemplate | None = None
-        self.scorer: Scorer | None = None
+        self.prompt = prompt
+        self.scorer = scorer
         # TRL logs each reward under the function's __name__.
         self.__name__ = self.name
 
@@ -66,58 +68,83 @@ class CorrectnessReward(_Term):
 
     name = "correctness"
 
-    def __init__(self, weight: float = 1.0, partial_credit: bool = False):
-        super().__init__(weight)
+    def __init__(self, weight: float = 1.0, partial_credit: bool = False, **collaborators: Any):
+        super().__init__(weight, **collaborators)
         self.partial_credit = partial_credit
 
-    def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
+    def verdicts(
+        self, completions: list[Any], task: list[str], entry: list[str]
+    ) -> list[tuple[str | None, float]]:
+        """(extracted answer, verifier score) per completion, scored in the verifier sandbox."""
         from rlvr.verify import ScoreRequest
 
         assert self.prompt is not None and self.scorer is not None, "RewardSet.bind() was not called"
+        answers = [self.prompt.extract(completion_text(c)) for c in completions]
         requests = [
-            ScoreRequest(task=t, answer=self.prompt.extract(completion_text(c)), entry=json.loads(e))
-            for c, t, e in zip(completions, task, entry, strict=True)
+            ScoreRequest(task=t, answer=a, entry=json.loads(e))
+            for a, t, e in zip(answers, task, entry, strict=True)
         ]
-        values = [s.value for s in self.scorer.score(requests)]
+        return list(zip(answers, [s.value for s in self.scorer.score(requests)], strict=True))
+
+    def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
+        values = [v for _, v in self.verdicts(completions, task, entry)]
         if self.partial_credit:
             return values
         return [1.0 if v >= SUCCESS_THRESHOLD else 0.0 for v in values]
 
 
 class FormatReward(_Term):
-    """1.0 when the completion holds exactly one non-empty answer tag and nothing after it, else 0.0.
+    """Strict format: 1.0 when the completion is exactly the template's shape, else 0.0.
 
-    >>> r = FormatReward(); r.bind(PromptTemplate("{question}"), None)
+    The shape: for a family with reasoning markers, the reasoning block first (nothing before
+    it), then the answer block; without them, any text, then the answer block. Each marker
+    exactly once, a non-empty answer, nothing but whitespace after the answer's end marker.
+
+    >>> r = FormatReward(prompt=PromptTemplate("{question}"))
     >>> r(["<answer>4</answer>", "4", "<answer>4</answer> trailing", "<answer></answer>"])
     [1.0, 0.0, 0.0, 0.0]
+    >>> t = PromptTemplate("{question}", reasoning_start="<think>", reasoning_end="</think>")
+    >>> FormatReward(prompt=t)(["<think>2+2</think><answer>4</answer>", "<answer>4</answer>"])
+    [1.0, 0.0]
     """
 
     name = "format"
 
+    @staticmethod
+    def pattern(prompt: PromptTemplate) -> re.Pattern[str]:
+        a, b = re.escape(prompt.answer_start), re.escape(prompt.answer_end)
+        if prompt.reasoning_start is None:
+            lead = rf"(?:(?!{a}).)*"  # free text before the answer
+        else:
+            r, s = re.escape(prompt.reasoning_start), re.escape(prompt.reasoning_end or "")
+            lead = rf"\s*{r}(?:(?!{r}|{s}).)*{s}\s*"
+        return re.compile(rf"{lead}{a}(?!\s*{b})(?:(?!{a}|{b}).)+{b}\s*", re.DOTALL)
+
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
         assert self.prompt is not None, "RewardSet.bind() was not called"
-        tag = re.escape(self.prompt.answer_tag)
-        pattern = re.compile(rf"<{tag}>(?!\s*</{tag}>)((?!<{tag}>).)*?</{tag}>\s*$", re.DOTALL)
+        pattern = self.pattern(self.prompt)
         out = []
         for c in completions:
             text = completion_text(c)
-            ok = text.count(f"<{self.prompt.answer_tag}>") == 1 and pattern.search(text) is not None
-            out.append(1.0 if ok else 0.0)
+            once = all(text.count(m) == 1 for m in self.prompt.markers)
+            out.append(1.0 if once and pattern.fullmatch(text) else 0.0)
         return out
 
 
 class LengthPenalty(_Term):
     """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
 
-    >>> r = LengthPenalty(free_chars=10, scale_chars=10); r.bind(PromptTemplate("{question}"), None)
+    >>> r = LengthPenalty(free_chars=10, scale_chars=10)
     >>> r(["short", "x" * 15, "x" * 100])
     [0.0, -0.5, -1.0]
     """
 
     name = "length"
 
-    def __init__(self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400):
-        super().__init__(weight)
+    def __init__(
+        self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400, **collaborators: Any
+    ):
+        super().__init__(weight, **collaborators)
         self.free_chars = free_chars
         self.scale_chars = scale_chars
 
@@ -127,8 +154,9 @@ class LengthPenalty(_Term):
         return []
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
+        # "+ 0.0" turns -0.0 (short completions) into 0.0.
         return [
-            -min(1.0, max(0, len(completion_text(c)) - self.free_chars) / self.scale_chars)
+            -min(1.0, max(0, len(completion_text(c)) - self.free_chars) / self.scale_chars) + 0.0
             for c in completions
         ]
 
@@ -155,21 +183,29 @@ class RewardSet:
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
     """
 
-    def __init__(self, terms: dict[str, _Term]):
+    def __init__(
+        self, terms: dict[str, _Term], *, prompt: PromptTemplate | None = None, scorer: Scorer | None = None
+    ):
         self.terms = dict(terms)
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
         self._batch: dict[str, list[float]] = {}
         self._zero_std: list[float] = []
+        if prompt is not None:  # collaborators given at instantiation: the set is usable at once
+            self.bind(prompt, scorer)
 
-    def _record(self, name: str, values: list[float]) -> None:
+    def _record(self, name: str, values: list[float | None]) -> None:
         """TRL calls every term once per generation batch; when all have answered, check each group."""
         self._batch[name] = values
         if len(self._batch) < len(self.terms):
             return
         batch, self._batch = self._batch, {}
-        totals = [sum(self.terms[n].weight * batch[n][i] for n in self.terms) for i in range(len(values))]
+        # None = the term abstains on that completion; TRL sums the others (nansum), so do we.
+        totals = [
+            sum(self.terms[n].weight * batch[n][i] for n in self.terms if batch[n][i] is not None)
+            for i in range(len(values))
+        ]
         g = self.group_size
         if g > 1 and totals and len(totals) % g == 0:
             groups = [totals[i : i + g] for i in range(0, len(totals), g)]

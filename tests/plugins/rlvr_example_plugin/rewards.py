@@ -27,3 +27,20 @@ class BuggyTerm(_Term):
     def __init__(self, weight: float = 1.0):
         super().__init__(weight)
         raise ZeroDivisionError("a bug, not a config mistake")
+
+
+def distinct_words(completions: list[Any], **_: Any) -> list[float | None]:
+    """A plain TRL reward function: the share of distinct words (1.0 = no word repeated), None for
+    an empty completion. Joins a run through ``rlvr.rewards.FunctionReward``:
+
+    ``+reward.terms.variety={_target_: rlvr.rewards.FunctionReward, weight: 0.1,
+    function: {_target_: rlvr_example_plugin.rewards.distinct_words, _partial_: true}}``
+
+    >>> distinct_words(["a b a b", "", "one two"])
+    [0.5, None, 1.0]
+    """
+    out: list[float | None] = []
+    for c in completions:
+        words = completion_text(c).split()
+        out.append(len(set(words)) / len(words) if words else None)
+    return out
