@@ -47,4 +47,9 @@ def train(cfg: DictConfig) -> RunResult | None:
         print(
             f"preempted: {exc}. Resume with: python run_pipeline.py resume=auto hydra.run.dir={orchestrator.run_dir}"
         )
+        if exc.hand_over is not None:
+            # Inside a submitit job: submitit's own handler of the signal requeues the task
+            # (`scontrol requeue` on SLURM) and exits; it runs only now, with the checkpoint on disk.
+            print("handing the signal back to the job's own handler (submitit: requeue)")
+            exc.hand_over()
         raise SystemExit(exc.exit_code) from exc

@@ -1,4 +1,5 @@
-"""Exact resume after a hard kill, clean SIGTERM preemption, and refusal of unsafe resumes."""
+"""Exact resume after a hard kill, clean preemption (SIGTERM, USR2; a submitit job requeued the way SLURM
+requeues it), and refusal of unsafe resumes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -110,7 +112,10 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     assert len(moved) > len(a) // 2  # training really changed the parameters being compared
 
 
-def test_sigterm_checkpoints_once_and_exits_75(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR2], ids=["SIGTERM", "SIGUSR2"])
+def test_preemption_signal_checkpoints_once_and_exits_75(tmp_path, sig):
+    """Without submitit (a plain sbatch script): SIGTERM (preemption, time limit) and USR2 (SLURM's
+    warning ahead of the time limit) each finish the step, save one checkpoint and exit 75."""
     run_dir = tmp_path / "preempted"
     proc = subprocess.Popen(
         cmd(run_dir, "training_loop.grpo.max_steps=40", "training_loop.grpo.save_steps=1000"),
@@ -120,9 +125,9 @@ def test_sigterm_checkpoints_once_and_exits_75(tmp_path):
         text=True,
     )
     wait_for(lambda: 1 in steps(run_dir) if (run_dir / "metrics.jsonl").exists() else False, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)  # a second SIGTERM must not start a second save
+    proc.send_signal(signal.SIGTERM)  # SLURM's SIGTERM after the warning must not start a second save
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 75, out[-3000:]
     ckpts = list((run_dir / "checkpoints" / "grpo").glob("checkpoint-*"))
@@ -131,6 +136,73 @@ def test_sigterm_checkpoints_once_and_exits_75(tmp_path):
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["event"] == "pipeline_end" and last["status"] == "PREEMPTED"
     assert "resume=auto" in out
+    assert f"stopped by {sig.name}" in out
+
+
+def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrupted(uninterrupted, tmp_path):
+    """SLURM's time-limit warning (``--signal=USR2@<signal_delay_s>``) or a preemption with
+    ``send_user_signal`` inside a real submitit job: submitit's local executor runs the task as a real
+    process and requeues it the way its SLURM executor does (same pickled job, same sweep point, same
+    run directory), so the whole cycle runs here except `scontrol requeue` itself."""
+    sweep = tmp_path / "sweep"
+    run_dir = sweep / "0"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run_pipeline.py"),
+            "-m",
+            "hydra/launcher=submitit_local_run",
+            f"hydra.sweep.dir={sweep}",
+            *BASE,
+            "training_loop.grpo.save_steps=1000",  # the only checkpoint before the end is the signal's
+            "resume=auto",  # as the README's SLURM command: the requeued task continues
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_for(lambda: 1 in steps(run_dir) if (run_dir / "metrics.jsonl").exists() else False, proc)
+    tasks = [
+        c for c in psutil.Process(proc.pid).children(recursive=True) if "submitit.core._submit" in c.cmdline()
+    ]
+    assert len(tasks) == 1, tasks
+    tasks[0].send_signal(signal.SIGUSR2)  # SLURM signals the job step's processes, not the launcher
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+
+    log = next(sweep.glob(".submitit/*/*_0_log.out")).read_text()
+    own = "\n".join(line for line in log.splitlines() if line.startswith("submitit "))  # Hydra echoes each
+    assert own.count("Caught signal SIGUSR2") == 1 and own.count("Requeued job") == 1, log[-3000:]
+    assert "Job completed successfully" in own
+    # submitit's handler ran only after the pipeline had written its checkpoint
+    assert log.index("checkpoint (grpo step") < log.index("Caught signal SIGUSR2")
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    starts = [i for i, e in enumerate(events) if e["event"] == "pipeline_start"]
+    assert len(starts) == 2  # the first attempt and the requeued one, in the same run directory
+    first_attempt = events[starts[0] : starts[1]]
+    assert first_attempt[-1]["event"] == "pipeline_end" and first_attempt[-1]["status"] == "PREEMPTED"
+    saved = [e for e in first_attempt if e["event"] == "checkpoint"]
+    assert len(saved) == 1 and saved[0]["phase"] == "grpo", saved  # written before submitit requeued
+    k = saved[0]["step"]
+    assert 1 <= k < 4, k  # stopped mid-training, so the requeued task had steps left to run
+    assert json.loads((run_dir / "provenance.json").read_text())["resumed_from"] == saved[0]["path"]
+    first = next(e for e in events[starts[1] :] if e["event"] == "train_step")
+    assert (first["phase"], first["step"]) == ("grpo", k + 1)
+
+    full, again = steps(uninterrupted), steps(run_dir)
+    for step in range(k + 1, 5):
+        for key in ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"):
+            assert again[step][key] == pytest.approx(full[step][key], abs=1e-6), (step, key)
+    a = load_file(uninterrupted / "final" / "model.safetensors")
+    b = load_file(run_dir / "final" / "model.safetensors")
+    assert a.keys() == b.keys()
+    assert max((a[name] - b[name]).abs().max().item() for name in a) <= 1e-6
+    # and the same final evaluation, answer for answer
+    final_a = json.loads(next((uninterrupted / "eval").glob("final_step*.json")).read_text())
+    final_b = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())
+    assert final_b["summary"] == final_a["summary"]
+    assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
 
 
 def test_resume_from_missing_path_is_an_error(tmp_path):

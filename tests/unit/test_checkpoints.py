@@ -103,3 +103,70 @@ def test_resume_from_a_run_without_settings_record_is_refused(tmp_path, compose_
     ckpt = _checkpoint_of_run(tmp_path / "downloaded", None)
     [issue] = PipelineOrchestrator(compose_cfg([f"resume={ckpt}"]), tmp_path / "new").resolve_resume()
     assert "cannot be checked" in issue.problem and "resume_allow_changes" in issue.fix
+
+
+# -- preemption signals -------------------------------------------------------------------------------
+# SLURM sends the warning signal (USR2, conf/hydra/launcher/slurm.yaml) before a time limit, and SIGTERM
+# at preemption or at the limit itself. Inside a submitit job submitit's USR2 handler requeues and exits
+# at once; the guard must hold that handler back until the checkpoint is written.
+
+
+class FakeSubmititHandler:
+    """Stands in for submitit's SignalHandler.checkpoint_and_try_requeue: records its calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, signum, frame):
+        self.calls.append(signum)
+
+
+def test_guard_holds_the_warning_signal_back_from_the_previous_handler():
+    import os
+    import signal
+
+    from rlvr.training.checkpoints import PreemptionGuard
+
+    previous = FakeSubmititHandler()
+    before = signal.signal(signal.SIGUSR2, previous)
+    try:
+        with PreemptionGuard() as guard:
+            guard.training = True
+            os.kill(os.getpid(), signal.SIGUSR2)
+            assert guard.requested and guard.signum == signal.SIGUSR2
+            assert previous.calls == []  # not run from the signal: training must reach a checkpoint first
+            os.kill(os.getpid(), signal.SIGTERM)  # SLURM's SIGTERM while saving: ignored, no second save
+            assert guard.signum == signal.SIGUSR2
+            hand_over = guard.hand_over()
+        assert signal.getsignal(signal.SIGUSR2) is previous  # restored on exit
+        hand_over()
+        assert previous.calls == [signal.SIGUSR2]
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+
+
+def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_default():
+    import os
+    import signal
+
+    from rlvr.training.checkpoints import Preempted, PreemptionGuard
+
+    with PreemptionGuard() as guard:
+        with pytest.raises(Preempted, match="SIGTERM received outside training"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert guard.hand_over() is None  # the default SIGTERM action is not a handler to call
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):
+    import signal
+
+    import submitit
+
+    from rlvr.training.checkpoints import warning_signal
+
+    monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
+    assert warning_signal() == signal.SIGUSR2
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    monkeypatch.setattr(submitit.JobEnvironment, "USR_SIG", "USR1")  # SUBMITIT_PREEMPT_SIGNAL=USR1
+    assert warning_signal() == signal.SIGUSR1

@@ -353,6 +353,8 @@ class PipelineOrchestrator:
             print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
         except (KeyboardInterrupt, Preempted) as exc:
             result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
+            if isinstance(exc, Preempted):
+                exc.hand_over = guard.hand_over()  # taken before the finally below restores the handlers
             hub.emit(ev.ErrorEvent(stage, exc))
             raise
         except BaseException as exc:

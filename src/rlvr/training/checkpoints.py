@@ -1,9 +1,16 @@
-"""Checkpoint completeness, discovery for ``resume``, the run fingerprint, and preemption (SIGTERM).
+"""Checkpoint completeness, discovery for ``resume``, the run fingerprint, and preemption signals.
 
 transformers writes a checkpoint file by file, so a crash mid-write leaves a
 directory that looks like a checkpoint. After the trainer has written
 everything (``on_save``) we fsync the files and atomically add a ``COMPLETE``
 marker; resume only ever considers marked checkpoints.
+
+Preemption (README "SLURM"): SIGTERM and the scheduler's warning signal (USR2, or
+submitit's ``SUBMITIT_PREEMPT_SIGNAL``) both mean "finish the step, save, stop".
+Inside a submitit job submitit has its own handler for the warning signal, which
+requeues the task and exits at once, mid-step; the guard takes that signal over
+while the pipeline runs and hands it back to submitit's handler only after the
+checkpoint is on disk.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -102,42 +111,72 @@ def write_fingerprint(run_dir: Path, current: dict[str, Any]) -> None:
     atomic_write_json(run_dir / FINGERPRINT, current, sort_keys=True, default=str)
 
 
+def warning_signal() -> signal.Signals:
+    """The signal a scheduler sends ahead of a time limit or preemption: submitit's preemption signal
+    inside a submitit job (USR2 unless ``SUBMITIT_PREEMPT_SIGNAL`` says otherwise), else USR2, the
+    signal conf/hydra/launcher/slurm.yaml asks SLURM for (``--signal=USR2@<signal_delay_s>``)."""
+    if os.environ.get("SUBMITIT_EXECUTOR"):
+        from submitit import JobEnvironment
+
+        return signal.Signals[f"SIG{JobEnvironment.USR_SIG}"]
+    return signal.SIGUSR2
+
+
 class Preempted(Exception):
-    """Raised after a SIGTERM once the current step finished and a checkpoint was written."""
+    """Raised after a preemption signal once the current step finished and a checkpoint was written.
+
+    ``hand_over``, when set, is the handler that owned the signal before the pipeline (submitit's
+    requeue); the entry point calls it once the run has shut down.
+    """
 
     exit_code = PREEMPTED_EXIT_CODE
+    hand_over: Callable[[], None] | None = None
 
 
 class PreemptionGuard(TrainerCallback):
-    """SIGTERM handling: finish the current step, save a checkpoint, stop; a second SIGTERM is ignored.
+    """SIGTERM and the warning signal: finish the current step, save a checkpoint, stop; a second
+    signal is ignored.
 
-    Outside a training phase there is no step to finish, so the first SIGTERM raises
-    ``Preempted`` at once (what was already written stays on disk).
+    Outside a training phase there is no step to finish, so the first signal raises ``Preempted``
+    at once (what was already written stays on disk). A Python handler that owned the signal before
+    (submitit's) is not run from the signal; ``hand_over()`` returns it for the caller to run after
+    the checkpoint is saved.
     """
 
     def __init__(self) -> None:
         self.requested = False
         self.training = False
-        self._previous: Any = None
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> PreemptionGuard:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            for signum in dict.fromkeys((signal.SIGTERM, warning_signal())):  # one entry if equal
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
+
+    def hand_over(self) -> Callable[[], None] | None:
+        """The previous Python handler of the signal that stopped the run, bound to that signal."""
+        previous = self._previous.get(self.signum) if self.signum is not None else None
+        if callable(previous):
+            return partial(previous, self.signum, None)
+        return None
 
     def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
         if self.requested:
-            log.warning("SIGTERM again: already stopping, not starting a second save")
+            log.warning("%s: already stopping, not starting a second save", name)
             return
         self.requested = True
-        log.warning("SIGTERM: finishing the current step, then saving a checkpoint and exiting")
+        self.signum = signum
+        log.warning("%s: finishing the current step, then saving a checkpoint and exiting", name)
         if not self.training:
-            raise Preempted("SIGTERM received outside training")
+            raise Preempted(f"{name} received outside training")
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -291,7 +292,7 @@ class GRPOLoop:
 
         ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
         a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
-        ``guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM.
+        ``guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
         """
         outcome = TrainOutcome(model=model, hardware=self.hardware.record())
         for message in hardware.warnings(self.device, self.precision):
@@ -339,7 +340,8 @@ class GRPOLoop:
     def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
         if guard is not None and guard.requested:
             raise Preempted(
-                f"stopped by SIGTERM during {phase} at step {outcome.steps.get(phase)}; checkpoint saved"
+                f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
+                f"{outcome.steps.get(phase)}; checkpoint saved"
             )
 
     def _run_sft(
