@@ -8,6 +8,7 @@ the shared PromptTemplate).
 
 from rlvr.data.base import DataComponent, TaskData
 from rlvr.data.files import FileData
+from rlvr.data.mixture import MixtureData
 from rlvr.data.reasoning_gym import ReasoningGymData
 
-__all__ = ["DataComponent", "FileData", "ReasoningGymData", "TaskData"]
+__all__ = ["DataComponent", "FileData", "MixtureData", "ReasoningGymData", "TaskData"]

@@ -26,7 +26,7 @@ from datasets import Dataset
 
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
-from rlvr.data.base import TaskData
+from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.processors import QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
@@ -73,6 +73,7 @@ class FileData:
         seed: order of the training rows; which rows are held out does not depend on it.
         split: read only this split of a multi-split source (None = all splits).
         subset: the configuration name of a hub dataset (``main`` for openai/gsm8k).
+        eval_sets: extra evaluation sets, name -> data component (rlvr.data.base).
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class FileData:
         seed: int,
         split: str | None = None,
         subset: str | None = None,
+        eval_sets: dict[str, Any] | None = None,
     ):
         self.name = name
         self.path = path
@@ -96,6 +98,7 @@ class FileData:
         self.seed = seed
         self.split = split
         self.subset = subset
+        self.eval_sets = dict(eval_sets or {})
         self._items: list[QAItem] | None = None
 
     # -- reading ------------------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class FileData:
                 issues.append(
                     ConfigIssue(f"{key}.{size_key}", value, "must be a positive integer or null (all)", "e.g. 200")
                 )
+        issues += eval_set_issues(self.eval_sets)
         if issues:
             return issues
         # Reading the source here finds a wrong path, field name or format before a model loads.
@@ -217,7 +221,7 @@ class FileData:
 
     def load(self, prompt: PromptTemplate) -> TaskData:
         train = self.side("train", self.train_size, "data.train_size")
-        return TaskData(
+        data = TaskData(
             train=to_dataset(train, self.name, prompt),
             eval=self.eval_split(prompt),
             tasks=[self.name],
@@ -228,4 +232,5 @@ class FileData:
                 identity.ids_of((self.name, e["question"]) for e in train),
             ),
         )
+        return with_eval_sets(data, self.eval_sets, prompt)
 
