@@ -23,6 +23,8 @@ def questions(dataset) -> set[str]:
 
 def file_overrides(option: str, tmp_path) -> list[str]:
     """A file option reads a fixture in its real format: all its rows on each side."""
+    if option == "mixture":
+        return ["data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}", "data.train_size=2000", "data.eval_size=200"]
     if option not in FILE_OPTIONS:
         return ["data.train_size=2000", "data.eval_size=200"]
     path = write_json(tmp_path / f"{option}.json", FILE_OPTIONS[option](300))
@@ -56,6 +58,8 @@ def test_eval_and_benchmark_never_hold_training_questions(option, seed, bench_se
 @pytest.mark.parametrize("option", DATA_OPTIONS)
 def test_eval_split_holds_distinct_questions(option, tmp_path):
     overrides = [f"data={option}"]
+    if option == "mixture":
+        overrides.append("data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}")
     if option in FILE_OPTIONS:
         overrides += [f"data.path={write_json(tmp_path / 'rows.json', FILE_OPTIONS[option](300))}", "data.eval_size=20"]
     cfg = compose_config(overrides)

@@ -85,7 +85,12 @@ class MixtureData:
         issues = []
         if not self.tasks:
             issues.append(
-                ConfigIssue("data.tasks", self.tasks, "no tasks", "set e.g. data.tasks={basic_arithmetic: 1.0}")
+                ConfigIssue(
+                    "data.tasks",
+                    self.tasks,
+                    "no tasks to mix",
+                    "set e.g. data.tasks='{basic_arithmetic: 0.7, leg_counting: 0.3}'",
+                )
             )
         for name, weight in self.tasks.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
@@ -103,7 +108,17 @@ class MixtureData:
         for name in self.tasks:
             if name in self.sources:
                 source = self.sources[name]
-                if isinstance(source, FileData) and source.name != name:
+                if not isinstance(source, FileData):
+                    issues.append(
+                        ConfigIssue(
+                            f"data.sources.{name}",
+                            type(source).__name__,
+                            "data.sources holds file datasets (rlvr.data.FileData)",
+                            "name a reasoning-gym task in data.tasks and its parameters in data.task_params",
+                        )
+                    )
+                    continue
+                if source.name != name:
                     issues.append(
                         ConfigIssue(
                             f"data.sources.{name}.name",
@@ -112,8 +127,7 @@ class MixtureData:
                             f"set data.sources.{name}.name={name}",
                         )
                     )
-                if hasattr(source, "validate"):
-                    issues.extend(_rekey(source.validate(), "data", f"data.sources.{name}"))
+                issues.extend(_rekey(source.validate(), "data", f"data.sources.{name}"))
             else:
                 for issue in self._rg(name).validate():
                     if issue.key == "data.task":
