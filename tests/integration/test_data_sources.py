@@ -88,5 +88,10 @@ def test_mixture_with_a_file_source_and_an_extra_eval_set(tmp_path):
     # an accuracy curve per task and set: every in-training evaluation carries the groups
     assert report["in_training"] and all(set(e["groups"]) == set(groups) for e in report["in_training"])
     steps = [r for r in records(run_dir) if r["event"] == "train_step" and r["phase"] == "grpo"]
-    assert all({"grpo/reward/task/gsm8k/mean", "grpo/reward/task/basic_arithmetic/mean"} <= set(s["metrics"]) for s in steps)
+    # TRL scores a generation batch once and trains on it for several steps: not every step has them
+    per_task = [{k for k in s["metrics"] if k.startswith("grpo/reward/task/")} for s in steps]
+    assert set().union(*per_task) == {
+        "grpo/reward/task/gsm8k/mean",
+        "grpo/reward/task/basic_arithmetic/mean",
+    }
     assert "| set/legs |" in (run_dir / "report.md").read_text()

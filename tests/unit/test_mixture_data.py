@@ -154,3 +154,11 @@ def test_reward_set_reports_the_mean_reward_per_task():
     metrics = rs.counters()
     assert metrics["reward/task/a/mean"] == 1.0 and metrics["reward/task/b/mean"] == 2.0
     assert "reward/task/a/mean" not in rs.counters()  # per batch since the last call
+    for fn in rs.functions:  # a later batch of one task still reports it: the run mixes tasks
+        fn(batch[:2], task=["a", "a"])
+    assert rs.counters()["reward/task/a/mean"] == 1.0
+    single = RewardSet({"fmt": FormatReward(1.0)})
+    single.bind(PROMPT, None)
+    for fn in single.functions:
+        fn(batch, task=["a"] * 4)
+    assert not [k for k in single.counters() if k.startswith("reward/task/")]

@@ -163,6 +163,7 @@ class RewardSet:
         self._batch: dict[str, list[float]] = {}
         self._zero_std: list[float] = []
         self._by_task: dict[str, list[float]] = {}
+        self._tasks_seen: set[str] = set()
 
     def _record(self, name: str, values: list[float], tasks: list[str] | None = None) -> None:
         """TRL calls every term once per generation batch; when all have answered, check each group
@@ -212,7 +213,10 @@ class RewardSet:
         if self._zero_std:
             out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)
             self._zero_std = []
-        if len(self._by_task) > 1:  # one task: the same number as TRL's reward/mean
+        self._tasks_seen.update(self._by_task)
+        # A single-task run's per-task mean is TRL's reward/mean again; a step of a mixture can hold
+        # one task only (small batches), so the choice follows the tasks seen so far.
+        if len(self._tasks_seen) > 1:
             for task, values in sorted(self._by_task.items()):
                 out[f"reward/task/{task}/mean"] = sum(values) / len(values)
         self._by_task = {}
