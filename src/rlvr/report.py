@@ -36,6 +36,12 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
             label = "GRPO reward (mean)" if phase == "grpo" else "SFT loss"
             ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], label=label)
             offset += int(max(h["step"] for h in rows)) if phase == "sft" else 0
+    # A mixture: each task's mean reward (logged when a generation batch was scored).
+    task_keys = sorted({k for h in history for k in h if k.startswith("grpo/reward/task/")})
+    for key in task_keys:
+        rows = [h for h in history if key in h]
+        name = key.removeprefix("grpo/reward/task/").removesuffix("/mean")
+        ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], linestyle="--", label=f"reward: {name}")
     ax_r.set_xlabel("training step (SFT then GRPO)")
     ax_r.set_title("Training signal")
     if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
@@ -94,7 +100,7 @@ def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
 def group_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     """One row per task (of a mixture) and per extra evaluation set: each report stage's summary."""
     stages = [e for e in evaluations if e.label in STAGE_NAMES]
-    names = sorted({g for e in stages for g in e.evaluation.groups()})
+    names = sorted({g for e in stages for g in e.evaluation.groups()}, key=lambda g: (g.startswith("set/"), g))
     return [
         {
             "group": name,

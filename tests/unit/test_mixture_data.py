@@ -135,11 +135,12 @@ def test_single_task_without_sets_has_no_groups():
 def test_report_has_a_row_per_task_and_set(tmp_path):
     evals = [ev.EvalResult("baseline", 0, evaluation(1, 1, 1)), ev.EvalResult("grpo", 2, evaluation(5, 1, 2))]
     evals.append(ev.EvalResult("final", 4, evaluation(8, 2, 5)))
-    outcome = SimpleNamespace(steps={"grpo": 4}, seconds={}, history=[])
+    history = [{"step": s, "grpo/reward/mean": 0.1, "grpo/reward/task/a/mean": 0.2} for s in (1, 3)]
+    outcome = SimpleNamespace(steps={"grpo": 4}, seconds={}, history=history)
     write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["a", "b"]}, seconds=60.0)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [g["group"] for g in report["groups"]] == ["set/a_hard", "task/a", "task/b"]
-    assert report["groups"][1]["final"]["accuracy"] == 0.8 and report["groups"][1]["baseline"]["accuracy"] == 0.1
+    assert [g["group"] for g in report["groups"]] == ["task/a", "task/b", "set/a_hard"]
+    assert report["groups"][0]["final"]["accuracy"] == 0.8 and report["groups"][0]["baseline"]["accuracy"] == 0.1
     md = (tmp_path / "report.md").read_text()
     assert "| task/a | 10.0% (" in md and "| 80.0% (" in md and "n=20" in md
     assert report["in_training"][0]["groups"]["task/a"]["accuracy"] == 0.5  # the curve's point
