@@ -41,7 +41,12 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     for key in task_keys:
         rows = [h for h in history if key in h]
         name = key.removeprefix("grpo/reward/task/").removesuffix("/mean")
-        ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], linestyle="--", label=f"reward: {name}")
+        ax_r.plot(
+            [offset + h["step"] for h in rows],
+            [h[key] for h in rows],
+            linestyle="--",
+            label=f"reward: {name}",
+        )
     ax_r.set_xlabel("training step (SFT then GRPO)")
     ax_r.set_title("Training signal")
     if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
@@ -58,8 +63,14 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     if xs:
         ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="training tasks (held out)")
     for name in sorted({g for e in points for g in e.evaluation.groups()}):
-        curve = [(x, e.evaluation.groups()[name]) for x, e in zip(xs, points, strict=True) if name in e.evaluation.groups()]
-        ax_a.plot([x for x, _ in curve], [g.accuracy for _, g in curve], marker=".", linestyle="--", label=name)
+        curve = [
+            (x, e.evaluation.groups()[name])
+            for x, e in zip(xs, points, strict=True)
+            if name in e.evaluation.groups()
+        ]
+        ax_a.plot(
+            [x for x, _ in curve], [g.accuracy for _, g in curve], marker=".", linestyle="--", label=name
+        )
     if len(ax_a.get_legend_handles_labels()[0]) > 1:
         ax_a.legend(loc="best", fontsize="small")
     ax_a.set_ylim(0, 1)
@@ -100,7 +111,9 @@ def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
 def group_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     """One row per task (of a mixture) and per extra evaluation set: each report stage's summary."""
     stages = [e for e in evaluations if e.label in STAGE_NAMES]
-    names = sorted({g for e in stages for g in e.evaluation.groups()}, key=lambda g: (g.startswith("set/"), g))
+    names = sorted(
+        {g for e in stages for g in e.evaluation.groups()}, key=lambda g: (g.startswith("set/"), g)
+    )
     return [
         {
             "group": name,

@@ -18,7 +18,13 @@ pytestmark = pytest.mark.integration
 
 
 def run_pipeline(run_dir: Path, *overrides: str) -> Path:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", "experiment=smoke", *overrides]
+    cmd = [
+        sys.executable,
+        str(ROOT / "run_pipeline.py"),
+        f"hydra.run.dir={run_dir}",
+        "experiment=smoke",
+        *overrides,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir

@@ -74,7 +74,12 @@ def test_spec_round_trips():
 
 
 def entry(gold: str, checker) -> dict:
-    return {"question": "q", "answer": gold, "metadata": {"source_dataset": "gsm8k"}, "checker": checker.spec()}
+    return {
+        "question": "q",
+        "answer": gold,
+        "metadata": {"source_dataset": "gsm8k"},
+        "checker": checker.spec(),
+    }
 
 
 def test_checkers_score_inside_sandbox_workers():

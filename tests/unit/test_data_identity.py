@@ -24,7 +24,11 @@ def questions(dataset) -> set[str]:
 def file_overrides(option: str, tmp_path) -> list[str]:
     """A file option reads a fixture in its real format: all its rows on each side."""
     if option == "mixture":
-        return ["data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}", "data.train_size=2000", "data.eval_size=200"]
+        return [
+            "data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}",
+            "data.train_size=2000",
+            "data.eval_size=200",
+        ]
     if option not in FILE_OPTIONS:
         return ["data.train_size=2000", "data.eval_size=200"]
     path = write_json(tmp_path / f"{option}.json", FILE_OPTIONS[option](300))
@@ -40,9 +44,9 @@ def test_eval_and_benchmark_never_hold_training_questions(option, seed, bench_se
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
     train = questions(data.train)
     assert train and not train & questions(data.eval)
-    assert {identity.split_of(t, q) for t, q in zip(data.eval["task"], data.eval["question"], strict=True)} == {
-        "test"
-    }
+    assert {
+        identity.split_of(t, q) for t, q in zip(data.eval["task"], data.eval["question"], strict=True)
+    } == {"test"}
     bench = compose_config(config_name="benchmark").benchmark
     for task in data.tasks:
         if task not in DATASETS:  # a file dataset: the benchmark measures reasoning-gym tasks only
@@ -61,7 +65,10 @@ def test_eval_split_holds_distinct_questions(option, tmp_path):
     if option == "mixture":
         overrides.append("data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}")
     if option in FILE_OPTIONS:
-        overrides += [f"data.path={write_json(tmp_path / 'rows.json', FILE_OPTIONS[option](300))}", "data.eval_size=20"]
+        overrides += [
+            f"data.path={write_json(tmp_path / 'rows.json', FILE_OPTIONS[option](300))}",
+            "data.eval_size=20",
+        ]
     cfg = compose_config(overrides)
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
     assert len(questions(data.eval)) == len(data.eval) == cfg.data.eval_size * len(data.tasks)

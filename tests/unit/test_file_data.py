@@ -10,7 +10,6 @@ from hydra.utils import instantiate
 from tests.conftest import ROOT, compose_config
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
-from rlvr.config_errors import ConfigValidationError
 from rlvr.data import FileData, identity
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
 from rlvr.pipeline.trust import PLUGINS_ENV
@@ -25,7 +24,13 @@ ROWS = gsm8k_rows(120)
 
 def gsm8k_data(source, **kw) -> FileData:
     args = dict(
-        name="gsm8k", path=str(source), processor=GSM8K(), checker=MathVerify(), train_size=None, eval_size=None, seed=0
+        name="gsm8k",
+        path=str(source),
+        processor=GSM8K(),
+        checker=MathVerify(),
+        train_size=None,
+        eval_size=None,
+        seed=0,
     )
     return FileData(**{**args, **kw})
 
@@ -57,16 +62,18 @@ def test_split_follows_the_content_hash_rule_whatever_the_order_or_seed(gsm8k_fi
     assert other.eval["question"] == data.eval["question"]  # same held-out set, same order
     assert sorted(other.train["question"]) == sorted(data.train["question"])
     assert other.train["question"] != data.train["question"]  # the seed orders training rows
-    assert data.manifest["train_question_ids"] == sorted(identity.ids_of(("gsm8k", q) for q in data.train["question"]))
+    assert data.manifest["train_question_ids"] == sorted(
+        identity.ids_of(("gsm8k", q) for q in data.train["question"])
+    )
 
 
 def test_every_source_format_gives_the_same_questions(gsm8k_file, tmp_path):
     table = datasets.Dataset.from_list(ROWS)
     table.to_parquet(str(tmp_path / "g.parquet"))
     table.to_csv(str(tmp_path / "g.csv"), index=False)
-    datasets.DatasetDict({"train": table.select(range(80)), "test": table.select(range(80, 120))}).save_to_disk(
-        str(tmp_path / "saved")
-    )
+    datasets.DatasetDict(
+        {"train": table.select(range(80)), "test": table.select(range(80, 120))}
+    ).save_to_disk(str(tmp_path / "saved"))
     reference = gsm8k_data(gsm8k_file).load(PROMPT).eval["question"]
     for source in ("g.parquet", "g.csv", "saved"):
         assert gsm8k_data(tmp_path / source).load(PROMPT).eval["question"] == reference, source
@@ -84,7 +91,13 @@ def test_sizes_cap_and_too_large_eval_names_the_key(gsm8k_file):
 def test_finqa_reads_the_original_release_format(tmp_path):
     rows = finqa_rows(40)
     data = FileData(
-        "finqa", str(write_json(tmp_path / "train.json", rows)), FinQA(), MathVerify(0, 0.01, True), None, None, 0
+        "finqa",
+        str(write_json(tmp_path / "train.json", rows)),
+        FinQA(),
+        MathVerify(0, 0.01, True),
+        None,
+        None,
+        0,
     ).load(PROMPT)
     row = rows[0]
     both = datasets.concatenate_datasets([data.train, data.eval])
@@ -97,13 +110,18 @@ def test_finqa_reads_the_original_release_format(tmp_path):
     assert entry["metadata"]["human_answer"] == row["qa"]["answer"]
     with VerifierPool(num_workers=0) as pool:
         scores = pool.score(
-            [ScoreRequest("finqa", a, entry) for a in (row["qa"]["answer"], str(row["qa"]["exe_ans"]), "1234")]
+            [
+                ScoreRequest("finqa", a, entry)
+                for a in (row["qa"]["answer"], str(row["qa"]["exe_ans"]), "1234")
+            ]
         )
     assert [s.value for s in scores] == [1.0, 1.0, 0.0]
 
 
 def test_flat_finqa_export_is_read_too():
-    item = FinQA()({"question": "q?", "pre_text": "a.", "post_text": "", "table": [], "answer": "5%", "exe_ans": ""})
+    item = FinQA()(
+        {"question": "q?", "pre_text": "a.", "post_text": "", "table": [], "answer": "5%", "exe_ans": ""}
+    )
     assert (item.question, item.answer) == ("a.\n\nQuestion: q?", "5%")
 
 

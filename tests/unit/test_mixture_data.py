@@ -29,7 +29,10 @@ PARAMS = {"basic_arithmetic": {"min_digits": 1, "max_digits": 1}, "leg_counting"
 
 @pytest.mark.parametrize(
     ("weights", "total", "expected"),
-    [({"a": 0.7, "b": 0.3}, 10, {"a": 7, "b": 3}), ({"a": 1, "b": 1, "c": 1}, 100, {"a": 34, "b": 33, "c": 33})],
+    [
+        ({"a": 0.7, "b": 0.3}, 10, {"a": 7, "b": 3}),
+        ({"a": 1, "b": 1, "c": 1}, 100, {"a": 34, "b": 33, "c": 33}),
+    ],
 )
 def test_shares_are_exact(weights, total, expected):
     assert shares(weights, total) == expected
@@ -41,22 +44,28 @@ def test_mixture_counts_splits_and_manifest():
     assert collections.Counter(data.eval["task"]) == {"basic_arithmetic": 12, "leg_counting": 12}
     assert data.train["task"][:12] != sorted(data.train["task"][:12])  # tasks interleaved, not blocks
     for split, rows in (("train", data.train), ("test", data.eval)):
-        assert {identity.split_of(t, q) for t, q in zip(rows["task"], rows["question"], strict=True)} == {split}
+        assert {identity.split_of(t, q) for t, q in zip(rows["task"], rows["question"], strict=True)} == {
+            split
+        }
     assert data.tasks == ["basic_arithmetic", "leg_counting"]
     assert data.manifest["task_params"]["leg_counting"]["weight"] == 0.3
     # each task's held-out questions are the ones a single-task run of that task evaluates
     single = ReasoningGymData("leg_counting", 1, 12, 3, PARAMS).load(PROMPT)
-    assert [q for q, t in zip(data.eval["question"], data.eval["task"], strict=True) if t == "leg_counting"] == (
-        single.eval["question"]
-    )
+    assert [
+        q for q, t in zip(data.eval["question"], data.eval["task"], strict=True) if t == "leg_counting"
+    ] == (single.eval["question"])
 
 
 def test_file_dataset_joins_a_mixture(tmp_path):
     path = write_jsonl(tmp_path / "g.jsonl", gsm8k_rows(120))
     gsm8k = FileData("gsm8k", str(path), GSM8K(), MathVerify(), None, None, 0)
-    data = MixtureData({"basic_arithmetic": 1, "gsm8k": 1}, 20, 8, 0, PARAMS, sources={"gsm8k": gsm8k}).load(PROMPT)
+    data = MixtureData({"basic_arithmetic": 1, "gsm8k": 1}, 20, 8, 0, PARAMS, sources={"gsm8k": gsm8k}).load(
+        PROMPT
+    )
     assert collections.Counter(data.train["task"]) == {"basic_arithmetic": 10, "gsm8k": 10}
-    entries = [json.loads(e) for e, t in zip(data.eval["entry"], data.eval["task"], strict=True) if t == "gsm8k"]
+    entries = [
+        json.loads(e) for e, t in zip(data.eval["entry"], data.eval["task"], strict=True) if t == "gsm8k"
+    ]
     assert len(entries) == 8 and all("checker" in e for e in entries)
 
 
@@ -73,7 +82,12 @@ def test_file_dataset_joins_a_mixture(tmp_path):
     ],
 )
 def test_mixture_config_mistakes_name_the_key(kwargs, key):
-    args = {"tasks": {"basic_arithmetic": 0.5, "leg_counting": 0.5}, "train_size": 10, "eval_size": 5, "seed": 0}
+    args = {
+        "tasks": {"basic_arithmetic": 0.5, "leg_counting": 0.5},
+        "train_size": 10,
+        "eval_size": 5,
+        "seed": 0,
+    }
     issues = MixtureData(**{**args, **kwargs}).validate()
     assert key in [i.key for i in issues], issues
 
@@ -93,7 +107,10 @@ def test_experiment_composes_with_eval_sets():
     }
     hard = [q for q, s in zip(data.eval["question"], data.eval["eval_set"], strict=True) if s]
     assert not set(hard) & set(data.train["question"])
-    assert all(identity.split_of(t, q) == "test" for t, q in zip(data.eval["task"], data.eval["question"], strict=True))
+    assert all(
+        identity.split_of(t, q) == "test"
+        for t, q in zip(data.eval["task"], data.eval["question"], strict=True)
+    )
 
 
 def test_single_task_data_takes_eval_sets_too():
@@ -103,7 +120,9 @@ def test_single_task_data_takes_eval_sets_too():
 
 
 def sample(i: int, task: str, right: bool, eval_set: str | None = None) -> SampleRecord:
-    return SampleRecord(i, task, f"{task}-{eval_set}-q{i}", "1", ["c"], ["1"], [1.0 if right else 0.0], ["ok"], eval_set)
+    return SampleRecord(
+        i, task, f"{task}-{eval_set}-q{i}", "1", ["c"], ["1"], [1.0 if right else 0.0], ["ok"], eval_set
+    )
 
 
 def evaluation(a_right: int, b_right: int, extra_right: int) -> Evaluation:
@@ -140,7 +159,9 @@ def test_report_has_a_row_per_task_and_set(tmp_path):
     write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["a", "b"]}, seconds=60.0)
     report = json.loads((tmp_path / "report.json").read_text())
     assert [g["group"] for g in report["groups"]] == ["task/a", "task/b", "set/a_hard"]
-    assert report["groups"][0]["final"]["accuracy"] == 0.8 and report["groups"][0]["baseline"]["accuracy"] == 0.1
+    assert (
+        report["groups"][0]["final"]["accuracy"] == 0.8 and report["groups"][0]["baseline"]["accuracy"] == 0.1
+    )
     md = (tmp_path / "report.md").read_text()
     assert "| task/a | 10.0% (" in md and "| 80.0% (" in md and "n=20" in md
     assert report["in_training"][0]["groups"]["task/a"]["accuracy"] == 0.5  # the curve's point

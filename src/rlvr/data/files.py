@@ -151,7 +151,11 @@ class FileData:
                 items.append(item)
         if not items:
             raise ConfigValidationError(
-                [ConfigIssue(f"{key}.path", self.path, "holds no usable rows", "point it at a non-empty dataset")]
+                [
+                    ConfigIssue(
+                        f"{key}.path", self.path, "holds no usable rows", "point it at a non-empty dataset"
+                    )
+                ]
             )
         self._items = items
         return items
@@ -160,7 +164,9 @@ class FileData:
         issues = []
         if not self.path:
             issues.append(
-                ConfigIssue(f"{key}.path", self.path, "is required", f"set {key}.path=<file, directory or hub id>")
+                ConfigIssue(
+                    f"{key}.path", self.path, "is required", f"set {key}.path=<file, directory or hub id>"
+                )
             )
         if not callable(self.processor):
             issues.append(
@@ -178,7 +184,9 @@ class FileData:
         for size_key, value in (("train_size", self.train_size), ("eval_size", self.eval_size)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 issues.append(
-                    ConfigIssue(f"{key}.{size_key}", value, "must be a positive integer or null (all)", "e.g. 200")
+                    ConfigIssue(
+                        f"{key}.{size_key}", value, "must be a positive integer or null (all)", "e.g. 200"
+                    )
                 )
         issues += eval_set_issues(self.eval_sets)
         if issues:
@@ -233,4 +241,3 @@ class FileData:
             ),
         )
         return with_eval_sets(data, self.eval_sets, prompt)
-

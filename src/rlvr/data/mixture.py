@@ -94,7 +94,9 @@ class MixtureData:
             )
         for name, weight in self.tasks.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-                issues.append(ConfigIssue(f"data.tasks.{name}", weight, "weight must be a number > 0", "e.g. 0.5"))
+                issues.append(
+                    ConfigIssue(f"data.tasks.{name}", weight, "weight must be a number > 0", "e.g. 0.5")
+                )
         for name in self.sources:
             if name not in self.tasks:
                 issues.append(
@@ -144,7 +146,9 @@ class MixtureData:
                 )
             )
         if not isinstance(self.eval_size, int) or self.eval_size < 1:
-            issues.append(ConfigIssue("data.eval_size", self.eval_size, "must be a positive integer", "e.g. 100"))
+            issues.append(
+                ConfigIssue("data.eval_size", self.eval_size, "must be a positive integer", "e.g. 100")
+            )
         issues.extend(eval_set_issues(self.eval_sets))
         return issues
 
@@ -157,7 +161,9 @@ class MixtureData:
                 source.side("test", self.eval_size, "data.eval_size"),
             )
         params = dict(self.task_params.get(name) or {})
-        train = split_entries(name, params, "train", n_train, self.seed + 1, f"data.tasks.{name} (x data.train_size)")
+        train = split_entries(
+            name, params, "train", n_train, self.seed + 1, f"data.tasks.{name} (x data.train_size)"
+        )
         return train, split_entries(name, params, "test", self.eval_size, self.seed, "data.eval_size")
 
     def load(self, prompt: PromptTemplate) -> TaskData:

@@ -56,7 +56,9 @@ class QuestionAnswer:
     answer_field: str = "answer"
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
-        return QAItem(str(_field(row, self.question_field)).strip(), str(_field(row, self.answer_field)).strip())
+        return QAItem(
+            str(_field(row, self.question_field)).strip(), str(_field(row, self.answer_field)).strip()
+        )
 
 
 @dataclass(frozen=True)

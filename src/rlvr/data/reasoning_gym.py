@@ -123,7 +123,9 @@ class ReasoningGymData:
 
     def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:
         """The held-out questions only (what an extra evaluation set needs)."""
-        return to_dataset(split_entries(self.task, self.params, "test", self.eval_size, self.seed, key), self.task, prompt)
+        return to_dataset(
+            split_entries(self.task, self.params, "test", self.eval_size, self.seed, key), self.task, prompt
+        )
 
     def load(self, prompt: PromptTemplate) -> TaskData:
         eval_entries = split_entries(

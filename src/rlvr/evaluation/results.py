@@ -93,7 +93,11 @@ class Evaluation:
         for s in self.samples:
             if s.eval_set is not None:
                 by_set.setdefault(s.eval_set, []).append(s)
-        out = {f"task/{t}": summarize_samples(v, self.ks) for t, v in by_task.items()} if len(by_task) > 1 else {}
+        out = (
+            {f"task/{t}": summarize_samples(v, self.ks) for t, v in by_task.items()}
+            if len(by_task) > 1
+            else {}
+        )
         out.update({f"set/{name}": summarize_samples(v, self.ks) for name, v in by_set.items()})
         return out
 

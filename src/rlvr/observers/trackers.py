@@ -79,7 +79,9 @@ class WandbObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         if self._run is not None:
-            groups = {f"eval/{event.label}/{k}/accuracy": g.accuracy for k, g in event.evaluation.groups().items()}
+            groups = {
+                f"eval/{event.label}/{k}/accuracy": g.accuracy for k, g in event.evaluation.groups().items()
+            }
             self._run.log({f"eval/{event.label}/accuracy": event.accuracy, **groups, "eval/step": event.step})
 
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:

@@ -42,7 +42,6 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-
 _BARE_LATEX = re.compile(r"\\[A-Za-z]|\^\{|_\{")
 
 
@@ -94,7 +93,11 @@ class MathVerify(Checker):
 
         if not (isinstance(self.rel_tol, (int, float)) and 0 <= self.rel_tol < 1):
             raise ConfigValidationError(
-                [ConfigIssue("data.checker.rel_tol", self.rel_tol, "must be in [0, 1)", "set e.g. 0.01, or 0")]
+                [
+                    ConfigIssue(
+                        "data.checker.rel_tol", self.rel_tol, "must be in [0, 1)", "set e.g. 0.01, or 0"
+                    )
+                ]
             )
         if not (isinstance(self.float_rounding, int) and 0 <= self.float_rounding <= 15):
             raise ConfigValidationError(
