@@ -49,7 +49,7 @@ class MixtureData:
     """Weighted tasks in one training set, a held-out split per task.
 
     Args:
-        tasks: task name -> weight (> 0); weights are normalised.
+        tasks: task name -> weight (> 0); weights are normalised. Required (None is reported).
         train_size: training questions over all tasks, shared out by weight.
         eval_size: held-out questions per task.
         seed: data seed (reasoning-gym tasks draw eval from ``seed``, train from ``seed + 1``;
@@ -62,7 +62,7 @@ class MixtureData:
 
     def __init__(
         self,
-        tasks: dict[str, float],
+        tasks: dict[str, float] | None,
         train_size: int,
         eval_size: int,
         seed: int,
@@ -133,7 +133,12 @@ class MixtureData:
             else:
                 for issue in self._rg(name).validate():
                     if issue.key == "data.task":
-                        issues.append(ConfigIssue(f"data.tasks.{name}", name, issue.problem, issue.fix))
+                        fix = (
+                            f"{issue.fix.split(' (')[0]}; for a file dataset of this name add "
+                            f"+source@data.sources.{name}=gsm8k data.sources.{name}.name={name} "
+                            f"data.sources.{name}.path=<file> (or another source option)"
+                        )
+                        issues.append(ConfigIssue(f"data.tasks.{name}", name, issue.problem, fix))
                     elif issue.key.startswith("data.task_params"):
                         issues.append(issue)
         if self.tasks and (not isinstance(self.train_size, int) or self.train_size < len(self.tasks)):
