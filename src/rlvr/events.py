@@ -66,6 +66,11 @@ class EvalResult:
             "label": self.label,
             "step": self.step,
             **self.evaluation.summary.to_dict(),
+            **(
+                {"groups": {k: v.to_dict() for k, v in groups.items()}}
+                if (groups := self.evaluation.groups())
+                else {}
+            ),
             "samples_per_second": round(self.evaluation.samples_per_second, 3),
             "path": str(self.path) if self.path else None,
         }

@@ -1,4 +1,8 @@
-"""End-of-run report: accuracy before / after SFT / after GRPO with 95% CIs, steps, wall time, plots."""
+"""End-of-run report: accuracy before / after SFT / after GRPO with 95% CIs, steps, wall time, plots.
+
+A run on several tasks or with extra evaluation sets also gets a table per task and per set
+(each stage's accuracy with its CI) and one accuracy curve per task and set.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +36,17 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
             label = "GRPO reward (mean)" if phase == "grpo" else "SFT loss"
             ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], label=label)
             offset += int(max(h["step"] for h in rows)) if phase == "sft" else 0
+    # A mixture: each task's mean reward (logged when a generation batch was scored).
+    task_keys = sorted({k for h in history for k in h if k.startswith("grpo/reward/task/")})
+    for key in task_keys:
+        rows = [h for h in history if key in h]
+        name = key.removeprefix("grpo/reward/task/").removesuffix("/mean")
+        ax_r.plot(
+            [offset + h["step"] for h in rows],
+            [h[key] for h in rows],
+            linestyle="--",
+            label=f"reward: {name}",
+        )
     ax_r.set_xlabel("training step (SFT then GRPO)")
     ax_r.set_title("Training signal")
     if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
@@ -46,7 +61,18 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
         lo.append(e.accuracy - e.ci_low)
         hi.append(e.ci_high - e.accuracy)
     if xs:
-        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3)
+        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="training tasks (held out)")
+    for name in sorted({g for e in points for g in e.evaluation.groups()}):
+        curve = [
+            (x, e.evaluation.groups()[name])
+            for x, e in zip(xs, points, strict=True)
+            if name in e.evaluation.groups()
+        ]
+        ax_a.plot(
+            [x for x, _ in curve], [g.accuracy for _, g in curve], marker=".", linestyle="--", label=name
+        )
+    if len(ax_a.get_legend_handles_labels()[0]) > 1:
+        ax_a.legend(loc="best", fontsize="small")
     ax_a.set_ylim(0, 1)
     ax_a.set_xlabel("training step")
     ax_a.set_title("Held-out accuracy (95% CI)")
@@ -82,6 +108,46 @@ def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def group_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
+    """One row per task (of a mixture) and per extra evaluation set: each report stage's summary."""
+    stages = [e for e in evaluations if e.label in STAGE_NAMES]
+    names = sorted(
+        {g for e in stages for g in e.evaluation.groups()}, key=lambda g: (g.startswith("set/"), g)
+    )
+    return [
+        {
+            "group": name,
+            **{
+                e.label: e.evaluation.groups()[name].to_dict()
+                for e in stages
+                if name in e.evaluation.groups()
+            },
+        }
+        for name in names
+    ]
+
+
+def _group_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    labels = [label for label in STAGE_NAMES if any(label in r for r in rows)]
+
+    def cell(summary: dict[str, Any] | None) -> str:
+        if summary is None:
+            return "-"
+        return f"{summary['accuracy']:.1%} ({summary['ci_low']:.1%} - {summary['ci_high']:.1%}, n={summary['n']})"
+
+    return [
+        "Per task and evaluation set (task/ = a training task's held-out questions, set/ = an extra "
+        "evaluation set; accuracy, 95% CI, n):",
+        "",
+        "| group | " + " | ".join(STAGE_NAMES[label] for label in labels) + " |",
+        "|---" * (len(labels) + 1) + "|",
+        *[f"| {r['group']} | " + " | ".join(cell(r.get(label)) for label in labels) + " |" for r in rows],
+        "",
+    ]
+
+
 def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
@@ -92,9 +158,11 @@ def write_report(
     """Write report.json, report.md and training.png into ``run_dir``; return their paths by name."""
     rows = report_rows(evaluations)
     changes = stage_changes(evaluations)
+    groups = group_rows(evaluations)
     report = {
         **meta,
         "accuracy": rows,
+        "groups": groups,
         "paired_changes": changes,
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "steps": outcome.steps,
@@ -113,6 +181,7 @@ def write_report(
             for r in rows
         ],
         "",
+        *_group_lines(groups),
         *(
             [
                 "What each stage changed, paired on the same questions (95% CI, exact McNemar test):",

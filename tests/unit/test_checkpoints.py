@@ -170,3 +170,28 @@ def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     monkeypatch.setattr(submitit.JobEnvironment, "USR_SIG", "USR1")  # SUBMITIT_PREEMPT_SIGNAL=USR1
     assert warning_signal() == signal.SIGUSR1
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "key"),
+    [
+        (["data=gsm8k", "data.path=a.jsonl"], ["data=gsm8k", "data.path=b.jsonl"], "data.path"),
+        (
+            ["data=mixture", "data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}"],
+            ["data=mixture", "data.tasks={basic_arithmetic: 0.3, leg_counting: 0.7}"],
+            "data.tasks",
+        ),
+    ],
+)
+def test_resume_refuses_another_file_or_mixture(tmp_path, compose_cfg, before, after, key):
+    """File datasets and mixtures have no data.task: their path and weights are what must not change."""
+    from rlvr.pipeline import PipelineOrchestrator
+
+    ckpt = _checkpoint_of_run(
+        tmp_path / "run", PipelineOrchestrator(compose_cfg(before), tmp_path).fingerprint()
+    )
+    assert (
+        PipelineOrchestrator(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n").resolve_resume() == []
+    )
+    [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
+    assert issue.problem.count(":") >= 2 and f"{key}:" in issue.problem

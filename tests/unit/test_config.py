@@ -18,9 +18,11 @@ def test_every_group_option_composes_and_binds(group, option):
     overrides = [f"{group}={option}"]
     if (group, option) in (("model", "hf"),):
         overrides.append("model.name_or_path=some/model")
+    if group == "source":  # no default: each option is placed under a name in data.eval_sets
+        overrides = [f"+source@data.eval_sets.extra={option}"]
     cfg = compose_config(overrides)
     assert check_targets(cfg) == []
-    node = OmegaConf.select(cfg, group)
+    node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group)
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
         return

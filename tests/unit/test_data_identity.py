@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from hydra.utils import instantiate
+from reasoning_gym.factory import DATASETS
 from tests.conftest import CONF, compose_config
+from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json
 
 from rlvr.data import identity
 from rlvr.data.reasoning_gym import split_entries
@@ -12,36 +14,64 @@ from rlvr.prompts import PromptTemplate
 
 PROMPT = PromptTemplate(instruction="{question}")
 DATA_OPTIONS = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))
+FILE_OPTIONS = {"gsm8k": gsm8k_rows, "finqa": finqa_rows, "qa_file": gsm8k_rows}
 
 
 def questions(dataset) -> set[str]:
     return set(dataset["question"])
 
 
+def file_overrides(option: str, tmp_path) -> list[str]:
+    """A file option reads a fixture in its real format: all its rows on each side."""
+    if option == "mixture":
+        return [
+            "data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}",
+            "data.train_size=2000",
+            "data.eval_size=200",
+        ]
+    if option not in FILE_OPTIONS:
+        return ["data.train_size=2000", "data.eval_size=200"]
+    path = write_json(tmp_path / f"{option}.json", FILE_OPTIONS[option](300))
+    return [f"data.path={path}", "data.train_size=null", "data.eval_size=null"]
+
+
 @pytest.mark.parametrize("option", DATA_OPTIONS)
 @pytest.mark.parametrize(("seed", "bench_seed"), [(42, 1234), (1233, 1234)])
-def test_eval_and_benchmark_never_hold_training_questions(option, seed, bench_seed):
+def test_eval_and_benchmark_never_hold_training_questions(option, seed, bench_seed, tmp_path):
     """The default run (seed 42: eval 42, train 43) used to contain all 100 benchmark questions of
     basic_arithmetic (seed 1234) and 200/200 eval items before de-duplication."""
-    cfg = compose_config([f"data={option}", f"seed={seed}", "data.train_size=2000", "data.eval_size=200"])
+    cfg = compose_config([f"data={option}", f"seed={seed}", *file_overrides(option, tmp_path)])
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
     train = questions(data.train)
-    assert not train & questions(data.eval)
+    assert train and not train & questions(data.eval)
+    assert {
+        identity.split_of(t, q) for t, q in zip(data.eval["task"], data.eval["question"], strict=True)
+    } == {"test"}
     bench = compose_config(config_name="benchmark").benchmark
-    task = cfg.data.task
-    params = dict(bench.task_params.get(task) or cfg.data.task_params.get(task) or {})
-    test = split_entries(task, params, "test", 100, bench_seed, "benchmark.num_examples")
-    assert not train & {e["question"] for e in test}
-    # and the manifest a trained model carries says so in terms the benchmark can check
-    trained = set(data.manifest["train_question_ids"])
-    assert not trained & set(identity.ids_of((task, e["question"]) for e in test))
+    for task in data.tasks:
+        if task not in DATASETS:  # a file dataset: the benchmark measures reasoning-gym tasks only
+            continue
+        params = dict(bench.task_params.get(task) or cfg.data.task_params.get(task) or {})
+        test = split_entries(task, params, "test", 100, bench_seed, "benchmark.num_examples")
+        assert not train & {e["question"] for e in test}
+        # and the manifest a trained model carries says so in terms the benchmark can check
+        trained = set(data.manifest["train_question_ids"])
+        assert not trained & set(identity.ids_of((task, e["question"]) for e in test))
 
 
 @pytest.mark.parametrize("option", DATA_OPTIONS)
-def test_eval_split_holds_distinct_questions(option):
-    cfg = compose_config([f"data={option}"])
+def test_eval_split_holds_distinct_questions(option, tmp_path):
+    overrides = [f"data={option}"]
+    if option == "mixture":
+        overrides.append("data.tasks={basic_arithmetic: 0.7, leg_counting: 0.3}")
+    if option in FILE_OPTIONS:
+        overrides += [
+            f"data.path={write_json(tmp_path / 'rows.json', FILE_OPTIONS[option](300))}",
+            "data.eval_size=20",
+        ]
+    cfg = compose_config(overrides)
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
-    assert len(questions(data.eval)) == len(data.eval) == cfg.data.eval_size
+    assert len(questions(data.eval)) == len(data.eval) == cfg.data.eval_size * len(data.tasks)
 
 
 def test_split_is_a_property_of_the_question():

@@ -1,11 +1,14 @@
 """Data components: produce disjoint train and held-out eval splits as ``datasets.Dataset``.
 
 Every split has the columns ``question`` (raw task text), ``answer`` (gold answer),
-``task`` (task name), ``entry`` (JSON of the reasoning-gym entry the verifier
-needs) and ``prompt`` (chat messages built by the shared PromptTemplate).
+``task`` (task name), ``entry`` (JSON of the entry the verifier needs: a reasoning-gym
+entry, or a file row with the checker it names) and ``prompt`` (chat messages built by
+the shared PromptTemplate).
 """
 
 from rlvr.data.base import DataComponent, TaskData
+from rlvr.data.files import FileData
+from rlvr.data.mixture import MixtureData
 from rlvr.data.reasoning_gym import ReasoningGymData
 
-__all__ = ["DataComponent", "ReasoningGymData", "TaskData"]
+__all__ = ["DataComponent", "FileData", "MixtureData", "ReasoningGymData", "TaskData"]

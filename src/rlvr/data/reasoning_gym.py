@@ -11,7 +11,7 @@ from reasoning_gym.factory import DATASETS
 
 from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.data import identity
-from rlvr.data.base import TaskData
+from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate
 
 
@@ -70,6 +70,8 @@ class ReasoningGymData:
         eval_size: number of held-out questions.
         seed: data seed; eval draws from ``seed`` and train from ``seed + 1`` (which questions
             each may hold is decided by content, not by seed).
+        eval_sets: extra evaluation sets, name -> data component (rlvr.data.base); e.g. a harder
+            difficulty of this task, or another task to watch forgetting.
     """
 
     def __init__(
@@ -79,8 +81,10 @@ class ReasoningGymData:
         eval_size: int,
         seed: int,
         task_params: dict[str, dict] | None = None,
+        eval_sets: dict[str, Any] | None = None,
     ):
         self.task = task
+        self.eval_sets = dict(eval_sets or {})
         self.task_params = dict(task_params or {})
         self.params = dict(self.task_params.get(task) or {})
         self.train_size = train_size
@@ -115,7 +119,13 @@ class ReasoningGymData:
         for key, value in (("data.train_size", self.train_size), ("data.eval_size", self.eval_size)):
             if not isinstance(value, int) or value < 1:
                 issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
-        return issues
+        return issues + eval_set_issues(self.eval_sets)
+
+    def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:
+        """The held-out questions only (what an extra evaluation set needs)."""
+        return to_dataset(
+            split_entries(self.task, self.params, "test", self.eval_size, self.seed, key), self.task, prompt
+        )
 
     def load(self, prompt: PromptTemplate) -> TaskData:
         eval_entries = split_entries(
@@ -124,7 +134,7 @@ class ReasoningGymData:
         train_entries = split_entries(
             self.task, self.params, "train", self.train_size, self.seed + 1, "data.train_size"
         )
-        return TaskData(
+        data = TaskData(
             train=to_dataset(train_entries, self.task, prompt),
             eval=to_dataset(eval_entries, self.task, prompt),
             tasks=[self.task],
@@ -135,3 +145,4 @@ class ReasoningGymData:
                 identity.ids_of((self.task, e["question"]) for e in train_entries),
             ),
         )
+        return with_eval_sets(data, self.eval_sets, prompt)

@@ -173,10 +173,13 @@ class Evaluator:
             for g in gens:
                 requests.append(ScoreRequest(task=task, answer=self.prompt.extract(g.text), entry=parsed))
                 owners.append(i)
+        # Extra evaluation sets ride in the same dataset, named per row (rlvr.data.base).
+        eval_sets = rows["eval_set"] if "eval_set" in rows.column_names else [""] * len(rows)
         samples = [
             SampleRecord(
                 index=i,
                 task=rows["task"][i],
+                eval_set=eval_sets[i] or None,
                 question=rows["question"][i],
                 reference=rows["answer"][i],
                 completions=[g.text for g in generations[i]],

@@ -1,7 +1,10 @@
 """The one evaluation result type: per-sample records plus the summary computed from them.
 
 Pipeline evaluations (baseline, in-training, final), their events, the run report
-and every benchmark cell hold an :class:`Evaluation`. Its summary is always a
+and every benchmark cell hold an :class:`Evaluation`. A run on several tasks, or with
+extra evaluation sets (rlvr.data.base), keeps one Evaluation: its headline summary covers
+the training tasks' held-out questions, and :meth:`Evaluation.groups` breaks it down per
+task and per extra set, each with its own accuracy and confidence interval. Its summary is always a
 function of its samples: :meth:`Evaluation.from_dict` recomputes it from the
 stored scores and refuses a file whose stored summary disagrees, so an edited
 accuracy in a results file is caught instead of reported.
@@ -34,6 +37,9 @@ class SampleRecord:
     """Raw verifier scores in [0, 1], one per sample (partial credit included)."""
     status: list[str] = field(default_factory=list)
     """Verifier status per sample (ok, no_answer, timeout, error, rejected, ...)."""
+    eval_set: str | None = None
+    """Name of the extra evaluation set this question belongs to; None = the training tasks'
+    own held-out split (the headline accuracy)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SampleRecord:
@@ -69,7 +75,31 @@ class Evaluation:
     def __post_init__(self) -> None:
         self.samples = [SampleRecord.from_dict(s) if isinstance(s, dict) else s for s in self.samples]
         self.ks = [int(k) for k in self.ks]
-        self.summary = summarize_samples(self.samples, self.ks)
+        self.summary = summarize_samples(self.headline_samples(), self.ks)
+
+    def headline_samples(self) -> list[SampleRecord]:
+        """The training tasks' held-out questions (all samples when every one is in an extra set)."""
+        own = [s for s in self.samples if s.eval_set is None]
+        return own or self.samples
+
+    def groups(self) -> dict[str, AccuracySummary]:
+        """Per-task summaries of the headline questions (when they span several tasks), then one
+        summary per extra evaluation set, keyed ``task/<name>`` and ``set/<name>``."""
+        by_task: dict[str, list[SampleRecord]] = {}
+        for s in self.samples:
+            if s.eval_set is None:
+                by_task.setdefault(s.task, []).append(s)
+        by_set: dict[str, list[SampleRecord]] = {}
+        for s in self.samples:
+            if s.eval_set is not None:
+                by_set.setdefault(s.eval_set, []).append(s)
+        out = (
+            {f"task/{t}": summarize_samples(v, self.ks) for t, v in by_task.items()}
+            if len(by_task) > 1
+            else {}
+        )
+        out.update({f"set/{name}": summarize_samples(v, self.ks) for name, v in by_set.items()})
+        return out
 
     @property
     def accuracy(self) -> float:
@@ -78,6 +108,8 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary.to_dict(),
+            # Derived like the summary (recomputed on load); kept so a reader sees each task and set.
+            **({"groups": {k: v.to_dict() for k, v in groups.items()}} if (groups := self.groups()) else {}),
             "ks": self.ks,
             "seconds": round(self.seconds, 3),
             "samples_per_second": round(self.samples_per_second, 3),
@@ -109,12 +141,12 @@ class Evaluation:
 
 
 def per_question_accuracy(evaluation: Evaluation) -> dict[tuple[str, str], float]:
-    """(task, question) -> share of its samples at the verifier's full score."""
+    """(task, question) -> share of its samples at the verifier's full score (headline questions)."""
     return {
         (r.task, r.question): (
             sum(1.0 for s in r.scores if s >= SUCCESS_THRESHOLD) / len(r.scores) if r.scores else 0.0
         )
-        for r in evaluation.samples
+        for r in evaluation.headline_samples()
     }
 
 

@@ -91,6 +91,10 @@ class ConsoleObserver(Observer):
             f"  eval {escape('[' + event.label + ']')} step {event.step}: accuracy {event.accuracy:.1%} "
             f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
         )
+        for name, g in event.evaluation.groups().items():
+            self.console.print(
+                f"    {escape(name)}: {g.accuracy:.1%} (95% CI {g.ci_low:.1%}-{g.ci_high:.1%}, n={g.n})"
+            )
 
     def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
         self.console.print(f"  checkpoint ({event.phase} step {event.step}): {event.path}")

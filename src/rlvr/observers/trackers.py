@@ -79,7 +79,10 @@ class WandbObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         if self._run is not None:
-            self._run.log({f"eval/{event.label}/accuracy": event.accuracy, "eval/step": event.step})
+            groups = {
+                f"eval/{event.label}/{k}/accuracy": g.accuracy for k, g in event.evaluation.groups().items()
+            }
+            self._run.log({f"eval/{event.label}/accuracy": event.accuracy, **groups, "eval/step": event.step})
 
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
         self.close(exit_code=0 if event.status == "COMPLETED" else 1)
@@ -122,6 +125,8 @@ class TensorBoardObserver(Observer):
     def on_evaluation(self, event: ev.EvalResult) -> None:
         if self._writer is not None:
             self._writer.add_scalar(f"eval/{event.label}/accuracy", event.accuracy, event.step)
+            for name, g in event.evaluation.groups().items():
+                self._writer.add_scalar(f"eval/{event.label}/{name}/accuracy", g.accuracy, event.step)
 
     def close(self) -> None:
         if self._writer is not None:

@@ -42,7 +42,16 @@ from rlvr.training.checkpoints import (
 )
 
 # Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
-CRITICAL_KEYS = ("model", "data.task", "data.task_params", "seed", "training_loop.grpo.num_generations")
+CRITICAL_KEYS = (
+    "model",
+    "data.task",
+    "data.task_params",
+    "data.tasks",
+    "data.name",
+    "data.path",
+    "seed",
+    "training_loop.grpo.num_generations",
+)
 COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
 
 

@@ -170,7 +170,7 @@ class _Recorded:
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
         out = self.term(completions, **kwargs)
-        self.record(self.__name__, out)
+        self.record(self.__name__, out, kwargs.get("task"))
         return out
 
 
@@ -192,11 +192,14 @@ class RewardSet:
         self.group_size = 0
         self._batch: dict[str, list[float]] = {}
         self._zero_std: list[float] = []
+        self._by_task: dict[str, list[float]] = {}
+        self._tasks_seen: set[str] = set()
         if prompt is not None:  # collaborators given at instantiation: the set is usable at once
             self.bind(prompt, scorer)
 
-    def _record(self, name: str, values: list[float | None]) -> None:
-        """TRL calls every term once per generation batch; when all have answered, check each group."""
+    def _record(self, name: str, values: list[float | None], tasks: list[str] | None = None) -> None:
+        """TRL calls every term once per generation batch; when all have answered, check each group
+        and keep each completion's weighted reward under its task (mixtures report them apart)."""
         self._batch[name] = values
         if len(self._batch) < len(self.terms):
             return
@@ -206,6 +209,8 @@ class RewardSet:
             sum(self.terms[n].weight * batch[n][i] for n in self.terms if batch[n][i] is not None)
             for i in range(len(values))
         ]
+        for task, total in zip(tasks or [], totals, strict=False):
+            self._by_task.setdefault(task, []).append(total)
         g = self.group_size
         if g > 1 and totals and len(totals) % g == 0:
             groups = [totals[i : i + g] for i in range(0, len(totals), g)]
@@ -237,12 +242,20 @@ class RewardSet:
 
     def counters(self) -> dict[str, float]:
         """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics,
-        and the zero-variance group fraction of the batches scored since the last call."""
+        and, over the batches scored since the last call, the zero-variance group fraction and
+        (when the batches held several tasks) the mean weighted reward per task."""
         counters = getattr(getattr(self, "scorer", None), "counters", None) or {}
         out = {f"reward/{k}": float(v) for k, v in counters.items()}
         if self._zero_std:
             out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)
             self._zero_std = []
+        self._tasks_seen.update(self._by_task)
+        # A single-task run's per-task mean is TRL's reward/mean again; a step of a mixture can hold
+        # one task only (small batches), so the choice follows the tasks seen so far.
+        if len(self._tasks_seen) > 1:
+            for task, values in sorted(self._by_task.items()):
+                out[f"reward/task/{task}/mean"] = sum(values) / len(values)
+        self._by_task = {}
         return out
 
     @property

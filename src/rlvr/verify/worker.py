@@ -1,4 +1,4 @@
-"""Call one reasoning-gym verifier safely, and the verifier worker process that does so in a loop.
+"""Call one verifier (reasoning-gym's, or a checker for free-form data) safely, and the verifier worker process that does so in a loop.
 
 :func:`call_verifier` is the single place a reasoning-gym ``score_answer`` runs, both in a
 worker and in :class:`rlvr.verify.sandbox.VerifierPool`'s in-process mode. Run as
@@ -49,13 +49,19 @@ def _restore_tuples(task: str, entry: dict) -> dict:
 
 
 def call_verifier(task: str, answer: str, entry: dict) -> tuple[float, str, str]:
-    """Score one answer with reasoning-gym's own verifier: ``(value, status, detail)``.
+    """Score one answer with reasoning-gym's own verifier, or with the checker the entry names
+    (``entry["checker"]``, see rlvr.verify.checkers): ``(value, status, detail)``.
 
     status is "ok", or "error" when the verifier raised or returned something that is not a
     finite number. Screening and length checks happen before this; see the sandbox module.
     """
     try:
-        value = float(_score_fn(task)(answer=answer, entry=_restore_tuples(task, entry)))
+        if "checker" in entry:  # a free-form data source names its checker (rlvr.verify.checkers)
+            from rlvr.verify.checkers import build
+
+            value = float(build(entry["checker"])(answer, entry))
+        else:
+            value = float(_score_fn(task)(answer=answer, entry=_restore_tuples(task, entry)))
     except BaseException as error:  # SystemExit from eval'd code must not end a worker
         if isinstance(error, KeyboardInterrupt):
             raise

@@ -1,0 +1,243 @@
+"""Question/answer datasets from files or any ``datasets`` source (GSM8K, FinQA, your own), as train/eval splits.
+
+``data.path`` is read with the ``datasets`` library:
+
+- a ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file (``load_dataset(<format>, data_files=...)``),
+- a directory written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` (``load_from_disk``:
+  the way to bring a hub dataset to an offline machine),
+- any other directory or a hub id such as ``openai/gsm8k`` (``load_dataset(path, data.subset)``; needs
+  the network for a hub id).
+
+Rows become questions through ``data.processor`` (rlvr.data.processors) and are scored by
+``data.checker`` (rlvr.verify.checkers), which every entry names so the sandboxed verifier
+worker applies it. Which rows may be trained on follows the one split rule of the product
+(rlvr.data.identity): a row's side is decided by the hash of ``data.name`` and its question,
+so the same question is held out in every run, every evaluation and every benchmark, whatever
+the file's own train/test split, its order or the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.data import identity
+from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
+from rlvr.data.processors import QAItem, RowError
+from rlvr.data.reasoning_gym import to_dataset
+from rlvr.prompts import PromptTemplate
+from rlvr.verify.checkers import Checker
+
+FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+def load_source(path: str, split: str | None, subset: str | None) -> Dataset:
+    """Every row of ``path`` (one split if ``split`` is set, else all splits concatenated)."""
+    import datasets
+
+    local = Path(path).expanduser()
+    if local.is_file():
+        fmt = FILE_FORMATS.get(local.suffix.lower())
+        if fmt is None:
+            raise ValueError(f"unknown file type {local.suffix!r}; use one of {sorted(FILE_FORMATS)}")
+        loaded: Any = datasets.load_dataset(fmt, data_files=str(local), split="train")
+    elif local.is_dir() and any((local / f).is_file() for f in ("dataset_info.json", "dataset_dict.json")):
+        loaded = datasets.load_from_disk(str(local))
+    else:
+        loaded = datasets.load_dataset(str(local) if local.is_dir() else path, subset)
+    if isinstance(loaded, datasets.DatasetDict):
+        if split is not None:
+            if split not in loaded:
+                raise ValueError(f"no split {split!r}; the source has {sorted(loaded)}")
+            return loaded[split]
+        return datasets.concatenate_datasets([loaded[s] for s in sorted(loaded)])
+    return loaded
+
+
+class FileData:
+    """A question/answer dataset from a file, a saved directory or a hub id.
+
+    Args:
+        name: the task name of these questions (results, reports, and the held-out split rule).
+        path: file, ``save_to_disk`` directory or hub id (see the module docstring).
+        processor: turns a row into a QAItem (``rlvr.data.processors.GSM8K``, ``FinQA``,
+            ``QuestionAnswer`` or your own from a plugin package).
+        checker: scores an answer against the gold (``rlvr.verify.checkers.MathVerify`` or
+            ``ExactMatch``, or your own); runs in the verifier sandbox.
+        train_size: training questions (None = every train-side row).
+        eval_size: held-out questions (None = every test-side row).
+        seed: order of the training rows; which rows are held out does not depend on it.
+        split: read only this split of a multi-split source (None = all splits).
+        subset: the configuration name of a hub dataset (``main`` for openai/gsm8k).
+        eval_sets: extra evaluation sets, name -> data component (rlvr.data.base).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        path: str | None,
+        processor: Any,
+        checker: Checker,
+        train_size: int | None,
+        eval_size: int | None,
+        seed: int,
+        split: str | None = None,
+        subset: str | None = None,
+        eval_sets: dict[str, Any] | None = None,
+    ):
+        self.name = name
+        self.path = path
+        self.processor = processor
+        self.checker = checker
+        self.train_size = train_size
+        self.eval_size = eval_size
+        self.seed = seed
+        self.split = split
+        self.subset = subset
+        self.eval_sets = dict(eval_sets or {})
+        self._items: list[QAItem] | None = None
+
+    # -- reading ------------------------------------------------------------------------------------
+    def items(self, key: str = "data") -> list[QAItem]:
+        """Every usable row as a QAItem (read once); ConfigValidationError for a bad path or row."""
+        if self._items is not None:
+            return self._items
+        try:
+            rows = load_source(str(self.path), self.split, self.subset)
+        except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError...)
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        f"{key}.path",
+                        self.path,
+                        f"could not be read with `datasets` ({type(exc).__name__}: {str(exc)[:300]})",
+                        "give a .jsonl/.json/.parquet/.csv file, a save_to_disk directory, or a hub id "
+                        "(online only); check data.split and data.subset",
+                    )
+                ]
+            ) from None
+        items = []
+        for i, row in enumerate(rows):
+            try:
+                item = self.processor(row)
+            except KeyError as exc:
+                raise ConfigValidationError(
+                    [
+                        ConfigIssue(
+                            f"{key}.processor",
+                            type(self.processor).__name__,
+                            f"row {i} of {self.path} has no field {exc.args[0]!r} (fields: {sorted(row)})",
+                            f"set the processor's field names to this file's columns, or pick another "
+                            f"{key}.processor._target_",
+                        )
+                    ]
+                ) from None
+            except RowError as exc:
+                raise ConfigValidationError(
+                    [
+                        ConfigIssue(
+                            f"{key}.processor",
+                            type(self.processor).__name__,
+                            f"row {i} of {self.path}: {exc}",
+                            "fix the row, or use a processor for this file's format",
+                        )
+                    ]
+                ) from None
+            if item is not None and item.question:
+                items.append(item)
+        if not items:
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        f"{key}.path", self.path, "holds no usable rows", "point it at a non-empty dataset"
+                    )
+                ]
+            )
+        self._items = items
+        return items
+
+    def validate(self, key: str = "data") -> list[ConfigIssue]:
+        issues = []
+        if not self.path:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.path", self.path, "is required", f"set {key}.path=<file, directory or hub id>"
+                )
+            )
+        if not callable(self.processor):
+            issues.append(
+                ConfigIssue(f"{key}.processor", self.processor, "is not callable", "name a processor class")
+            )
+        if not isinstance(self.checker, Checker):
+            issues.append(
+                ConfigIssue(
+                    f"{key}.checker",
+                    type(self.checker).__name__,
+                    "is not a rlvr.verify.checkers.Checker",
+                    "use rlvr.verify.checkers.MathVerify or ExactMatch, or subclass Checker",
+                )
+            )
+        for size_key, value in (("train_size", self.train_size), ("eval_size", self.eval_size)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                issues.append(
+                    ConfigIssue(
+                        f"{key}.{size_key}", value, "must be a positive integer or null (all)", "e.g. 200"
+                    )
+                )
+        issues += eval_set_issues(self.eval_sets)
+        if issues:
+            return issues
+        # Reading the source here finds a wrong path, field name or format before a model loads.
+        try:
+            self.items(key)
+        except ConfigValidationError as exc:
+            return exc.issues
+        return []
+
+    # -- splits -------------------------------------------------------------------------------------
+    def _entry(self, item: QAItem) -> dict[str, Any]:
+        return {
+            "question": item.question,
+            "answer": item.answer,
+            "metadata": {**item.metadata, "source_dataset": self.name},
+            "checker": self.checker.spec(),
+        }
+
+    def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
+        """Entries of one side of the content-hash split: ``test`` distinct and in a fixed order
+        (by question id), ``train`` shuffled by ``seed``; ValueError naming ``key`` if too few."""
+        picked = [it for it in self.items() if identity.split_of(self.name, it.question) == split]
+        if split == "test":
+            unique = {identity.question_id(self.name, it.question): it for it in picked}
+            picked = [unique[k] for k in sorted(unique)]
+        else:
+            random.Random(self.seed).shuffle(picked)
+        if size is not None and len(picked) < size:
+            raise ValueError(
+                f"{key}={size}: {self.path} has only {len(picked)} {split}-side questions for "
+                f"{self.name!r} (the {split} side is a fixed share of the questions by content hash). "
+                f"Fix: lower {key}, or set it to null for all of them"
+            )
+        return [self._entry(it) for it in picked[:size]]
+
+    def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:
+        return to_dataset(self.side("test", self.eval_size, key), self.name, prompt)
+
+    def load(self, prompt: PromptTemplate) -> TaskData:
+        train = self.side("train", self.train_size, "data.train_size")
+        data = TaskData(
+            train=to_dataset(train, self.name, prompt),
+            eval=self.eval_split(prompt),
+            tasks=[self.name],
+            seed=self.seed,
+            manifest=identity.manifest(
+                [self.name],
+                {self.name: {"path": str(self.path), "split": self.split, "subset": self.subset}},
+                identity.ids_of((self.name, e["question"]) for e in train),
+            ),
+        )
+        return with_eval_sets(data, self.eval_sets, prompt)

@@ -1,0 +1,29 @@
+"""A user's own dataset format and answer checker, in a plugin package (README "Your own data")."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rlvr.data.processors import QAItem
+from rlvr.verify.checkers import Checker
+
+
+class TriviaProcessor:
+    """Rows ``{"prompt": ..., "target": ..., "topic": ...}``: the question, its answer, kept metadata."""
+
+    def __call__(self, row: dict) -> QAItem | None:
+        if not row["target"]:
+            return None  # unanswered rows are skipped
+        return QAItem(question=row["prompt"], answer=row["target"].strip(), metadata={"topic": row["topic"]})
+
+
+@dataclass(frozen=True)
+class SlowChecker(Checker):
+    """Exact match after ``delay_s`` seconds: shows a user's checker is bound by the sandbox timeout."""
+
+    delay_s: float = 0.0
+
+    def __call__(self, answer: str, entry: dict) -> float:
+        time.sleep(self.delay_s)
+        return 1.0 if answer.strip() == entry["answer"] else 0.0

@@ -1,0 +1,182 @@
+"""FileData: GSM8K / FinQA / any question-answer file through `datasets`, held out by content hash."""
+
+from __future__ import annotations
+
+import json
+
+import datasets
+import pytest
+from hydra.utils import instantiate
+from tests.conftest import ROOT, compose_config
+from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
+
+from rlvr.data import FileData, identity
+from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
+from rlvr.pipeline.trust import PLUGINS_ENV
+from rlvr.pipeline.validation import check_targets
+from rlvr.prompts import PromptTemplate
+from rlvr.verify import ScoreRequest, VerifierPool
+from rlvr.verify.checkers import ExactMatch, MathVerify
+
+PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
+ROWS = gsm8k_rows(120)
+
+
+def gsm8k_data(source, **kw) -> FileData:
+    args = dict(
+        name="gsm8k",
+        path=str(source),
+        processor=GSM8K(),
+        checker=MathVerify(),
+        train_size=None,
+        eval_size=None,
+        seed=0,
+    )
+    return FileData(**{**args, **kw})
+
+
+@pytest.fixture
+def gsm8k_file(tmp_path):
+    return write_jsonl(tmp_path / "gsm8k.jsonl", ROWS)
+
+
+def test_gsm8k_answer_is_the_text_after_hashes(gsm8k_file):
+    data = gsm8k_data(gsm8k_file).load(PROMPT)
+    both = datasets.concatenate_datasets([data.train, data.eval])
+    gold = {r["question"]: r["answer"].rsplit("####", 1)[1].strip() for r in ROWS}
+    assert {q: a for q, a in zip(both["question"], both["answer"], strict=True)} == gold
+    assert "1," in "".join(both["answer"])  # thousands separators are kept in the gold text
+    entry = json.loads(data.eval["entry"][0])
+    assert entry["checker"]["_target_"] == "rlvr.verify.checkers.MathVerify"
+    assert "####" in entry["metadata"]["solution"]
+
+
+def test_split_follows_the_content_hash_rule_whatever_the_order_or_seed(gsm8k_file, tmp_path):
+    data = gsm8k_data(gsm8k_file, seed=0).load(PROMPT)
+    assert {identity.split_of("gsm8k", q) for q in data.eval["question"]} == {"test"}
+    assert {identity.split_of("gsm8k", q) for q in data.train["question"]} == {"train"}
+    assert not set(data.eval["question"]) & set(data.train["question"])
+    assert len(data.train) + len(data.eval) == len(ROWS)
+    shuffled = write_jsonl(tmp_path / "shuffled.jsonl", list(reversed(ROWS)))
+    other = gsm8k_data(shuffled, seed=7).load(PROMPT)
+    assert other.eval["question"] == data.eval["question"]  # same held-out set, same order
+    assert sorted(other.train["question"]) == sorted(data.train["question"])
+    assert other.train["question"] != data.train["question"]  # the seed orders training rows
+    assert data.manifest["train_question_ids"] == sorted(
+        identity.ids_of(("gsm8k", q) for q in data.train["question"])
+    )
+
+
+def test_every_source_format_gives_the_same_questions(gsm8k_file, tmp_path):
+    table = datasets.Dataset.from_list(ROWS)
+    table.to_parquet(str(tmp_path / "g.parquet"))
+    table.to_csv(str(tmp_path / "g.csv"), index=False)
+    datasets.DatasetDict(
+        {"train": table.select(range(80)), "test": table.select(range(80, 120))}
+    ).save_to_disk(str(tmp_path / "saved"))
+    reference = gsm8k_data(gsm8k_file).load(PROMPT).eval["question"]
+    for source in ("g.parquet", "g.csv", "saved"):
+        assert gsm8k_data(tmp_path / source).load(PROMPT).eval["question"] == reference, source
+    only_test = gsm8k_data(tmp_path / "saved", split="test").load(PROMPT)
+    assert len(only_test.train) + len(only_test.eval) == 40
+
+
+def test_sizes_cap_and_too_large_eval_names_the_key(gsm8k_file):
+    data = gsm8k_data(gsm8k_file, train_size=10, eval_size=5).load(PROMPT)
+    assert (len(data.train), len(data.eval)) == (10, 5)
+    with pytest.raises(ValueError, match=r"data\.eval_size=500: .* has only \d+ test-side questions"):
+        gsm8k_data(gsm8k_file, eval_size=500).load(PROMPT)
+
+
+def test_finqa_reads_the_original_release_format(tmp_path):
+    rows = finqa_rows(40)
+    data = FileData(
+        "finqa",
+        str(write_json(tmp_path / "train.json", rows)),
+        FinQA(),
+        MathVerify(0, 0.01, True),
+        None,
+        None,
+        0,
+    ).load(PROMPT)
+    row = rows[0]
+    both = datasets.concatenate_datasets([data.train, data.eval])
+    index = next(i for i, q in enumerate(both["question"]) if q.endswith(row["qa"]["question"]))
+    question = both["question"][index]
+    assert question.startswith("company 0 reported") and "revenue | $ " in question
+    assert question.index("see note 7") < question.index("Question: ")
+    assert both["answer"][index] == str(row["qa"]["exe_ans"])
+    entry = json.loads(both["entry"][index])
+    assert entry["metadata"]["human_answer"] == row["qa"]["answer"]
+    with VerifierPool(num_workers=0) as pool:
+        scores = pool.score(
+            [
+                ScoreRequest("finqa", a, entry)
+                for a in (row["qa"]["answer"], str(row["qa"]["exe_ans"]), "1234")
+            ]
+        )
+    assert [s.value for s in scores] == [1.0, 1.0, 0.0]
+
+
+def test_flat_finqa_export_is_read_too():
+    item = FinQA()(
+        {"question": "q?", "pre_text": "a.", "post_text": "", "table": [], "answer": "5%", "exe_ans": ""}
+    )
+    assert (item.question, item.answer) == ("a.\n\nQuestion: q?", "5%")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key", "text"),
+    [
+        ({"path": None}, "data.path", "is required"),
+        ({"path": "/nonexistent/gsm8k.jsonl"}, "data.path", "could not be read"),
+        ({"processor": QuestionAnswer("prompt", "answer")}, "data.processor", "no field 'prompt'"),
+        ({"train_size": 0}, "data.train_size", "positive integer"),
+        ({"checker": "exact"}, "data.checker", "is not a rlvr.verify.checkers.Checker"),
+    ],
+)
+def test_config_mistakes_name_the_key(gsm8k_file, kwargs, key, text):
+    issues = gsm8k_data(gsm8k_file, **kwargs).validate()
+    assert any(i.key == key and text in i.problem for i in issues), issues
+
+
+def test_malformed_row_is_reported_with_its_number(tmp_path):
+    rows = [*ROWS[:3], {"question": "q", "answer": "no final line"}]
+    issues = gsm8k_data(write_jsonl(tmp_path / "bad.jsonl", rows)).validate()
+    assert [i.key for i in issues] == ["data.processor"] and "row 3" in issues[0].problem
+
+
+def test_conf_groups_compose_and_instantiate(gsm8k_file, tmp_path):
+    for group, path in (("gsm8k", gsm8k_file), ("finqa", write_json(tmp_path / "f.json", finqa_rows(30)))):
+        cfg = compose_config([f"data={group}", f"data.path={path}"])
+        assert check_targets(cfg) == []
+        data = instantiate(cfg.data, _convert_="all")
+        assert data.validate() == [] and data.name == group
+    qa = compose_config(["data=qa_file", "data/checker=math_verify"]).data
+    assert qa.checker._target_ == "rlvr.verify.checkers.MathVerify"
+    assert isinstance(instantiate(compose_config(["data=qa_file"]).data).checker, ExactMatch)
+
+
+def test_own_processor_from_a_plugin_package(monkeypatch, tmp_path):
+    """The README's worked example: a plugin processor, allowed only when RLVR_PLUGINS names it."""
+    rows = [{"prompt": f"Capital number {i}?", "target": f"city{i}", "topic": "geo"} for i in range(40)]
+    rows.append({"prompt": "unanswered", "target": "", "topic": "geo"})
+    path = write_jsonl(tmp_path / "trivia.jsonl", rows)
+    overrides = [
+        "data=qa_file",
+        "data.name=trivia",
+        f"data.path={path}",
+        "data.eval_size=null",
+        # Replace the whole processor node (a plain override would merge in QuestionAnswer's fields).
+        "~data.processor",
+        "+data.processor={_target_: rlvr_example_plugin.data.TriviaProcessor}",
+    ]
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "plugins"))
+    refused = check_targets(compose_config(overrides))
+    assert [i.key for i in refused] == ["data.processor._target_"]
+    monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
+    cfg = compose_config(overrides)
+    assert check_targets(cfg) == []
+    data = instantiate(cfg.data, _convert_="all").load(PROMPT)
+    assert len(data.train) + len(data.eval) == 40
+    assert json.loads(data.eval["entry"][0])["metadata"]["topic"] == "geo"
