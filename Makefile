@@ -1,26 +1,34 @@
 # rlvr: `make run` and `make test` are all a new checkout needs; both run
 # `make setup` first, which is idempotent.
 #
-#   make setup       .venv with the locked CPU environment + the default model (GPU=1: + the GPU extra)
+#   make setup       .venv with the locked CPU environment + the default model (GPU=1: the GPU lock)
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
 #   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts)
 #   make tools       .venv-tools: the hashed static checkers for infrastructure/ (tests/static/)
 #   make test-slow   setup, then only the slow tests (need the real default model)
 #   make lint        ruff check + ruff format --check
-#   make check-locks requirements/cpu.txt and poetry.lock agree (also a unit test)
-#   make lock        re-resolve both lock files (network; see scripts/lock.py)
+#   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
+#   make lock        re-resolve the lock files (network; see scripts/lock.py)
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-LOCK := requirements/cpu.txt
-STAMP := $(VENV)/.rlvr-setup-stamp
 ARGS ?=
 PYTEST_ARGS ?=
 # 0 skips downloading/converting the default model in `make setup`.
 FETCH_MODEL ?= 1
-# 1 also installs the GPU extra (bitsandbytes, vllm, unsloth; not hash-locked, CUDA machines only).
+# 1 installs the GPU lock instead (requirements/gpu.txt: CUDA torch, vllm, unsloth, bitsandbytes;
+# hashed; Linux x86_64 with Python 3.11-3.13, CUDA machines).
 GPU ?= 0
+CPU_LOCK := requirements/cpu.txt
+GPU_LOCK := requirements/gpu.txt
+ifeq ($(GPU),1)
+LOCK := $(GPU_LOCK)
+STAMP := $(VENV)/.rlvr-setup-stamp-gpu
+else
+LOCK := $(CPU_LOCK)
+STAMP := $(VENV)/.rlvr-setup-stamp
+endif
 
 # torch is installed on its own, BEFORE the hashed lock, so that the build
 # can be chosen: the lock pins its version (read from the lock here) and
@@ -33,7 +41,7 @@ GPU ?= 0
 # variant), or pass that option here via TORCH_PIP_ARGS. Plain PyPI
 # torch on Linux is the CUDA build and pulls several GB of nvidia-* wheels,
 # which the CPU lock deliberately does not list.
-TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(LOCK))
+TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
 .PHONY: help setup run test test-slow lint check-locks lock tools lock-tools
@@ -42,10 +50,6 @@ help:
 	@sed -n 's/^#   //p' Makefile
 
 setup: $(STAMP)
-ifeq ($(GPU),1)
-	$(PY) -m pip install -e '.[gpu]'
-	$(PY) -m pip check
-endif
 ifeq ($(FETCH_MODEL),1)
 	$(PY) -m rlvr.models.embedded
 endif
@@ -53,7 +57,20 @@ endif
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalls only when the lock or pyproject.toml is newer than the stamp.
+# Reinstalls only when the lock or pyproject.toml is newer than the stamp (one stamp per lock).
+# GPU: every line of the GPU lock carries a Linux x86_64 / Python >= 3.11 marker, so elsewhere pip
+# would skip them all and succeed: refuse first. Its torch is PyPI's CUDA build, hash-checked like
+# the rest; a CPU build of the same version already in .venv would satisfy `torch==<version>`, so
+# the last step fails unless the installed torch is a CUDA build.
+ifeq ($(GPU),1)
+$(STAMP): $(LOCK) pyproject.toml | $(PY)
+	@$(PY) -c 'import platform, sys; ok = sys.platform == "linux" and platform.machine() == "x86_64" and (3, 11) <= sys.version_info[:2] <= (3, 13); sys.exit(0 if ok else "$(LOCK) is for Linux x86_64 with Python 3.11-3.13, not " + sys.platform + " " + platform.machine() + " Python " + platform.python_version() + ": use PYTHON=python3.12, or make setup without GPU=1")'
+	$(PY) -m pip install --require-hashes -r $(LOCK)
+	$(PY) -m pip install --no-deps -e .
+	$(PY) -m pip check
+	@$(PY) -c 'import sys, torch; sys.exit(0 if torch.version.cuda else "torch " + torch.__version__ + " in $(VENV) is a CPU build: remove $(VENV) and rerun make setup GPU=1")'
+	touch $@
+else
 $(STAMP): $(LOCK) pyproject.toml | $(PY)
 	@test -n "$(TORCH_VERSION)" || { echo "no torch==<version> line in $(LOCK)" >&2; exit 1; }
 	$(PY) -m pip install "torch==$(TORCH_VERSION)" $(TORCH_PIP_ARGS)
@@ -61,6 +78,7 @@ $(STAMP): $(LOCK) pyproject.toml | $(PY)
 	$(PY) -m pip install --no-deps -e .
 	$(PY) -m pip check
 	touch $@
+endif
 
 run: setup
 	$(PY) run_pipeline.py $(ARGS)

@@ -18,6 +18,20 @@ they drift apart or when either is stale for pyproject.toml:
 * torch is pinned once, without marker (the Makefile reads its version);
 * neither file names a URL, an index option or an absolute path.
 
+And (check_gpu) that requirements/gpu.txt, the CUDA lock, agrees with
+requirements/cpu.txt:
+
+* it is fully hashed, names no URL, index option or path, pins torch once
+  and carries torch's CUDA runtime and every package of the `gpu` extra;
+* on Linux x86_64 with Python 3.11, 3.12 and 3.13, every package both files
+  install has the same version in both, with the GPU file's hashes a subset
+  of the CPU file's (it lists Linux x86_64 files only), except the entries
+  of requirements/gpu-differences.toml: package, both versions and why. An
+  entry that no longer matches a real difference is reported too, so the
+  list stays true;
+* nothing only the GPU packages need (vllm, unsloth and what only they pull
+  in, by the `# via` annotations of gpu.txt) is in the CPU lock.
+
 Standard library only, except `packaging` for the marker check.
 """
 
@@ -248,13 +262,160 @@ def check(root: Path = ROOT) -> list[str]:
     return problems
 
 
+# ------------------------------------------------------------------------------------- GPU lock ---
+
+GPU_ENVIRONMENTS = [
+    env for env in ENVIRONMENTS if env["sys_platform"] == "linux" and env["python_version"] != "3.10"
+]
+
+
+def gpu_differences(path: Path) -> list[dict]:
+    """The allowed version differences between the GPU and the CPU lock (see the file's header)."""
+    if not path.is_file():
+        return []
+    return tomllib.loads(path.read_text()).get("difference", [])
+
+
+def via(text: str) -> dict[str, set[str]]:
+    """Who needs each package, from the `# via` annotations `uv export` writes."""
+    out: dict[str, set[str]] = {}
+    current = None
+    in_via = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith("#") and not line.startswith("--hash"):
+            m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
+            current = canon(m.group(1)) if m else None
+            in_via = False
+            if current:
+                out.setdefault(current, set())
+            continue
+        if current is None or not line.startswith("#"):
+            continue
+        body = line.lstrip("#").strip()
+        if body.startswith("via"):
+            in_via = True
+            body = body[3:].strip()
+        if in_via and body:
+            out[current].add(canon(body.split()[0]))
+    return out
+
+
+def gpu_only(gpu_text: str, gpu_names: set[str]) -> set[str]:
+    """The GPU extra's packages and everything that only they (transitively) need."""
+    needs = via(gpu_text)
+    closed = set(gpu_names)
+    changed = True
+    while changed:
+        changed = False
+        for name, parents in needs.items():
+            if name not in closed and parents and parents <= closed:
+                closed.add(name)
+                changed = True
+    return closed
+
+
+def check_gpu(root: Path = ROOT) -> list[str]:
+    """Disagreements between requirements/gpu.txt and requirements/cpu.txt (see the module docstring)."""
+    gpu_path, cpu_path = root / "requirements" / "gpu.txt", root / "requirements" / "cpu.txt"
+    diff_path = root / "requirements" / "gpu-differences.toml"
+    if not gpu_path.exists():
+        return ["requirements/gpu.txt is missing: run `make lock`"]
+    problems = []
+    text = gpu_path.read_text()
+    for rx, what in FORBIDDEN:
+        if m := rx.search(text):
+            problems.append(f"gpu.txt names {what}: {m.group(0)!r}")
+    gpu = parse_requirements(text)
+    cpu = parse_requirements(cpu_path.read_text())
+    for e in gpu:
+        if not e["hashes"]:
+            problems.append(f"requirements/gpu.txt: {e['name']}=={e['version']} has no hash")
+    torch = [e for e in gpu if e["name"] == "torch"]
+    if len(torch) != 1:
+        problems.append("requirements/gpu.txt must pin torch exactly once")
+    names = {e["name"] for e in gpu}
+    if not any(n.startswith("nvidia-") for n in names) or "triton" not in names:
+        problems.append(
+            "requirements/gpu.txt has no CUDA runtime (nvidia-*, triton): torch would be a CPU build"
+        )
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    extras = pyproject["project"].get("optional-dependencies", {})
+    wanted = {req_name(r) for reqs in extras.values() for r in reqs}
+    wanted |= {req_name(r) for r in pyproject["project"].get("dependencies", [])}
+    for name in sorted(wanted - names):
+        problems.append(f"{name} (pyproject.toml) is missing from requirements/gpu.txt")
+
+    allowed = {}
+    for d in gpu_differences(diff_path):
+        key = (canon(d.get("package", "")), str(d.get("cpu")), str(d.get("gpu")))
+        if not str(d.get("why", "")).strip():
+            problems.append(f"gpu-differences.toml: {key[0]} {key[1]} -> {key[2]} gives no reason (`why`)")
+        allowed[key] = False
+    for env in GPU_ENVIRONMENTS:
+        where = f"python {env['python_full_version']} on Linux x86_64"
+        a = {e["name"]: e for e in cpu if selected(e["marker"], env, [])}
+        b = {e["name"]: e for e in gpu if selected(e["marker"], env, [])}
+        for name in sorted(a.keys() & b.keys()):
+            ca, gb = a[name], b[name]
+            if ca["version"] == gb["version"]:
+                if not gb["hashes"] <= ca["hashes"]:
+                    problems.append(
+                        f"{name}=={ca['version']}: gpu.txt has file hashes cpu.txt does not ({where})"
+                    )
+                continue
+            key = (name, ca["version"], gb["version"])
+            if key in allowed:
+                allowed[key] = True
+            else:
+                problems.append(
+                    f"{name}: cpu.txt {ca['version']}, gpu.txt {gb['version']} ({where}) and no entry in "
+                    "requirements/gpu-differences.toml: make them agree, or add the entry with the reason"
+                )
+    for (name, a_version, b_version), used in allowed.items():
+        if not used:
+            problems.append(
+                f"gpu-differences.toml: {name} {a_version} -> {b_version} is not a difference of the locks "
+                "(stale entry): remove or update it"
+            )
+    gpu_extra = {req_name(r) for r in extras.get("gpu", [])} - {
+        req_name(r) for k, reqs in extras.items() if k != "gpu" for r in reqs
+    }
+    seeds = gpu_extra | {n for n in names if is_cuda_runtime(n)}
+    closure = gpu_only(text, seeds)
+    # A package that the CPU lock's own graph reaches from the project without a GPU package is no
+    # leak, even where the GPU resolution's other versions leave only GPU packages needing it
+    # (huggingface-hub 2.x needs httpx2, 1.x does not).
+    cpu_needs = via(cpu_path.read_text())
+    reached = {canon(pyproject["project"]["name"])}
+    changed = True
+    while changed:
+        changed = False
+        for name, parents in cpu_needs.items():
+            if name not in reached and name not in seeds and parents & reached:
+                reached.add(name)
+                changed = True
+    for name in sorted((closure & cpu_needs.keys()) - reached):
+        problems.append(f"{name} is needed only by the GPU packages but is in requirements/cpu.txt")
+    return problems
+
+
 def main() -> int:
     problems = check(ROOT)
     for p in problems:
         print("lock check:", p)
     if not problems:
         print("lock check: requirements/cpu.txt and poetry.lock agree")
-    return 1 if problems else 0
+    gpu_problems = check_gpu(ROOT)
+    for p in gpu_problems:
+        print("lock check:", p)
+    if not gpu_problems:
+        print(
+            "lock check: requirements/gpu.txt agrees with requirements/cpu.txt (requirements/gpu-differences.toml)"
+        )
+    return 1 if problems or gpu_problems else 0
 
 
 if __name__ == "__main__":

@@ -493,7 +493,7 @@ def require_vllm() -> None:
     """Refuse before anything loads where vLLM cannot run (no package, or no CUDA)."""
     missing = []
     if importlib.util.find_spec("vllm") is None:
-        missing.append("the vllm package is not installed (pip install 'rlvr[gpu]')")
+        missing.append("the vllm package is not installed (make setup GPU=1: the hashed GPU lock)")
     if not torch.cuda.is_available():
         missing.append("no CUDA GPU is available (torch.cuda.is_available() is False)")
     if missing:

@@ -190,10 +190,10 @@ def plan_of(model: Any, loop: Any, processes: int) -> Plan:
     completion = (
         int(grpo["max_length"]) - 256 if "max_length" in grpo else int(grpo.get("max_completion_length", 256))
     )
+    dtype = getattr(model, "dtype", "float32")
     return Plan(
-        dtype=getattr(model, "dtype", "float32")
-        if getattr(model, "dtype", "float32") != "auto"
-        else "bfloat16",
+        # "auto" (transformers) and None (unsloth) pick a 16-bit dtype on a GPU
+        dtype=dtype if dtype not in ("auto", None) else "bfloat16",
         quantization=getattr(model, "quantization", None),
         lora_r=lora.get("r") if lora else None,
         lora_modules=len(modules) if isinstance(modules, list | tuple) else 7,

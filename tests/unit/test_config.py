@@ -16,7 +16,7 @@ EXPERIMENTS = sorted(f.stem for f in (CONF / "experiment").glob("*.yaml"))
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_every_group_option_composes_and_binds(group, option):
     overrides = [f"{group}={option}"]
-    if (group, option) in (("model", "hf"),):
+    if (group, option) in (("model", "hf"), ("model", "unsloth")):
         overrides.append("model.name_or_path=some/model")
     if group == "source":  # no default: each option is placed under a name in data.eval_sets
         overrides = [f"+source@data.eval_sets.extra={option}"]

@@ -1,6 +1,7 @@
-"""The committed locks: requirements/cpu.txt and poetry.lock are one resolution.
+"""The committed locks: requirements/cpu.txt and poetry.lock are one resolution, and
+requirements/gpu.txt agrees with them except where requirements/gpu-differences.toml says why.
 
-See scripts/lock.py (how both are made) and scripts/check_locks.py (the check).
+See scripts/lock.py (how they are made) and scripts/check_locks.py (the checks).
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ def _cpu_entries():
 @pytest.fixture
 def lock_copy(tmp_path: Path) -> Path:
     (tmp_path / "requirements").mkdir()
-    for rel in ("pyproject.toml", "poetry.lock", "requirements/cpu.txt"):
+    for rel in (
+        "pyproject.toml",
+        "poetry.lock",
+        "requirements/cpu.txt",
+        "requirements/gpu.txt",
+        "requirements/gpu-differences.toml",
+    ):
         shutil.copy(ROOT / rel, tmp_path / rel)
     return tmp_path
 
@@ -62,7 +69,7 @@ def test_cpu_lock_has_cpu_extras_but_no_gpu_or_cuda_runtime():
 
 
 def test_locks_name_no_url_index_or_machine_path():
-    for rel in ("requirements/cpu.txt", "poetry.lock"):
+    for rel in ("requirements/cpu.txt", "poetry.lock", "requirements/gpu.txt"):
         text = (ROOT / rel).read_text()
         assert "://" not in text, rel
         assert not re.search(r"--(extra-)?index" r"-url|--find" r"-links", text), rel
@@ -141,3 +148,86 @@ def test_makefile_installs_the_locked_torch_first():
     assert 'pip install "torch==2.13.0"' in lines[0]
     assert "--require-hashes -r requirements/cpu.txt" in lines[1]
     assert "--no-deps -e ." in lines[2]
+
+
+# ------------------------------------------------------------------------------------- GPU lock ---
+
+
+def _gpu_entries():
+    return check_locks.parse_requirements((ROOT / "requirements" / "gpu.txt").read_text())
+
+
+def test_gpu_lock_agrees_with_the_cpu_lock():
+    assert check_locks.check_gpu(ROOT) == []
+
+
+def test_gpu_lock_is_hashed_cuda_torch_with_the_gpu_packages_for_linux_x86_64():
+    entries = _gpu_entries()
+    names = {e["name"] for e in entries}
+    assert {"torch", "vllm", "unsloth", "unsloth-zoo", "bitsandbytes", "xformers", "triton"} <= names
+    assert any(n.startswith("nvidia-cudnn") for n in names)  # PyPI's Linux torch: the CUDA build
+    assert all(e["hashes"] and all(h.startswith("sha256:") for h in e["hashes"]) for e in entries)
+    assert all(
+        "sys_platform == 'linux'" in e["marker"] and "platform_machine == 'x86_64'" in e["marker"]
+        for e in entries
+    )
+    [torch] = [e for e in entries if e["name"] == "torch"]
+    assert torch["version"] == "2.13.0"  # vllm 0.32.0 pins the CPU lock's torch
+
+
+def _difference_entries(text: str) -> list[str]:
+    return re.split(r"\n(?=\[\[difference\]\])", text)
+
+
+def test_gpu_check_names_a_difference_missing_from_the_allow_list(lock_copy: Path):
+    allow = lock_copy / "requirements" / "gpu-differences.toml"
+    blocks = _difference_entries(allow.read_text())
+    allow.write_text("\n".join(b for b in blocks if 'package = "trl"' not in b))
+    problems = check_locks.check_gpu(lock_copy)
+    assert any(p.startswith("trl: cpu.txt 1.16.0, gpu.txt 1.15.0") for p in problems), problems
+
+
+def test_gpu_check_reports_stale_or_unexplained_allow_list_entries(lock_copy: Path):
+    allow = lock_copy / "requirements" / "gpu-differences.toml"
+    text = allow.read_text()
+    text += '\n[[difference]]\npackage = "rich"\ncpu = "1.0"\ngpu = "2.0"\nwhy = "made up"\n'
+    allow.write_text(text.replace('why = "datasets 4.8.5 (see above) requires fsspec<=2026.2.0"', 'why = ""'))
+    problems = check_locks.check_gpu(lock_copy)
+    assert any("rich 1.0 -> 2.0 is not a difference" in p for p in problems), problems
+    assert any("fsspec" in p and "gives no reason" in p for p in problems), problems
+
+
+def test_gpu_check_catches_a_file_hash_the_cpu_lock_does_not_have(lock_copy: Path):
+    gpu = lock_copy / "requirements" / "gpu.txt"
+    [rich] = [e for e in _gpu_entries() if e["name"] == "rich"]
+    first = sorted(rich["hashes"])[0]
+    gpu.write_text(gpu.read_text().replace(first, "sha256:" + "0" * 64))
+    problems = check_locks.check_gpu(lock_copy)
+    assert any(p.startswith(f"rich=={rich['version']}: gpu.txt has file hashes") for p in problems), problems
+
+
+def test_nothing_gpu_only_leaks_into_the_cpu_lock(lock_copy: Path):
+    """xformers is in the GPU lock only because unsloth needs it: in the CPU lock it is a leak."""
+    gpu_text = (ROOT / "requirements" / "gpu.txt").read_text()
+    block = re.search(r"^xformers==.*?(?=^[a-z])", gpu_text, re.M | re.S).group(0)
+    assert "# via unsloth" in block
+    cpu = lock_copy / "requirements" / "cpu.txt"
+    cpu.write_text(cpu.read_text() + block)
+    problems = check_locks.check_gpu(lock_copy)
+    assert "xformers is needed only by the GPU packages but is in requirements/cpu.txt" in problems
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_makefile_gpu_setup_installs_the_hashed_gpu_lock_only():
+    out = subprocess.run(
+        ["make", "-n", "setup", "GPU=1", "FETCH_MODEL=0", "STAMP=/nonexistent/stamp"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [line for line in out.splitlines() if " -m pip install" in line]
+    assert "--require-hashes -r requirements/gpu.txt" in lines[0]
+    assert "--no-deps -e ." in lines[1]
+    assert len(lines) == 2  # no unhashed install (no '.[gpu]', no torch on its own)
+    assert "torch.version.cuda" in out  # a CPU torch left in .venv fails the setup

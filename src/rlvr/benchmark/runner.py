@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,15 @@ class Benchmark:
                 )
         if not self.models:
             issues.append(ConfigIssue("benchmark.models", [], "no models", "benchmark.models=[smollm2_135m]"))
-        issues += [_spec_issue(spec) for spec in self.models if spec_kind(spec) is None]
+        for spec in self.models:
+            kind = spec_kind(spec)
+            if kind is None:
+                issues.append(_spec_issue(spec))
+            elif kind == "option":  # its own checks, before any cell runs (e.g. unsloth without CUDA)
+                issues += [
+                    replace(i, key=f"benchmark.models[{spec}]: {i.key}")
+                    for i in model_component(spec).validate()
+                ]
         if self.num_examples < 1:
             issues.append(
                 ConfigIssue("benchmark.num_examples", self.num_examples, "must be >= 1", "set e.g. 100")
@@ -265,7 +273,8 @@ class Benchmark:
                 log.info("all cells of %s already done; skipping", spec)
                 continue
             loaded = component.load()
-            loaded.model.to(device)
+            if not getattr(loaded.model, "hf_device_map", None):  # a dispatching loader (unsloth) placed it
+                loaded.model.to(device)
             for task, (fingerprint, overlap) in plan.items():
                 started = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 t0 = time.perf_counter()

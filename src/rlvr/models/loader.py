@@ -1,9 +1,6 @@
-"""Load a causal LM and its tokenizer from config, optionally wrapped with a LoRA adapter.
-
-GPU-only paths (unsloth) are imported lazily and refuse
-with a clear message on a machine without CUDA; everything up to that call is
-plain, testable Python.
-"""
+"""Load a causal LM and its tokenizer from config through transformers, optionally wrapped with a
+LoRA adapter (PEFT) on a bitsandbytes-quantised base. unsloth's loader is its own component
+(rlvr.models.unsloth)."""
 
 from __future__ import annotations
 
@@ -64,12 +61,6 @@ def pickled_adapter_issue(path: str | Path, use_safetensors: bool) -> ConfigIssu
     )
 
 
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 class HFModel:
     """Any HF causal LM: hub id, local directory, GGUF file, or a LoRA adapter directory.
 
@@ -82,7 +73,6 @@ class HFModel:
         lora: PEFT ``LoraConfig`` fields (r, lora_alpha, lora_dropout, target_modules, ...); None = full fine-tune.
         quantization: None, "4bit" (NF4, runs on CUDA and on CPU) or "8bit" (bitsandbytes); with
             ``lora`` this is QLoRA.
-        backend: "hf" or "unsloth" (CUDA only).
         gradient_checkpointing: trade compute for memory during training.
     """
 
@@ -95,7 +85,6 @@ class HFModel:
         gguf_file: str | None = None,
         lora: dict[str, Any] | None = None,
         quantization: str | None = None,
-        backend: str = "hf",
         gradient_checkpointing: bool = False,
     ):
         self.name_or_path = str(name_or_path)
@@ -105,7 +94,6 @@ class HFModel:
         self.gguf_file = gguf_file
         self.lora = dict(lora) if lora else None
         self.quantization = quantization
-        self.backend = backend
         self.gradient_checkpointing = gradient_checkpointing
 
     def validate(self) -> list[ConfigIssue]:
@@ -116,9 +104,6 @@ class HFModel:
             issues.append(
                 ConfigIssue("model.quantization", self.quantization, "unknown", "use null, 4bit or 8bit")
             )
-        if self.backend not in ("hf", "unsloth"):
-            issues.append(ConfigIssue("model.backend", self.backend, "unknown backend", "use hf or unsloth"))
-        gpu_needs = []
         if self.quantization and importlib.util.find_spec("bitsandbytes") is None:
             issues.append(
                 ConfigIssue(
@@ -128,19 +113,6 @@ class HFModel:
                     "pip install 'rlvr[quantization]' (make setup installs it)",
                 )
             )
-        if self.backend == "unsloth":
-            gpu_needs.append(("model.backend", self.backend, "unsloth"))
-        for key, value, package in gpu_needs:
-            if not _cuda_available():
-                issues.append(
-                    ConfigIssue(
-                        key, value, "needs a CUDA GPU and none is visible", f"set {key}=null/hf on CPU"
-                    )
-                )
-            elif importlib.util.find_spec(package) is None:
-                issues.append(
-                    ConfigIssue(key, value, f"needs the '{package}' package", "pip install 'rlvr[gpu]'")
-                )
         if self.lora is not None:
             from peft import LoraConfig
 
@@ -198,16 +170,6 @@ class HFModel:
         return self.name_or_path
 
     def _load_base(self, path: str) -> tuple[Any, Any]:
-        if self.backend == "unsloth":
-            if not _cuda_available():
-                raise RuntimeError(
-                    "model.backend=unsloth needs a CUDA GPU; set model.backend=hf on this machine"
-                )
-            from unsloth import FastLanguageModel  # lazy: GPU-only dependency
-
-            return FastLanguageModel.from_pretrained(
-                path, load_in_4bit=self.quantization == "4bit", trust_remote_code=self.trust_remote_code
-            )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         kwargs = self.load_kwargs()

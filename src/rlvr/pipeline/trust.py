@@ -125,7 +125,7 @@ def _import_object(path: str) -> Any:
 def _install_hint(module: str) -> str:
     top = module.split(".")[0]
     if top in {"vllm", "unsloth", "bitsandbytes"}:
-        return f"pip install 'rlvr[gpu]' (on a CUDA machine), or remove the option that needs {top}"
+        return f"make setup GPU=1 (the hashed GPU lock, on a CUDA machine), or remove the option that needs {top}"
     if top in {"wandb", "tensorboard"}:
         return f"pip install 'rlvr[tracking]', or drop the observer that needs {top}"
     return f"pip install {top.replace('_', '-')}"

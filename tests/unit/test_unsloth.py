@@ -1,0 +1,268 @@
+"""The unsloth model component (rlvr.models.UnslothModel): config -> unsloth's two calls, and its refusals.
+
+unsloth needs a CUDA GPU, so the translation is tested up to the call with a stand-in ``unsloth``
+module put into ``sys.modules``. Its two functions have the parameter names and defaults of
+unsloth 2026.10.7, the version requirements/gpu.txt locks (``FastLanguageModel.from_pretrained`` in
+unsloth/models/loader.py, ``FastLlamaModel.get_peft_model`` in unsloth/models/llama.py, read from the
+locked wheel), so a misspelt or removed argument name fails here with a TypeError, as it would on
+a GPU. The refusal without CUDA runs for real on this machine.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import shlex
+import sys
+import types
+
+import pytest
+from hydra.utils import instantiate
+from tests.conftest import compose_config
+
+from rlvr.config_errors import ConfigValidationError
+from rlvr.models import UnslothModel
+from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline.validation import check_targets
+
+QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+class _Tokenizer:
+    pad_token = None
+    eos_token = "<|im_end|>"
+
+
+class StandIn:
+    """What the component asked unsloth to do; returns markers instead of models."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+        stand_in = self
+
+        class FastLanguageModel:
+            # unsloth 2026.10.7 (the GPU lock's), unsloth/models/loader.py: FastLanguageModel.from_pretrained
+            @staticmethod
+            def from_pretrained(
+                model_name="unsloth/Llama-3.2-1B-Instruct", max_seq_length=2048, dtype=None,
+                load_in_4bit=True, load_in_8bit=False, load_in_16bit=False, full_finetuning=False,
+                token=None, device_map="sequential", device_map_planner_kwargs=None, rope_scaling=None,
+                fix_tokenizer=True, trust_remote_code=False, use_gradient_checkpointing="unsloth",
+                resize_model_vocab=None, revision=None, use_exact_model_name=False, offload_embedding="auto",
+                float32_mixed_precision=None, fast_inference=False, gpu_memory_utilization=0.5,
+                float8_kv_cache=False, random_state=3407, max_lora_rank=64, disable_log_stats=True,
+                qat_scheme=None, load_in_fp8=False, unsloth_tiled_mlp=False, text_only=False,
+                *args, on_model_resolved=None, **kwargs,
+            ):  # fmt: skip
+                assert not args and not kwargs, (args, kwargs)  # everything by its own name
+                stand_in.calls.append(("from_pretrained", {k: v for k, v in locals().items() if k not in ("args", "kwargs")}))  # fmt: skip
+                return "base-model", _Tokenizer()
+
+            # unsloth 2026.10.7, unsloth/models/llama.py: FastLlamaModel.get_peft_model, which
+            # FastLanguageModel.get_peft_model forwards to for language models
+            @staticmethod
+            def get_peft_model(
+                model, r=16, target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+                lora_alpha=16, lora_dropout=0.0, bias="none", layers_to_transform=None, layers_pattern=None,
+                finetune_last_n_layers=None, use_gradient_checkpointing="unsloth", random_state=3407,
+                max_seq_length=2048, use_rslora=False, modules_to_save=None, init_lora_weights=True,
+                loftq_config=None, temporary_location="_unsloth_temporary_saved_buffers", qat_scheme=None,
+                target_parameters=None, ensure_weight_tying=None, offload_layers=None, checkpoint_skip_layers=0,
+                **kwargs,
+            ):  # fmt: skip
+                assert not kwargs, kwargs
+                stand_in.calls.append(
+                    ("get_peft_model", {k: v for k, v in locals().items() if k != "kwargs"})
+                )
+                return "peft-model"
+
+        self.module = types.ModuleType("unsloth")
+        self.module.__spec__ = importlib.machinery.ModuleSpec("unsloth", None)  # find_spec() sees it
+        self.module.FastLanguageModel = FastLanguageModel
+
+    def call(self, name: str) -> dict:
+        [kwargs] = [k for n, k in self.calls if n == name]
+        return kwargs
+
+
+@pytest.fixture
+def unsloth_on_a_gpu(monkeypatch):
+    """A machine with CUDA and unsloth installed, as far as the component can tell."""
+    from rlvr.models import unsloth as component
+
+    stand_in = StandIn()
+    monkeypatch.setitem(sys.modules, "unsloth", stand_in.module)
+    monkeypatch.setattr(component, "_cuda_available", lambda: True)
+    return stand_in
+
+
+def _component(*overrides: str) -> UnslothModel:
+    cfg = compose_config(["model=unsloth_qwen2_5_1_5b", *overrides])
+    assert check_targets(cfg) == []
+    return instantiate(cfg.model, _convert_="all")
+
+
+def test_committed_config_becomes_unsloths_two_calls(unsloth_on_a_gpu):
+    model = _component("seed=7")
+    assert model.validate() == []
+    loaded = model.load()
+    pre = unsloth_on_a_gpu.call("from_pretrained")
+    assert pre["model_name"] == QWEN
+    assert pre["max_seq_length"] == 2048
+    assert pre["load_in_4bit"] is True and pre["load_in_8bit"] is False
+    assert pre["dtype"] is None  # unsloth picks bf16 / fp16 for the GPU
+    assert pre["full_finetuning"] is False and pre["trust_remote_code"] is False
+    assert pre["use_gradient_checkpointing"] == "unsloth" and pre["random_state"] == 7
+    peft = unsloth_on_a_gpu.call("get_peft_model")
+    assert peft["model"] == "base-model"
+    assert (peft["r"], peft["lora_alpha"], peft["lora_dropout"], peft["bias"]) == (16, 16, 0.0, "none")
+    assert peft["target_modules"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    assert peft["use_gradient_checkpointing"] == "unsloth" and peft["random_state"] == 7
+    assert peft["max_seq_length"] == 2048
+    assert loaded.model == "peft-model" and loaded.quantization == "4bit" and loaded.name == QWEN
+    assert loaded.tokenizer.pad_token == "<|im_end|>"
+
+
+def test_overrides_reach_the_calls(unsloth_on_a_gpu):
+    import torch
+
+    model = _component(
+        "model.dtype=bfloat16",
+        "model.max_seq_length=4096",
+        "model.use_gradient_checkpointing=true",
+        "model.lora.r=64",
+        "+model.lora.use_rslora=true",
+    )
+    assert model.validate() == []
+    model.load()
+    pre, peft = unsloth_on_a_gpu.call("from_pretrained"), unsloth_on_a_gpu.call("get_peft_model")
+    assert pre["dtype"] is torch.bfloat16 and pre["max_seq_length"] == 4096
+    assert pre["use_gradient_checkpointing"] is True and peft["use_gradient_checkpointing"] is True
+    assert peft["r"] == 64 and peft["use_rslora"] is True
+
+
+def test_no_lora_is_a_full_fine_tune_in_16_bit(unsloth_on_a_gpu):
+    model = _component("model.lora=null", "model.load_in_4bit=false")
+    assert model.validate() == []
+    model.load()
+    assert unsloth_on_a_gpu.call("from_pretrained")["full_finetuning"] is True
+    assert [name for name, _ in unsloth_on_a_gpu.calls] == ["from_pretrained"]
+
+
+def test_an_adapter_directory_is_loaded_by_unsloth_not_wrapped_again(unsloth_on_a_gpu, tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": QWEN}))
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"")
+    model = _component(f"model.name_or_path={tmp_path}")
+    assert model.validate() == []
+    model.load()
+    pre = unsloth_on_a_gpu.call("from_pretrained")
+    assert pre["model_name"] == str(tmp_path) and pre["full_finetuning"] is False
+    assert [name for name, _ in unsloth_on_a_gpu.calls] == ["from_pretrained"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        (
+            ["model.use_gradient_checkpointing=offload"],
+            "model.use_gradient_checkpointing",
+            "'unsloth', true or false",
+        ),
+        (["model.load_in_8bit=true"], "model.load_in_8bit", "load_in_4bit is also true"),
+        (["model.lora=null"], "model.lora", "cannot train a 4bit base"),
+        (["+model.lora.random_state=1"], "model.lora", "set by the component"),
+        (["+model.lora.rank=8"], "model.lora", "not LoRA arguments"),
+        (["model.dtype=float64"], "model.dtype", "not a dtype"),
+        (["model.max_seq_length=0"], "model.max_seq_length", "positive"),
+    ],
+)
+def test_bad_values_are_refused_with_key_and_fix(unsloth_on_a_gpu, overrides, key, words):
+    issues = _component(*overrides).validate()
+    assert [i.key for i in issues] == [key], issues
+    assert words in issues[0].problem and issues[0].fix
+
+
+def _no_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("machine has a GPU")
+
+
+def test_without_cuda_the_config_is_refused_before_anything_loads(tmp_path, monkeypatch):
+    _no_cuda()
+    monkeypatch.delitem(sys.modules, "unsloth", raising=False)
+    import transformers
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    with pytest.raises(ConfigValidationError) as info:
+        PipelineOrchestrator(compose_config(["model=unsloth_qwen2_5_1_5b"]), tmp_path).build()
+    [issue] = [i for i in info.value.issues if i.key == "model"]
+    assert issue.value == "rlvr.models.UnslothModel"
+    assert "CUDA GPU" in issue.problem and "no GPU is visible" in issue.problem
+    assert "model=hf model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct model.quantization=4bit" in issue.fix
+    assert "unsloth" not in sys.modules  # nothing of unsloth was imported, let alone loaded
+
+
+def test_the_suggested_hf_equivalent_is_a_valid_config(tmp_path):
+    _no_cuda()
+    [issue] = [i for i in _component().validate() if i.key == "model"]
+    overrides = shlex.split(issue.fix.split(": ", 1)[1])
+    cfg = compose_config(overrides)
+    assert check_targets(cfg) == []
+    hf = instantiate(cfg.model, _convert_="all")
+    assert type(hf).__name__ == "HFModel" and hf.validate() == []
+    assert (hf.name_or_path, hf.quantization, hf.gradient_checkpointing) == (QWEN, "4bit", True)
+    assert hf.lora["r"] == 16 and hf.lora["target_modules"][-1] == "down_proj"
+
+
+def test_load_without_cuda_refuses_too():
+    """The benchmark reaches load() for a model spec; it refuses the same way."""
+    _no_cuda()
+    with pytest.raises(ConfigValidationError, match="CUDA GPU"):
+        _component().load()
+
+
+def test_preflight_reads_the_unsloth_component(monkeypatch):
+    from types import SimpleNamespace
+
+    from rlvr import preflight
+    from rlvr.hardware import Hardware
+
+    model = _component()
+    plan = preflight.plan_of(
+        model, SimpleNamespace(grpo_enabled=True, grpo={"per_device_train_batch_size": 8}), 1
+    )
+    assert (plan.quantization, plan.lora_r, plan.lora_modules) == ("4bit", 16, 7)
+    assert plan.dtype == "bfloat16" and plan.activation_checkpointing
+    loop = SimpleNamespace(sft_enabled=True, grpo_enabled=True, sft={},
+                           grpo={"per_device_train_batch_size": 8, "num_generations": 8},
+                           hardware=Hardware("cuda", "bf16", "test"))  # fmt: skip
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 8.0)
+    assert preflight.run_checks(model, loop) == ([], [])  # QLoRA 1.5B fits an 8 GB GPU
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 2.0)
+    [refusal], _ = preflight.run_checks(model, loop)
+    assert "does not fit" in refusal.problem and "1.54B" in refusal.problem
+
+
+def test_benchmark_refuses_an_unsloth_model_at_validation_without_cuda(tmp_path):
+    _no_cuda()
+    from rlvr.benchmark.runner import Benchmark
+
+    bench = Benchmark(
+        models=["unsloth_qwen2_5_1_5b"], tasks=["basic_arithmetic"], num_examples=2,
+        output_dir=str(tmp_path), seed=0,
+    )  # fmt: skip
+    [issue] = bench.validate()
+    assert issue.key == "benchmark.models[unsloth_qwen2_5_1_5b]: model" and "CUDA GPU" in issue.problem
