@@ -88,7 +88,9 @@ resource "google_compute_instance" "run" {
   }
 
   shielded_instance_config {
-    # Secure Boot off: the image's NVIDIA kernel modules are not signed with a key the VM trusts.
+    # Secure Boot off: whether the NVIDIA kernel modules the startup script installs (Ubuntu's
+    # prebuilt ones, or DKMS-built where none matches the kernel) load under Secure Boot on this
+    # image has not been tried; a driver that does not load would leave the run without its GPU.
     enable_secure_boot          = false
     enable_vtpm                 = true
     enable_integrity_monitoring = true
@@ -111,6 +113,7 @@ resource "google_compute_instance" "run" {
       sync_minutes      = var.sync_minutes
       wandb_secret_id   = var.wandb_secret_id
       project_id        = var.project_id
+      nvidia_driver     = var.nvidia_driver
     })
   }
 

@@ -54,15 +54,25 @@ variable "spot" {
 }
 
 variable "disk_size_gb" {
-  description = "Boot disk size in GB: CUDA image, the project's environment (about 15 GB with the GPU extra), models and checkpoints."
+  description = "Boot disk size in GB: OS and NVIDIA driver, the project's environment from the GPU lock (about 15 GB), models and checkpoints."
   type        = number
   default     = 200
 }
 
 variable "image" {
-  description = "Boot image with NVIDIA drivers installed (a Deep Learning VM image family)."
+  description = "Boot image: Ubuntu 24.04 LTS (python3 is 3.12; the GPU lock needs Python 3.11-3.13). The startup script installs the NVIDIA driver (nvidia_driver) unless one of branch 580 or newer is already loaded; another image must have that driver, python3 3.11-3.13 with venv, git, make and the Google Cloud CLI."
   type        = string
-  default     = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204-py310"
+  default     = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
+}
+
+variable "nvidia_driver" {
+  description = "Ubuntu NVIDIA driver branch the startup script installs with `ubuntu-drivers install --gpgpu nvidia:<branch>` when the image has no driver >= 580 (the GPU lock's torch 2.13.0 is a CUDA 13.0 build). Use a -open variant (e.g. 580-server-open) on GPUs that need NVIDIA's open kernel modules (Blackwell)."
+  type        = string
+  default     = "580-server"
+  validation {
+    condition     = can(regex("^[0-9]{3}(-server)?(-open)?$", var.nvidia_driver)) && try(tonumber(substr(var.nvidia_driver, 0, 3)) >= 580, false)
+    error_message = "nvidia_driver must be an Ubuntu driver branch of 580 or newer, such as 580-server or 580-server-open: torch 2.13.0 of requirements/gpu.txt is a CUDA 13.0 build, which needs driver 580+."
+  }
 }
 
 variable "network" {

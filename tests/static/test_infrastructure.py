@@ -46,8 +46,10 @@ def render(template: str) -> str:
         "sync_minutes": "10",
         "wandb_secret_id": "wandb-api-key",
         "project_id": "project",
+        "nvidia_driver": "580-server",
     }
-    return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], template)
+    rendered = re.sub(r"(?<!\$)\$\{(\w+)\}", lambda m: values[m.group(1)], template)
+    return rendered.replace("$${", "${")  # templatefile's escape for a literal ${
 
 
 def test_every_tf_parses_and_declares_what_it_uses():
@@ -145,3 +147,24 @@ def test_the_vm_identity_has_only_what_the_run_needs():
     assert not re.search(
         r'variable "[^"]*(key|token|password|secret)"', variables.replace("wandb_secret_id", "")
     )
+
+
+def test_images_meet_the_gpu_lock():
+    """The container base and the VM's driver floor follow README's GPU lock requirements.
+
+    README "Install details" states the driver the GPU lock's CUDA torch needs; the startup script's
+    floor, the nvidia_driver validation and the Dockerfile's CUDA major must agree with it.
+    """
+    readme = (ROOT / "README.md").read_text()
+    needed = int(re.search(r"NVIDIA driver (\d+) or newer", readme).group(1))
+    script = TEMPLATE.read_text()
+    assert int(re.search(r"^MIN_DRIVER_MAJOR=(\d+)$", script, re.MULTILINE).group(1)) == needed
+    variables = (TERRAFORM / "variables.tf").read_text()
+    assert f"tonumber(substr(var.nvidia_driver, 0, 3)) >= {needed}" in variables
+    dockerfile = (INFRA / "docker" / "Dockerfile").read_text()
+    base = re.search(
+        r"^FROM nvidia/cuda:(\d+)\.(\d+)\.\d+-cudnn-runtime-ubuntu(\d+\.\d+)", dockerfile, re.MULTILINE
+    )
+    assert base, "the Dockerfile's base must be an nvidia/cuda cudnn-runtime image"
+    # torch 2.13.0 of requirements/gpu.txt is a CUDA 13.0 build; Ubuntu 24.04's python3 is 3.12.
+    assert (base.group(1), base.group(2), base.group(3)) == ("13", "0", "24.04")
