@@ -1,9 +1,10 @@
 """Reward terms: plain callables ``(completions, **dataset_columns) -> list[float]`` as TRL expects.
 
 Each term has a ``weight``; the RewardSet hands TRL the functions and the weights
-(``GRPOConfig.reward_weights``). Terms receive the shared PromptTemplate and the
-verifier sandbox at bind time, so extraction and scoring are the same objects
-that evaluation uses.
+(``GRPOConfig.reward_weights``). Every term is constructed with the run's shared
+PromptTemplate (``prompt``) and verifier sandbox (``scorer``), which the orchestrator
+passes at instantiation beside the YAML values, so extraction and scoring are the
+same objects that evaluation uses and a term is usable as soon as it exists.
 """
 
 from __future__ import annotations
@@ -32,18 +33,19 @@ def completion_text(completion: Any) -> str:
 
 
 class _Term:
+    """Base of the reward terms: a weight, the run's prompt and its scorer (the verifier sandbox).
+
+    Subclasses with options of their own forward ``**collaborators`` (prompt, scorer) to it.
+    """
+
     name = "term"
 
-    def __init__(self, weight: float = 1.0):
+    def __init__(self, weight: float = 1.0, *, prompt: PromptTemplate, scorer: Scorer | None):
         self.weight = float(weight)
-        self.prompt: PromptTemplate | None = None
-        self.scorer: Scorer | None = None
-        # TRL logs each reward under the function's __name__.
-        self.__name__ = self.name
-
-    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
         self.prompt = prompt
         self.scorer = scorer
+        # TRL logs each reward under the function's __name__.
+        self.__name__ = self.name
 
     def validate(self, key: str) -> list[ConfigIssue]:
         return []
@@ -66,14 +68,15 @@ class CorrectnessReward(_Term):
 
     name = "correctness"
 
-    def __init__(self, weight: float = 1.0, partial_credit: bool = False):
-        super().__init__(weight)
+    def __init__(self, weight: float = 1.0, partial_credit: bool = False, **collaborators: Any):
+        super().__init__(weight, **collaborators)
+        if self.scorer is None:
+            raise ValueError("CorrectnessReward needs a scorer (the verifier sandbox)")
         self.partial_credit = partial_credit
 
     def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
         from rlvr.verify import ScoreRequest
 
-        assert self.prompt is not None and self.scorer is not None, "RewardSet.bind() was not called"
         requests = [
             ScoreRequest(task=t, answer=self.prompt.extract(completion_text(c)), entry=json.loads(e))
             for c, t, e in zip(completions, task, entry, strict=True)
@@ -87,7 +90,7 @@ class CorrectnessReward(_Term):
 class FormatReward(_Term):
     """1.0 when the completion holds exactly one non-empty answer tag and nothing after it, else 0.0.
 
-    >>> r = FormatReward(); r.bind(PromptTemplate("{question}"), None)
+    >>> r = FormatReward(prompt=PromptTemplate("{question}"), scorer=None)
     >>> r(["<answer>4</answer>", "4", "<answer>4</answer> trailing", "<answer></answer>"])
     [1.0, 0.0, 0.0, 0.0]
     """
@@ -95,7 +98,6 @@ class FormatReward(_Term):
     name = "format"
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
-        assert self.prompt is not None, "RewardSet.bind() was not called"
         tag = re.escape(self.prompt.answer_tag)
         pattern = re.compile(rf"<{tag}>(?!\s*</{tag}>)((?!<{tag}>).)*?</{tag}>\s*$", re.DOTALL)
         out = []
@@ -109,15 +111,17 @@ class FormatReward(_Term):
 class LengthPenalty(_Term):
     """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
 
-    >>> r = LengthPenalty(free_chars=10, scale_chars=10); r.bind(PromptTemplate("{question}"), None)
+    >>> r = LengthPenalty(free_chars=10, scale_chars=10, prompt=PromptTemplate("{question}"), scorer=None)
     >>> r(["short", "x" * 15, "x" * 100])
     [0.0, -0.5, -1.0]
     """
 
     name = "length"
 
-    def __init__(self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400):
-        super().__init__(weight)
+    def __init__(
+        self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400, **collaborators: Any
+    ):
+        super().__init__(weight, **collaborators)
         self.free_chars = free_chars
         self.scale_chars = scale_chars
 
@@ -155,8 +159,10 @@ class RewardSet:
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
     """
 
-    def __init__(self, terms: dict[str, _Term]):
+    def __init__(self, terms: dict[str, _Term], *, prompt: PromptTemplate, scorer: Scorer | None):
         self.terms = dict(terms)
+        self.prompt = prompt
+        self.scorer = scorer
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
@@ -194,15 +200,42 @@ class RewardSet:
             )
         return issues
 
-    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
-        self.scorer = scorer
-        for term in self.terms.values():
-            term.bind(prompt, scorer)
+    def check_on_gold(self, dataset: Any, n: int = 4) -> None:
+        """Call every term on the gold answers of the first ``n`` rows of ``dataset`` (a
+        ``datasets.Dataset``), with the rows' columns as keyword arguments, as TRL passes them.
+
+        A term that breaks TRL's contract (one float or None per completion) or cannot read the
+        dataset's columns fails here, before any training, instead of at GRPO's first step after
+        the whole SFT phase has run.
+        """
+        rows = dataset.select(range(min(n, len(dataset)))).to_dict()
+        completions = [
+            [{"role": "assistant", "content": self.prompt.format_answer(a)}] for a in rows["answer"]
+        ]
+        for name, term in self.terms.items():
+            try:
+                values = term(completions, **rows)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"reward.terms.{name} failed on the gold answers of the training data: {exc!r}"
+                ) from exc
+            if not isinstance(values, list) or len(values) != len(completions):
+                raise RuntimeError(
+                    f"reward.terms.{name} returned {type(values).__name__} of length "
+                    f"{len(values) if hasattr(values, '__len__') else '?'} for {len(completions)} "
+                    "completions; a reward function returns one float (or None) per completion"
+                )
+            bad = [v for v in values if v is not None and not isinstance(v, (int, float))]
+            if bad:
+                raise RuntimeError(
+                    f"reward.terms.{name} returned {bad[0]!r} ({type(bad[0]).__name__}); "
+                    "a reward function returns floats (or None to abstain)"
+                )
 
     def counters(self) -> dict[str, float]:
         """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics,
         and the zero-variance group fraction of the batches scored since the last call."""
-        counters = getattr(getattr(self, "scorer", None), "counters", None) or {}
+        counters = getattr(self.scorer, "counters", None) or {}
         out = {f"reward/{k}": float(v) for k, v in counters.items()}
         if self._zero_std:
             out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)
