@@ -5,7 +5,9 @@
 Both settings are real pipeline runs of the same config (run_pipeline.py, default conf, evaluations
 off): the same per-process batch, so the 2-process run trains on twice the samples per step. The
 table gives the median `sft/step_seconds` and `grpo/step_seconds` over the steps after the first,
-and samples per second (global batch / median step time). Results: benchmarks/distributed_cpu.md.
+and samples per second (global batch / median step time). On a machine shared with other jobs the
+scheduler's share decides much of the wall time, so the CPU time the whole run used (user + system,
+every process of it) is given too. Results: benchmarks/distributed_cpu.md.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -31,7 +34,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(run_dir: Path, processes: int, overrides: list[str]) -> float:
+def run(run_dir: Path, processes: int, overrides: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of all its processes) of one pipeline run."""
     args = [f"hydra.run.dir={run_dir}", *overrides]
     if processes == 1:
         cmd = [sys.executable, "run_pipeline.py", *args]
@@ -39,9 +43,12 @@ def run(run_dir: Path, processes: int, overrides: list[str]) -> float:
         cmd = [str(ACCELERATE), "launch", "--config_file", "infrastructure/accelerate/ddp_cpu.yaml",
                "--num_processes", str(processes), "--main_process_port", str(free_port()),
                "run_pipeline.py", "distributed=ddp_cpu", *args]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - start, cpu
 
 
 def step_seconds(run_dir: Path, phase: str) -> list[float]:
@@ -73,23 +80,23 @@ def main() -> None:
     batch = {
         p: loop[p].per_device_train_batch_size * loop[p].gradient_accumulation_steps for p in ("sft", "grpo")
     }
-    print(f"threads per process: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')} (1 process); "
-          "torchrun sets 1 per process for 2 processes unless set", file=sys.stderr)  # fmt: skip
-    print(
-        "| processes | phase | per-process batch | global batch | median s/step | samples/s | steps timed | wall s |"
-    )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    # accelerate launch gives each process OMP_NUM_THREADS=1 (its --num_cpu_threads_per_process default)
+    # unless the variable is set; the single process uses torch's default (one thread per core).
+    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", file=sys.stderr)
+    print("| processes | phase | per-process batch | global batch | median s/step | samples/s | steps timed "
+          "| run wall s | run CPU s |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for processes in (1, 2):
             run_dir = Path(tmp) / f"p{processes}"
-            wall = run(run_dir, processes, overrides)
+            wall, cpu = run(run_dir, processes, overrides)
             for phase in ("sft", "grpo"):
                 times = step_seconds(run_dir, phase)[1:]
                 median = statistics.median(times)
                 total = batch[phase] * processes
                 print(
                     f"| {processes} | {phase} | {batch[phase]} | {total} | {median:.2f} | {total / median:.2f} "
-                    f"| {len(times)} | {wall:.0f} |",
+                    f"| {len(times)} | {wall:.0f} | {cpu:.0f} |",
                     flush=True,
                 )
 

@@ -232,6 +232,25 @@ class LauncherStop:
         )
 
 
+# How torch.distributed reports that another rank is gone (gloo over TCP; NCCL raises DistError types).
+_PEER_LOST = ("closed by peer", "reset by peer", "broken pipe", "connection refused")
+
+
+def peer_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is this rank noticing that another rank of the run has gone (a consequence,
+    not the cause: the failing rank prints the cause)."""
+    if isinstance(exc, StoppedByLauncher):
+        return True
+    try:
+        import torch.distributed as dist
+
+        if isinstance(exc, dist.DistError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    return isinstance(exc, RuntimeError) and any(words in str(exc).lower() for words in _PEER_LOST)
+
+
 def rank_prefix() -> str:
     return f"[rank {rank()}] " if world_size() > 1 else ""
 

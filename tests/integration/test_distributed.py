@@ -146,6 +146,9 @@ def test_a_failure_on_one_rank_ends_the_run_with_its_error(tmp_path):
         -4000:
     ]
     assert "this term fails on rank 1 on purpose" in output
+    # rank 0 only noticed: one line from it, not a second traceback
+    assert output.count("[rank 0] stopped: another process of this run failed") == 1, output[-4000:]
+    assert output.count("Error executing job") == 1  # Hydra's report of rank 1's error, the cause
     last = events(run_dir)[-1]
     assert last["event"] == "pipeline_end" and last["status"] == "FAILED"  # rank 0 recorded the end
     assert not (run_dir / "final").exists()

@@ -524,7 +524,7 @@ class PipelineOrchestrator:
             if hint:
                 hub.emit(ev.Warning_(hint))
             hub.emit(ev.ErrorEvent(stage, exc))
-            if not main:
+            if not main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
                 distributed.print_error(exc)
             raise
         finally:
