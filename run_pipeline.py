@@ -16,6 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rlvr.config_errors import ConfigValidationError
+from rlvr.distributed import is_main, run_dir_issue
 from rlvr.pipeline.trust import checked_config, preflight
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
@@ -27,7 +28,9 @@ CONFIG_PATH, CONFIG_NAME = "conf", "config"
 
 
 def _refuse(exc: ConfigValidationError) -> None:
-    print(f"\n{exc}\n", file=sys.stderr)
+    # Under `accelerate launch` every rank finds the same problems: rank 0 alone prints them.
+    if is_main():
+        print(f"\n{exc}\n", file=sys.stderr)
     sys.exit(2)
 
 
@@ -47,6 +50,9 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     try:
+        issue = run_dir_issue(sys.argv[1:])
+        if issue is not None:
+            raise ConfigValidationError([issue])
         preflight(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
     except ConfigValidationError as exc:
         _refuse(exc)

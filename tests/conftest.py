@@ -26,6 +26,18 @@ def compose_cfg():
     return compose_config
 
 
+def make_loop(**kwargs):
+    """A GRPOLoop with the collaborators the orchestrator passes: a prompt and a reward set (one
+    format term of weight 0.5, no scorer needed)."""
+    from rlvr.prompts import PromptTemplate
+    from rlvr.rewards import FormatReward, RewardSet
+    from rlvr.training import GRPOLoop
+
+    prompt = PromptTemplate("{question}")
+    rewards = RewardSet({"format": FormatReward(0.5, prompt=prompt, scorer=None)}, prompt=prompt, scorer=None)
+    return GRPOLoop(prompt=prompt, rewards=rewards, **kwargs)
+
+
 def make_eval_result(label: str, step: int, correct: int, n: int = 200):
     """An EvalResult over ``n`` questions of which ``correct`` were answered right (no model needed)."""
     from rlvr import events as ev

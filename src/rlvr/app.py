@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from rlvr import distributed
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.training.checkpoints import Preempted
 
@@ -53,3 +55,13 @@ def train(cfg: DictConfig) -> RunResult | None:
             print("handing the signal back to the job's own handler (submitit: requeue)")
             exc.hand_over()
         raise SystemExit(exc.exit_code) from exc
+    except Exception as exc:
+        # Under accelerate launch: this rank only noticed that another one failed. Its error (and
+        # traceback) is the cause and is printed by that rank; one line here instead of a second trace.
+        if distributed.world_size() > 1 and distributed.peer_lost(exc):
+            print(
+                f"{distributed.rank_prefix()}stopped: another process of this run failed (its error is above)",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from exc
+        raise

@@ -6,6 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 from tests.conftest import CONF, compose_config
 
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
@@ -21,7 +22,7 @@ def test_every_group_option_composes_and_binds(group, option):
     if group == "source":  # no default: each option is placed under a name in data.eval_sets
         overrides = [f"+source@data.eval_sets.extra={option}"]
     cfg = compose_config(overrides)
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group)
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
@@ -33,7 +34,7 @@ def test_every_group_option_composes_and_binds(group, option):
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_composes_and_only_overrides(name):
     cfg = compose_config([f"experiment={name}"])
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     text = (CONF / "experiment" / f"{name}.yaml").read_text()
     assert text.startswith("# @package _global_"), "experiment files must be global override-only files"
     assert "_target_" not in text, (

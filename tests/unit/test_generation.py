@@ -212,6 +212,7 @@ def test_vllm_evaluations_push_the_current_weights_into_one_engine(model, tokeni
     """The vLLM backend used to load model.name_or_path from disk for every evaluation: it scored
     the base weights in every in-training and final evaluation."""
     from rlvr.evaluation.evaluator import Evaluator
+    from rlvr.prompts import PromptTemplate
 
     created = []
 
@@ -220,7 +221,7 @@ def test_vllm_evaluations_push_the_current_weights_into_one_engine(model, tokeni
         return VLLMEngine(StandInLLM(), lambda **kw: kw)
 
     monkeypatch.setattr(VLLMEngine, "create", classmethod(create))
-    evaluator = Evaluator(backend="vllm", max_new_tokens=8)
+    evaluator = Evaluator(backend="vllm", max_new_tokens=8, prompt=PromptTemplate("{question}"), scorer=None)
     evaluator.generator(model, tokenizer)
     engine = evaluator._engine
     before = {k: v.clone() for k, v in engine.llm.loaded.items()}

@@ -4,9 +4,9 @@ runs bf16 ~100x slower (rlvr.hardware)."""
 from __future__ import annotations
 
 import pytest
+from tests.conftest import make_loop
 
 from rlvr import hardware
-from rlvr.training.loop import GRPOLoop
 
 
 @pytest.fixture
@@ -39,18 +39,18 @@ def test_auto_follows_the_machine(machine, abilities, device, precision):
 
 def test_the_choice_reaches_both_trl_configs(machine, tmp_path):
     machine()  # no bf16 anywhere
-    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1})
-    for args in (loop.sft_config(tmp_path), loop.grpo_config(tmp_path)):
+    loop = make_loop(sft={"max_steps": 1}, grpo={"max_steps": 1})
+    for args in (loop.sft_phase.config(tmp_path), loop.grpo_phase.config(tmp_path)):
         assert (args.bf16, args.fp16, args.use_cpu) == (False, False, True)
     machine(cpu_bf16=True)
-    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1})
-    for args in (loop.sft_config(tmp_path), loop.grpo_config(tmp_path)):
+    loop = make_loop(sft={"max_steps": 1}, grpo={"max_steps": 1})
+    for args in (loop.sft_phase.config(tmp_path), loop.grpo_phase.config(tmp_path)):
         assert (args.bf16, args.use_cpu) == (True, True)
 
 
 def test_a_pinned_precision_is_kept_and_warned_about(machine):
     machine()
-    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1}, precision="bf16")
+    loop = make_loop(sft={"max_steps": 1}, grpo={"max_steps": 1}, precision="bf16")
     assert loop.hardware.precision == "bf16"
     assert loop.validate() == []
     (message,) = hardware.warnings("auto", "bf16")
@@ -68,7 +68,7 @@ def test_a_pinned_precision_is_kept_and_warned_about(machine):
 )
 def test_settings_this_machine_cannot_honour_are_refused(machine, device, precision, key):
     machine()
-    issues = GRPOLoop(sft={}, grpo={}, device=device, precision=precision).validate()
+    issues = make_loop(sft={}, grpo={}, device=device, precision=precision).validate()
     assert [i.key for i in issues] == [key]
     assert "set" in issues[0].fix or "use one of" in issues[0].fix
 
@@ -76,7 +76,7 @@ def test_settings_this_machine_cannot_honour_are_refused(machine, device, precis
 @pytest.mark.parametrize("name", ["bf16", "fp16", "use_cpu"])
 def test_per_phase_hardware_keys_point_to_the_one_setting(machine, name):
     machine()
-    issues = GRPOLoop(sft={name: True}, grpo={}).validate()
+    issues = make_loop(sft={name: True}, grpo={}).validate()
     (issue,) = [i for i in issues if i.key == f"training_loop.sft.{name}"]
     assert "training_loop." in issue.fix
 
@@ -85,7 +85,7 @@ def test_place_moves_plain_models_and_leaves_quantised_ones(machine):
     import torch
 
     machine()
-    loop = GRPOLoop(sft={}, grpo={})
+    loop = make_loop(sft={}, grpo={})
     model = torch.nn.Linear(2, 2)
     assert loop.place(model) is model and next(model.parameters()).device.type == "cpu"
 

@@ -69,12 +69,12 @@ class FakeModelComponent:
         return Loaded(FakeModel(), FakeModel())
 
 
-class FakeBinder:
-    def bind(self, prompt, scorer):
-        self.bound = (prompt, scorer)
+class FakeRewards:
+    def check_on_gold(self, dataset):
+        self.checked = dataset
 
 
-class FakeEvaluator(FakeBinder):
+class FakeEvaluator:
     baseline = True
     every_n_steps = 0
     max_examples = None
@@ -96,10 +96,10 @@ class FakeLoop:
     def place(self, model):
         return model
 
-    def run(self, model, emit, evaluate, **_):
+    def run(self, model, session, resume=None):
         if self.fail:
             raise RuntimeError("training exploded")
-        emit(ev.TrainStep("grpo", 1, 1, {"grpo/reward/mean": 0.5}))
+        session.emit(ev.TrainStep("grpo", 1, 1, {"grpo/reward/mean": 0.5}))
         return TrainOutcome(model=model, steps={"grpo": 1})
 
 
@@ -121,7 +121,7 @@ def orchestrator(tmp_path, loop, observers):
         data=FakeDataComponent(),
         model=FakeModelComponent(),
         prompts=FakePrompt(),
-        reward=FakeBinder(),
+        reward=FakeRewards(),
         verifier=FakeVerifier(),
         training_loop=loop,
         evaluation=FakeEvaluator(),
@@ -191,3 +191,23 @@ def test_the_sweep_objective_is_the_final_accuracy_of_a_completed_run(tmp_path):
     assert objective(RunResult("FAILED", tmp_path, evals)) is None  # a failed point is no score
     assert objective(RunResult("COMPLETED", tmp_path, evals[:1])) is None
     assert objective([tmp_path]) is None  # the benchmark app
+
+
+def test_other_ranks_train_but_write_nothing_and_stay_quiet(tmp_path, monkeypatch):
+    """Under `accelerate launch`, rank 1 runs the training stage but no observer, file or evaluation."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    rec = Recorder()
+    orch = orchestrator(tmp_path / "run", FakeLoop(), {"rec": rec})
+    result = orch.run()
+    assert result.status == "COMPLETED" and result.evaluations == []
+    assert rec.events == [] and orch.components.evaluation.calls == []
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failing_other_rank_prints_its_error_once_named_by_rank(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match="training exploded"):
+        orchestrator(tmp_path / "run", FakeLoop(fail=True), {"rec": Recorder()}).run()
+    assert capsys.readouterr().err.count("[rank 1] RuntimeError: training exploded") == 1

@@ -28,8 +28,7 @@ def test_reward_and_evaluation_score_the_same_answer_of_one_completion():
     rollout = f"<answer>{entry['answer']}</answer> wait, <answer>{int(entry['answer']) + 1}</answer>"
     evaluated, _ = _cut_at_stop(rollout, (PROMPT.close_tag,))  # what evaluation's generator returns
     with VerifierPool(num_workers=0) as pool:
-        reward = CorrectnessReward()
-        reward.bind(PROMPT, pool)
+        reward = CorrectnessReward(prompt=PROMPT, scorer=pool)
         assert reward([rollout], task=["basic_arithmetic"], entry=[json.dumps(entry)]) == [1.0]
     assert PROMPT.extract(evaluated) == PROMPT.extract(rollout) == entry["answer"]
 
@@ -61,9 +60,8 @@ def _entries(task, n=4, **params):
 
 def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
     entries = _entries("basic_arithmetic", min_digits=1, max_digits=1)
-    reward = CorrectnessReward(weight=1.0)
     with VerifierPool(num_workers=0) as pool:
-        reward.bind(PROMPT, pool)
+        reward = CorrectnessReward(weight=1.0, prompt=PROMPT, scorer=pool)
         completions = [
             [{"role": "assistant", "content": f"<answer>{entries[0]['answer']}</answer>"}],
             [{"role": "assistant", "content": "<answer>not a number</answer>"}],
@@ -75,18 +73,65 @@ def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
 
 
 def test_format_and_length_terms():
-    fmt, length = FormatReward(), LengthPenalty(free_chars=5, scale_chars=5)
-    for term in (fmt, length):
-        term.bind(PROMPT, None)
+    fmt = FormatReward(prompt=PROMPT, scorer=None)
+    length = LengthPenalty(free_chars=5, scale_chars=5, prompt=PROMPT, scorer=None)
     assert fmt(["<answer>3</answer>", "<answer>3</answer><answer>4</answer>", "3"]) == [1.0, 0.0, 0.0]
     assert length(["abc", "x" * 10]) == [0.0, -1.0]
 
 
 def test_reward_set_exposes_functions_weights_and_names():
-    rs = RewardSet({"correctness": CorrectnessReward(1.0), "fmt": FormatReward(0.25)})
+    with VerifierPool(num_workers=0) as pool:
+        terms = {"correctness": CorrectnessReward(1.0, prompt=PROMPT, scorer=pool)}
+        rs = RewardSet(
+            {**terms, "fmt": FormatReward(0.25, prompt=PROMPT, scorer=None)}, prompt=PROMPT, scorer=pool
+        )
     assert rs.weights == [1.0, 0.25]
     assert [f.__name__ for f in rs.functions] == ["correctness", "fmt"]
-    assert RewardSet({"a": FormatReward(0.0)}).validate()  # all-zero weights are refused
+    zero = RewardSet({"a": FormatReward(0.0, prompt=PROMPT, scorer=None)}, prompt=PROMPT, scorer=None)
+    assert zero.validate()  # all-zero weights are refused
+
+
+def test_a_correctness_term_without_a_scorer_does_not_exist():
+    with pytest.raises(ValueError, match="scorer"):
+        CorrectnessReward(prompt=PROMPT, scorer=None)
+
+
+def test_terms_are_checked_on_gold_answers_before_training():
+    """RewardSet.check_on_gold (the pipeline's "rewards" stage) calls every term as TRL will, on the
+    gold answers: a term that breaks the contract fails there, not at GRPO's first step."""
+    from datasets import Dataset
+
+    entries = _entries("basic_arithmetic", min_digits=1, max_digits=1)
+    data = Dataset.from_dict(
+        {
+            "prompt": [[{"role": "user", "content": e["question"]}] for e in entries],
+            "answer": [e["answer"] for e in entries],
+            "task": ["basic_arithmetic"] * 4,
+            "entry": [json.dumps(e) for e in entries],
+        }
+    )
+
+    class Scalar(FormatReward):
+        def __call__(self, completions, **_):
+            return 1.0  # one number for the whole batch: breaks TRL's contract
+
+    class Columns(FormatReward):
+        seen: dict = {}
+
+        def __call__(self, completions, **columns):
+            Columns.seen = columns
+            return super().__call__(completions)
+
+    with VerifierPool(num_workers=0) as pool:
+        good = {
+            "correctness": CorrectnessReward(prompt=PROMPT, scorer=pool),
+            "cols": Columns(prompt=PROMPT, scorer=pool),
+        }
+        RewardSet(good, prompt=PROMPT, scorer=pool).check_on_gold(data)
+        assert Columns.seen["task"] == ["basic_arithmetic"] * 4 and len(Columns.seen["entry"]) == 4
+        broken = RewardSet({"scalar": Scalar(prompt=PROMPT, scorer=pool)}, prompt=PROMPT, scorer=pool)
+        with pytest.raises(RuntimeError, match="reward.terms.scalar returned float"):
+            broken.check_on_gold(data)
 
 
 @pytest.mark.parametrize(
@@ -96,9 +141,8 @@ def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
     # reasoning-gym's generic verifier scores len(gold)/len(answer) when gold is a substring,
     # so a sign error ("-3" for 3) would earn 0.5; the default reward counts only exact answers.
     entry = json.dumps({"question": "Calculate 1 + 2.", "answer": "3", "metadata": {}})
-    reward = CorrectnessReward(partial_credit=partial_credit)
     with VerifierPool(num_workers=0) as pool:
-        reward.bind(PROMPT, pool)
+        reward = CorrectnessReward(partial_credit=partial_credit, prompt=PROMPT, scorer=pool)
         scores = reward(
             ["<answer>3</answer>", "<answer>-3</answer>", "<answer>-13</answer>"],
             task=["basic_arithmetic"] * 3,
@@ -110,8 +154,11 @@ def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
 def test_reward_set_counts_groups_without_variance_on_weighted_totals():
     # TRL's frac_reward_zero_std misses an all-equal group at 1.0 + 0.2 (float32 std 1.3e-7);
     # the reward set compares weighted totals per group instead.
-    rs = RewardSet({"fmt": FormatReward(0.2), "length": LengthPenalty(0.7, free_chars=18, scale_chars=10)})
-    rs.bind(PROMPT, None)
+    terms = {
+        "fmt": FormatReward(0.2, prompt=PROMPT, scorer=None),
+        "length": LengthPenalty(0.7, free_chars=18, scale_chars=10, prompt=PROMPT, scorer=None),
+    }
+    rs = RewardSet(terms, prompt=PROMPT, scorer=None)
     rs.group_size = 2
     batch = ["<answer>1</answer>", "<answer>2</answer>", "<answer>1</answer>", "<answer>123456</answer>"]
     for fn in rs.functions:  # TRL calls each term once on the whole generation batch

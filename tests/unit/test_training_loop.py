@@ -5,25 +5,31 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from tests.conftest import make_eval_result
+from tests.conftest import make_eval_result, make_loop
 
-from rlvr.training.loop import GRPOLoop, _checkpointing_follows_model
+from rlvr.training.loop import _checkpointing_follows_model
 
 
 @pytest.mark.parametrize("model_flag", [False, True])
 def test_trl_gradient_checkpointing_follows_the_model(tmp_path, model_flag):
-    loop = GRPOLoop(sft={"max_steps": 1}, grpo={"max_steps": 1}, device="cpu")
+    loop = make_loop(sft={"max_steps": 1}, grpo={"max_steps": 1}, device="cpu")
     model = SimpleNamespace(is_activation_checkpointing=model_flag)
-    for args in (loop.sft_config(tmp_path), loop.grpo_config(tmp_path)):
+    for args in (loop.sft_phase.config(tmp_path), loop.grpo_phase.config(tmp_path)):
         assert args.activation_checkpointing is True  # TRL's default, which the loop must override
         args = _checkpointing_follows_model(args, {}, model)
         assert args.activation_checkpointing is args.gradient_checkpointing is model_flag
 
 
 def test_explicit_training_loop_setting_wins(tmp_path):
-    loop = GRPOLoop(sft={"max_steps": 1, "gradient_checkpointing": True}, grpo={}, device="cpu")
+    loop = make_loop(sft={"max_steps": 1, "gradient_checkpointing": True}, grpo={}, device="cpu")
     model = SimpleNamespace(is_activation_checkpointing=False)
-    assert _checkpointing_follows_model(loop.sft_config(tmp_path), loop.sft, model).gradient_checkpointing
+    args = loop.sft_phase.config(tmp_path)
+    assert _checkpointing_follows_model(args, loop.sft, model).gradient_checkpointing
+
+
+def test_the_grpo_phase_takes_its_weights_from_the_reward_set_it_was_built_with(tmp_path):
+    loop = make_loop(sft={}, grpo={"max_steps": 1}, device="cpu")
+    assert loop.grpo_phase.config(tmp_path).reward_weights == [0.5]
 
 
 @pytest.mark.parametrize(("ours", "warns"), [(1.0, True), (0.5, False)])

@@ -7,6 +7,7 @@ from tests.conftest import compose_config
 
 from rlvr.config_errors import ConfigValidationError
 from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 
 
@@ -42,7 +43,7 @@ def test_all_errors_reported_at_once(tmp_path):
 
 def test_misspelt_argument_names_path_and_suggestion():
     cfg = compose_config(["model=tiny", "+data.trian_size=5"])
-    issues = check_targets(cfg)
+    issues = check_targets(cfg, runtime_args(cfg))
     [issue] = issues
     assert issue.key == "data.trian_size"
     assert "train_size" in issue.fix
@@ -95,7 +96,8 @@ def test_gpu_only_options_refused_on_cpu_and_4bit_is_not(tmp_path):
     ],
 )
 def test_wrong_types_fail_at_load(override, key):
-    issues = check_targets(compose_config(["model=tiny", override]))
+    cfg = compose_config(["model=tiny", override])
+    issues = check_targets(cfg, runtime_args(cfg))
     assert [i.key for i in issues] == [key]
     assert "expects" in issues[0].problem
 
@@ -108,6 +110,7 @@ def test_type_check_accepts_valid_values():
 
 
 def test_inherited_options_of_subclasses_are_checked():
-    issues = check_targets(compose_config(["model=tiny", "+model.trust_remote_cod=true"]))
+    cfg = compose_config(["model=tiny", "+model.trust_remote_cod=true"])
+    issues = check_targets(cfg, runtime_args(cfg))
     [issue] = issues
     assert issue.key == "model.trust_remote_cod" and "trust_remote_code" in issue.fix

@@ -308,18 +308,18 @@ def _worker(cfg_yaml: str, models: list[str], device: str) -> None:
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
     from rlvr.pipeline.validation import check_targets
 
-    issues = check_targets(cfg)
+    issues = check_targets(cfg, {"evaluation": {"prompt", "scorer"}})
     if issues:
         raise ConfigValidationError(issues)
     bench = instantiate(cfg.benchmark, _convert_="all")
-    evaluator = instantiate(cfg.evaluation, _convert_="all")
     prompt = instantiate(cfg.prompts, _convert_="all")
     verifier = instantiate(cfg.verifier, _convert_="all")
+    # A partial, then the runtime objects: Hydra would turn the PromptTemplate dataclass into a dict.
+    evaluator = instantiate(cfg.evaluation, _convert_="all", _partial_=True)(prompt=prompt, scorer=verifier)
     issues = bench.validate() + evaluator.validate()
     if issues:
         verifier.close()
         raise ConfigValidationError(issues)
-    evaluator.bind(prompt, verifier)
     return bench, evaluator, prompt, verifier
 
 

@@ -34,6 +34,11 @@ class Evaluator:
         backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
             continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
             benchmarks/generation_library.md) or "vllm" (GPU only).
+        prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
+        scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
+
+    ``prompt`` and ``scorer`` are runtime objects: the orchestrator (or the benchmark) passes them
+    at instantiation, beside the YAML values.
     """
 
     def __init__(
@@ -48,6 +53,9 @@ class Evaluator:
         ks: list[int] | None = None,
         backend: str = "hf",
         seed: int = 0,
+        *,
+        prompt: PromptTemplate,
+        scorer: Any,
     ):
         self.baseline = baseline
         self.every_n_steps = every_n_steps
@@ -59,8 +67,8 @@ class Evaluator:
         self.ks = list(ks) if ks else [1]
         self.backend = backend
         self.seed = seed
-        self.prompt: PromptTemplate | None = None
-        self.scorer: Any = None
+        self.prompt = prompt
+        self.scorer = scorer
         self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
 
     def validate(self) -> list[ConfigIssue]:
@@ -112,10 +120,6 @@ class Evaluator:
                 )
         return issues
 
-    def bind(self, prompt: PromptTemplate, scorer: Any) -> None:
-        self.prompt = prompt
-        self.scorer = scorer
-
     def sampling(self) -> Any:
         from rlvr.generation import SamplingConfig
 
@@ -124,7 +128,7 @@ class Evaluator:
             temperature=self.temperature,
             num_samples=self.num_samples,
             batch_size=self.batch_size,
-            stop_strings=(self.prompt.close_tag,) if self.prompt else ("</answer>",),
+            stop_strings=(self.prompt.close_tag,),
             seed=self.seed,
         )
 
@@ -149,7 +153,6 @@ class Evaluator:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
         from rlvr.verify import ScoreRequest
 
-        assert self.prompt is not None and self.scorer is not None, "Evaluator.bind() was not called"
         rows = (
             dataset
             if self.max_examples is None
@@ -220,7 +223,7 @@ class Evaluator:
             "label": label,
             "step": step,
             **meta,
-            "prompt_hash": self.prompt.hash if self.prompt else None,
+            "prompt_hash": self.prompt.hash,
             "sampling": {
                 k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")
             },

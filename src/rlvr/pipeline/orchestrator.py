@@ -5,6 +5,12 @@ validate -> observers up -> data -> model -> rewards -> baseline evaluation ->
 training (SFT warm start, GRPO, in-training evaluation) -> final evaluation ->
 save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
 ``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+
+Each stage is a function of one :class:`RunContext` (what the run has so far); the orchestrator
+only orders them. Runtime collaborators are passed at instantiation (the prompt and the verifier
+to rewards and evaluation, the prompt and the reward set to the training loop), so every built
+component is complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes
+files, observes and evaluates (rlvr.distributed).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import dataclasses
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST
@@ -40,6 +47,7 @@ from rlvr.training.checkpoints import (
     phase_of,
     write_fingerprint,
 )
+from rlvr.training.loop import Session, TrainOutcome
 
 # Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
 CRITICAL_KEYS = (
@@ -53,6 +61,10 @@ CRITICAL_KEYS = (
     "training_loop.grpo.num_generations",
 )
 COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
+# Built first: the others receive them at instantiation.
+COLLABORATOR_KEYS = ("prompts", "verifier")
+# The run's own file of the weights hash of every rank (written by rank 0 beside the final model).
+RANK_WEIGHTS = "rank_weights.json"
 
 
 @dataclass
@@ -65,6 +77,7 @@ class Components:
     training_loop: Any
     evaluation: Any
     observers: dict[str, Any]
+    distributed: Any = None  # rlvr.distributed.Distributed; None = one process
 
 
 @dataclass
@@ -75,15 +88,58 @@ class RunResult:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def _instantiate(node: DictConfig) -> Any:
+def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recursive: bool = True) -> Any:
     """``instantiate`` with Hydra's wrapper removed, so a component's own ConfigValidationError
-    reaches the collector and a bug keeps its original exception and traceback."""
+    reaches the collector and a bug keeps its original exception and traceback.
+
+    ``runtime`` objects go to the constructor directly, not through Hydra's config merge (which
+    would turn a dataclass such as PromptTemplate into a dict).
+    """
     try:
-        return instantiate(node, _convert_="all")
+        if runtime is None:
+            return instantiate(node, _convert_="all")
+        return instantiate(node, _convert_="all", _partial_=True, _recursive_=recursive)(**runtime)
     except InstantiationException as exc:
         if exc.__cause__ is not None:
             raise exc.__cause__ from None
         raise
+
+
+def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
+    """Per config path, the arguments the orchestrator passes at instantiation (absent from YAML on
+    purpose); :func:`rlvr.pipeline.validation.check_targets` counts them as provided."""
+    terms = OmegaConf.select(cfg, "reward.terms", default=None) or {}
+    return {
+        "reward": {"prompt", "scorer"},
+        **{f"reward.terms.{name}": {"prompt", "scorer"} for name in terms},
+        "evaluation": {"prompt", "scorer"},
+        "training_loop": {"prompt", "rewards"},
+    }
+
+
+def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
+    """Instantiate component ``key`` with the runtime objects it takes (None when one of them could
+    not be built: its own issues are reported instead)."""
+    prompt, scorer, rewards = built.get("prompts"), built.get("verifier"), built.get("reward")
+    if key == "reward":
+        if prompt is None or scorer is None:
+            return None
+        run = {"prompt": prompt, "scorer": scorer}
+        terms = {name: _instantiate(term, run) for name, term in (node.get("terms") or {}).items()}
+        return _instantiate(node, {**run, "terms": terms}, recursive=False)
+    if key == "evaluation":
+        return (
+            None
+            if prompt is None or scorer is None
+            else _instantiate(node, {"prompt": prompt, "scorer": scorer})
+        )
+    if key == "training_loop":
+        return (
+            None
+            if prompt is None or rewards is None
+            else _instantiate(node, {"prompt": prompt, "rewards": rewards})
+        )
+    return _instantiate(node)
 
 
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
@@ -113,6 +169,214 @@ def _stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     return stage_changes(evaluations)
 
 
+@dataclass
+class RunContext:
+    """What a run has so far: every stage reads it and adds its own result."""
+
+    cfg: DictConfig
+    run_dir: Path
+    components: Components
+    hub: ObserverHub
+    guard: PreemptionGuard
+    resume: tuple[str, Path] | None
+    main: bool  # rank 0 (or the only process): writes files, observes, evaluates
+    start: float = field(default_factory=time.perf_counter)
+    config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
+    data: Any = None
+    loaded: Any = None
+    outcome: TrainOutcome | None = None
+    result: RunResult | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What every evaluation file and the report record about the run."""
+        return {
+            "model": self.loaded.name,
+            "tasks": self.data.tasks,
+            "data_seed": self.data.seed,
+            "seed": self.cfg.seed,
+        }
+
+    def evaluate(
+        self, model: Any, label: str, step: int, reuse: ev.EvalResult | None = None
+    ) -> ev.EvalResult | None:
+        """Evaluate ``model`` on the held-out split (rank 0 only; other ranks get None); ``reuse`` =
+        an evaluation of these same weights (greedy decoding repeats it exactly), recorded under
+        ``label`` without generating."""
+        if not self.main:
+            return None
+        evaluation = self.components.evaluation
+        if reuse is not None:
+            path = evaluation.relabel(reuse.path, label, step) if reuse.path else None
+            event = dataclasses.replace(reuse, label=label, step=step, path=path)
+        else:
+            n = len(self.data.eval)
+            bar = self.hub.progress(
+                f"eval {label}", n if evaluation.max_examples is None else min(n, evaluation.max_examples)
+            )
+            try:
+                event = evaluation.evaluate(
+                    model,
+                    self.loaded.tokenizer,
+                    self.data.eval,
+                    label,
+                    step,
+                    self.run_dir / "eval",
+                    self.meta,
+                    bar,
+                )
+            finally:
+                bar.close()
+        self.hub.emit(event)
+        self.result.evaluations.append(event)
+        return event
+
+
+# -- stages: each a function of the run context, in lifecycle order ---------------------------------
+
+
+def write_records(ctx: RunContext) -> None:
+    """The resolved config (rerunnable), the resume fingerprint, then ``on_pipeline_start``."""
+    if ctx.main:
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+        refuse_symlinks_in(ctx.run_dir)
+        # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
+        # defaults, so the one Hydra setting the trust rules require travels with the record.
+        record = {**ctx.config, "hydra": {"output_subdir": None}}
+        atomic_write_text(ctx.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=ctx.run_dir)
+        write_fingerprint(ctx.run_dir, fingerprint(ctx.cfg))
+    ctx.hub.emit(ev.PipelineStart(ctx.run_dir, ctx.config))
+
+
+def load_data(ctx: RunContext) -> None:
+    ctx.data = ctx.components.data.load(ctx.components.prompts)
+    if ctx.main:
+        atomic_write_json(ctx.run_dir / MANIFEST, ctx.data.manifest, root=ctx.run_dir)
+
+
+def load_model(ctx: RunContext) -> None:
+    """Load and place the model, then record provenance (model, data, hardware, resume point)."""
+    from transformers import set_seed
+
+    c = ctx.components
+    # Before loading: a fresh LoRA adapter's initial weights come from the global RNG, so
+    # two runs of one config (or a run and its resume) start from the same adapter.
+    set_seed(ctx.cfg.seed)
+    ctx.loaded = c.model.load()
+    ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
+    if not ctx.main:
+        return
+    from rlvr.provenance import write_provenance
+
+    extra = {
+        **ctx.meta,
+        "prompt_hash": c.prompts.hash,
+        "hardware": c.training_loop.hardware.record(),
+        "resumed_from": str(ctx.resume[1]) if ctx.resume else None,
+    }
+    if c.distributed is not None:
+        extra["distributed"] = c.distributed.record()
+    ctx.result.files["provenance"] = str(write_provenance(ctx.run_dir, ctx.config, extra))
+
+
+def check_rewards(ctx: RunContext) -> None:
+    """The reward terms on a few gold answers: a broken term fails now, not after the SFT phase."""
+    ctx.components.reward.check_on_gold(ctx.data.train)
+
+
+def baseline_eval(ctx: RunContext) -> None:
+    ctx.evaluate(ctx.loaded.model, "baseline", 0)
+
+
+def train(ctx: RunContext) -> None:
+    c = ctx.components
+    session = Session(
+        tokenizer=ctx.loaded.tokenizer,
+        train_dataset=ctx.data.train,
+        emit=ctx.hub.emit,
+        evaluate=ctx.evaluate,
+        eval_every=c.evaluation.every_n_steps,
+        run_dir=ctx.run_dir,
+        guard=ctx.guard,
+    )
+    ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
+
+
+def final_eval(ctx: RunContext) -> None:
+    """The final weights' evaluation, reusing one of the same weights if training ended on one."""
+    trained = sum(ctx.outcome.steps.values())
+    same_weights = ctx.outcome.eval_of_last_weights() or next(
+        (e for e in ctx.result.evaluations if e.label == "baseline" and not trained), None
+    )
+    ctx.evaluate(ctx.outcome.model, "final", trained, same_weights)
+
+
+def save_model(ctx: RunContext) -> None:
+    """``final/``: weights (or adapter), tokenizer, data manifest; with several processes, first check
+    that every rank ended with the same weights."""
+    final_dir = ctx.run_dir / "final"
+    model = ctx.outcome.model
+    hashes = ctx.components.distributed.gather_hashes(model) if ctx.components.distributed else None
+    if hashes and len(set(hashes)) > 1:
+        raise RuntimeError(f"the ranks ended training with different weights (sha256 per rank: {hashes})")
+    if not ctx.main:
+        return
+    atomic_write_json(final_dir / MANIFEST, ctx.data.manifest, root=ctx.run_dir)
+    model.save_pretrained(final_dir)
+    ctx.loaded.tokenizer.save_pretrained(final_dir)
+    if ctx.loaded.quantization:  # the adapter's base is quantised: say so, for whoever loads it
+        atomic_write_json(
+            final_dir / QUANTIZATION_FILE, {"quantization": ctx.loaded.quantization}, root=ctx.run_dir
+        )
+    if hashes and len(hashes) > 1:
+        atomic_write_json(
+            final_dir / RANK_WEIGHTS, {"world_size": len(hashes), "sha256": hashes}, root=ctx.run_dir
+        )
+    ctx.result.files["final model"] = str(final_dir)
+
+
+def write_report(ctx: RunContext) -> None:
+    from rlvr.report import write_report
+
+    ctx.result.files.update(
+        write_report(
+            ctx.run_dir, ctx.result.evaluations, ctx.outcome, ctx.meta, time.perf_counter() - ctx.start
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[RunContext], None]
+    when: Callable[[RunContext], bool] = lambda ctx: True
+    main_only: bool = False  # rank 0 alone: nothing in it is a collective
+
+
+STAGES = (
+    Stage("data", load_data),
+    Stage("model", load_model),
+    Stage("rewards", check_rewards),
+    Stage(
+        "baseline_eval",
+        baseline_eval,
+        when=lambda ctx: ctx.components.evaluation.baseline and ctx.resume is None,
+        main_only=True,
+    ),
+    Stage("train", train),
+    Stage("final_eval", final_eval, main_only=True),
+    Stage("save", save_model),
+    Stage("report", write_report, main_only=True),
+)
+
+
+def fingerprint(cfg: DictConfig) -> dict[str, Any]:
+    return {
+        k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
+        for k in CRITICAL_KEYS
+    }
+
+
 class PipelineOrchestrator:
     """Builds, validates and runs the components named in ``cfg``."""
 
@@ -123,10 +387,7 @@ class PipelineOrchestrator:
         self.resume: tuple[str, Path] | None = None
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
-            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(self.cfg, k)}))["v"]
-            for k in CRITICAL_KEYS
-        }
+        return fingerprint(self.cfg)
 
     def resolve_resume(self) -> list[ConfigIssue]:
         """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
@@ -192,7 +453,7 @@ class PipelineOrchestrator:
                 for k in missing
             )
         issues = (
-            check_targets(self.cfg)
+            check_targets(self.cfg, runtime_args(self.cfg))
             + self.resolve_resume()
             + keep_checkpoints_issues(self.cfg.keep_checkpoints)
         )
@@ -203,15 +464,21 @@ class PipelineOrchestrator:
             for issue in issues
         }
         built: dict[str, Any] = {}
-        nodes = [(key, self.cfg[key]) for key in COMPONENT_KEYS]
+        keys = [*COLLABORATOR_KEYS, *(k for k in COMPONENT_KEYS if k not in COLLABORATOR_KEYS)]
+        nodes = [(key, self.cfg[key]) for key in keys]
         nodes += [(f"observers.{name}", self.cfg.observers[name]) for name in self.cfg.observers]
+        if "distributed" in self.cfg:
+            nodes.append(("distributed", self.cfg.distributed))
         for key, node in nodes:
             if key in broken:
                 continue
             try:
-                built[key] = _instantiate(node)
+                component = _build(key, node, built)
             except ConfigValidationError as exc:
                 issues.extend(exc.issues)
+                continue
+            if component is not None:
+                built[key] = component
         for component in built.values():
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
@@ -225,141 +492,38 @@ class PipelineOrchestrator:
         if issues:
             raise ConfigValidationError(issues)
         observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
-        self.components = Components(**{k: built[k] for k in COMPONENT_KEYS}, observers=observers)
+        self.components = Components(
+            **{k: built[k] for k in COMPONENT_KEYS}, observers=observers, distributed=built.get("distributed")
+        )
         return self.components
 
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         c = self.components or self.build()
-        hub = ObserverHub(c.observers)
-        result = RunResult(status="FAILED", run_dir=self.run_dir)
-        start = time.perf_counter()
-        stage = "setup"
+        main = distributed.is_main()
+        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run.
+        hub = ObserverHub(c.observers if main else {})
         guard = PreemptionGuard()
+        # Checkpoint-on-SIGTERM is a single-process feature: with several ranks the launcher's
+        # SIGTERM ends them all, and resume=auto continues from the last periodic checkpoint.
+        on_sigterm = guard if distributed.world_size() == 1 else distributed.LauncherStop()
+        ctx = RunContext(self.cfg, self.run_dir, c, hub, guard, self.resume, main)
+        ctx.result = result = RunResult(status="FAILED", run_dir=self.run_dir)
+        stage = "setup"
         try:
-            guard.__enter__()
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            refuse_symlinks_in(self.run_dir)
-            config = resolved_config(self.cfg)
-            # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
-            # defaults, so the one Hydra setting the trust rules require travels with the record.
-            record = {**config, "hydra": {"output_subdir": None}}
-            atomic_write_text(
-                self.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=self.run_dir
-            )
-            write_fingerprint(self.run_dir, self.fingerprint())
-            hub.emit(ev.PipelineStart(self.run_dir, config))
-
-            stage = "data"
-            with self._stage(hub, stage):
-                data = c.data.load(c.prompts)
-                atomic_write_json(self.run_dir / MANIFEST, data.manifest, root=self.run_dir)
-            stage = "model"
-            with self._stage(hub, stage):
-                from transformers import set_seed
-
-                # Before loading: a fresh LoRA adapter's initial weights come from the global RNG, so
-                # two runs of one config (or a run and its resume) start from the same adapter.
-                set_seed(self.cfg.seed)
-                loaded = c.model.load()
-                loaded.model = c.training_loop.place(loaded.model)
-            stage = "rewards"
-            with self._stage(hub, stage):
-                c.reward.bind(c.prompts, c.verifier)
-                c.evaluation.bind(c.prompts, c.verifier)
-
-            meta = {"model": loaded.name, "tasks": data.tasks, "data_seed": data.seed, "seed": self.cfg.seed}
-            from rlvr.provenance import write_provenance
-
-            result.files["provenance"] = str(
-                write_provenance(
-                    self.run_dir,
-                    config,
-                    {
-                        **meta,
-                        "prompt_hash": c.prompts.hash,
-                        "hardware": c.training_loop.hardware.record(),
-                        "resumed_from": str(self.resume[1]) if self.resume else None,
-                    },
-                )
-            )
-
-            def evaluate(
-                model: Any, label: str, step: int, reuse: ev.EvalResult | None = None
-            ) -> ev.EvalResult:
-                """Evaluate ``model`` on the held-out split; ``reuse`` = an evaluation of these same
-                weights (greedy decoding repeats it exactly), recorded under ``label`` without generating."""
-                if reuse is not None:
-                    path = c.evaluation.relabel(reuse.path, label, step) if reuse.path else None
-                    event = dataclasses.replace(reuse, label=label, step=step, path=path)
-                    hub.emit(event)
-                    result.evaluations.append(event)
-                    return event
-                bar = hub.progress(
-                    f"eval {label}",
-                    len(data.eval)
-                    if c.evaluation.max_examples is None
-                    else min(len(data.eval), c.evaluation.max_examples),
-                )
-                try:
-                    event = c.evaluation.evaluate(
-                        model, loaded.tokenizer, data.eval, label, step, self.run_dir / "eval", meta, bar
-                    )
-                finally:
-                    bar.close()
-                hub.emit(event)
-                result.evaluations.append(event)
-                return event
-
-            if c.evaluation.baseline and self.resume is None:
-                stage = "baseline_eval"
+            on_sigterm.__enter__()
+            ctx.config = resolved_config(self.cfg)
+            write_records(ctx)
+            for step in STAGES:
+                if not step.when(ctx) or (step.main_only and not main):
+                    continue
+                stage = step.name
                 with self._stage(hub, stage):
-                    evaluate(loaded.model, "baseline", 0)
-            stage = "train"
-            with self._stage(hub, stage):
-                outcome = c.training_loop.run(
-                    model=loaded.model,
-                    tokenizer=loaded.tokenizer,
-                    train_dataset=data.train,
-                    rewards=c.reward,
-                    prompt=c.prompts,
-                    emit=hub.emit,
-                    evaluate=evaluate,
-                    eval_every=c.evaluation.every_n_steps,
-                    run_dir=self.run_dir,
-                    resume=self.resume,
-                    guard=guard,
-                )
-            stage = "final_eval"
-            with self._stage(hub, stage):
-                trained = sum(outcome.steps.values())
-                same_weights = outcome.eval_of_last_weights() or next(
-                    (e for e in result.evaluations if e.label == "baseline" and not trained), None
-                )
-                evaluate(outcome.model, "final", trained, same_weights)
-            stage = "save"
-            with self._stage(hub, stage):
-                final_dir = self.run_dir / "final"
-                atomic_write_json(final_dir / MANIFEST, data.manifest, root=self.run_dir)
-                outcome.model.save_pretrained(final_dir)
-                loaded.tokenizer.save_pretrained(final_dir)
-                if loaded.quantization:  # the adapter's base is quantised: say so, for whoever loads it
-                    atomic_write_json(
-                        final_dir / QUANTIZATION_FILE,
-                        {"quantization": loaded.quantization},
-                        root=self.run_dir,
-                    )
-                result.files["final model"] = str(final_dir)
-            stage = "report"
-            with self._stage(hub, stage):
-                from rlvr.report import write_report
-
-                result.files.update(
-                    write_report(self.run_dir, result.evaluations, outcome, meta, time.perf_counter() - start)
-                )
+                    step.run(ctx)
             result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
             result.status = "COMPLETED"
-            print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
+            if main:
+                print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
         except (KeyboardInterrupt, Preempted) as exc:
             result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
             if isinstance(exc, Preempted):
@@ -371,6 +535,8 @@ class PipelineOrchestrator:
             if hint:
                 hub.emit(ev.Warning_(hint))
             hub.emit(ev.ErrorEvent(stage, exc))
+            if not main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
+                distributed.print_error(exc)
             raise
         finally:
             summary = {
@@ -378,11 +544,11 @@ class PipelineOrchestrator:
                 "changes": _stage_changes(result.evaluations),
                 "files": result.files,
             }
-            hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - start, summary))
+            hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - ctx.start, summary))
             with contextlib.suppress(Exception):
                 c.verifier.close()
             hub.close()
-            guard.__exit__()
+            on_sigterm.__exit__()
         return result
 
     @staticmethod

@@ -108,7 +108,6 @@ class ApproxFormatReward(_Term):
         return []
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
-        assert self.prompt is not None, "RewardSet.bind() was not called"
         markers = self.prompt.markers
         return [
             sum(self.present_once if completion_text(c).count(m) == 1 else self.otherwise for m in markers)
@@ -182,7 +181,6 @@ class NumericToleranceReward(_Term):
         ]
 
     def __call__(self, completions: list[Any], answer: list[str], **_: Any) -> list[float | None]:
-        assert self.prompt is not None, "RewardSet.bind() was not called"
         out: list[float | None] = []
         for c, gold_text in zip(completions, answer, strict=True):
             gold = parse_number(str(gold_text))

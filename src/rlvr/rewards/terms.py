@@ -1,9 +1,10 @@
 """Reward terms: plain callables ``(completions, **dataset_columns) -> list[float]`` as TRL expects.
 
 Each term has a ``weight``; the RewardSet hands TRL the functions and the weights
-(``GRPOConfig.reward_weights``). Terms receive the shared PromptTemplate and the
-verifier sandbox at bind time, so extraction and scoring are the same objects
-that evaluation uses.
+(``GRPOConfig.reward_weights``). Every term is constructed with the run's shared
+PromptTemplate (``prompt``) and verifier sandbox (``scorer``), which the orchestrator
+passes at instantiation beside the YAML values, so extraction and scoring are the
+same objects that evaluation uses and a term is usable as soon as it exists.
 """
 
 from __future__ import annotations
@@ -32,20 +33,19 @@ def completion_text(completion: Any) -> str:
 
 
 class _Term:
+    """Base of the reward terms: a weight, the run's prompt and its scorer (the verifier sandbox).
+
+    Subclasses with options of their own forward ``**collaborators`` (prompt, scorer) to it.
+    """
+
     name = "term"
 
-    def __init__(
-        self, weight: float = 1.0, *, prompt: PromptTemplate | None = None, scorer: Scorer | None = None
-    ):
+    def __init__(self, weight: float = 1.0, *, prompt: PromptTemplate, scorer: Scorer | None = None):
         self.weight = float(weight)
         self.prompt = prompt
         self.scorer = scorer
         # TRL logs each reward under the function's __name__.
         self.__name__ = self.name
-
-    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
-        self.prompt = prompt
-        self.scorer = scorer
 
     def validate(self, key: str) -> list[ConfigIssue]:
         return []
@@ -70,6 +70,8 @@ class CorrectnessReward(_Term):
 
     def __init__(self, weight: float = 1.0, partial_credit: bool = False, **collaborators: Any):
         super().__init__(weight, **collaborators)
+        if self.scorer is None:
+            raise ValueError("CorrectnessReward needs a scorer (the verifier sandbox)")
         self.partial_credit = partial_credit
 
     def verdicts(
@@ -78,7 +80,6 @@ class CorrectnessReward(_Term):
         """(extracted answer, verifier score) per completion, scored in the verifier sandbox."""
         from rlvr.verify import ScoreRequest
 
-        assert self.prompt is not None and self.scorer is not None, "RewardSet.bind() was not called"
         answers = [self.prompt.extract(completion_text(c)) for c in completions]
         requests = [
             ScoreRequest(task=t, answer=a, entry=json.loads(e))
@@ -121,7 +122,6 @@ class FormatReward(_Term):
         return re.compile(rf"{lead}{a}(?!\s*{b})(?:(?!{a}|{b}).)+{b}\s*", re.DOTALL)
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
-        assert self.prompt is not None, "RewardSet.bind() was not called"
         pattern = self.pattern(self.prompt)
         out = []
         for c in completions:
@@ -134,7 +134,7 @@ class FormatReward(_Term):
 class LengthPenalty(_Term):
     """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
 
-    >>> r = LengthPenalty(free_chars=10, scale_chars=10)
+    >>> r = LengthPenalty(free_chars=10, scale_chars=10, prompt=PromptTemplate("{question}"))
     >>> r(["short", "x" * 15, "x" * 100])
     [0.0, -0.5, -1.0]
     """
@@ -183,10 +183,10 @@ class RewardSet:
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
     """
 
-    def __init__(
-        self, terms: dict[str, _Term], *, prompt: PromptTemplate | None = None, scorer: Scorer | None = None
-    ):
+    def __init__(self, terms: dict[str, _Term], *, prompt: PromptTemplate, scorer: Scorer | None = None):
         self.terms = dict(terms)
+        self.prompt = prompt
+        self.scorer = scorer
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
@@ -194,8 +194,6 @@ class RewardSet:
         self._zero_std: list[float] = []
         self._by_task: dict[str, list[float]] = {}
         self._tasks_seen: set[str] = set()
-        if prompt is not None:  # collaborators given at instantiation: the set is usable at once
-            self.bind(prompt, scorer)
 
     def _record(self, name: str, values: list[float | None], tasks: list[str] | None = None) -> None:
         """TRL calls every term once per generation batch; when all have answered, check each group
@@ -235,16 +233,43 @@ class RewardSet:
             )
         return issues
 
-    def bind(self, prompt: PromptTemplate, scorer: Scorer | None) -> None:
-        self.scorer = scorer
-        for term in self.terms.values():
-            term.bind(prompt, scorer)
+    def check_on_gold(self, dataset: Any, n: int = 4) -> None:
+        """Call every term on the gold answers of the first ``n`` rows of ``dataset`` (a
+        ``datasets.Dataset``), with the rows' columns as keyword arguments, as TRL passes them.
+
+        A term that breaks TRL's contract (one float or None per completion) or cannot read the
+        dataset's columns fails here, before any training, instead of at GRPO's first step after
+        the whole SFT phase has run.
+        """
+        rows = dataset.select(range(min(n, len(dataset)))).to_dict()
+        completions = [
+            [{"role": "assistant", "content": self.prompt.format_answer(a)}] for a in rows["answer"]
+        ]
+        for name, term in self.terms.items():
+            try:
+                values = term(completions, **rows)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"reward.terms.{name} failed on the gold answers of the training data: {exc!r}"
+                ) from exc
+            if not isinstance(values, list) or len(values) != len(completions):
+                raise RuntimeError(
+                    f"reward.terms.{name} returned {type(values).__name__} of length "
+                    f"{len(values) if hasattr(values, '__len__') else '?'} for {len(completions)} "
+                    "completions; a reward function returns one float (or None) per completion"
+                )
+            bad = [v for v in values if v is not None and not isinstance(v, (int, float))]
+            if bad:
+                raise RuntimeError(
+                    f"reward.terms.{name} returned {bad[0]!r} ({type(bad[0]).__name__}); "
+                    "a reward function returns floats (or None to abstain)"
+                )
 
     def counters(self) -> dict[str, float]:
         """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics,
         and, over the batches scored since the last call, the zero-variance group fraction and
         (when the batches held several tasks) the mean weighted reward per task."""
-        counters = getattr(getattr(self, "scorer", None), "counters", None) or {}
+        counters = getattr(self.scorer, "counters", None) or {}
         out = {f"reward/{k}": float(v) for k, v in counters.items()}
         if self._zero_std:
             out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)

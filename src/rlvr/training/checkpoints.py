@@ -82,11 +82,19 @@ def phase_of(checkpoint: Path) -> str:
 
 
 class CompletionMarker(TrainerCallback):
-    """Marks each checkpoint complete once the trainer has finished writing it."""
+    """Marks each checkpoint complete once the trainer has finished writing it.
+
+    With several processes every rank writes part of a checkpoint (its RNG state): all ranks wait
+    here until each has written its part, then rank 0 alone adds the marker.
+    """
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if path.is_dir():
+        if state.is_world_process_zero and path.is_dir():
             mark_complete(path)
 
 

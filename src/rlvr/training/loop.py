@@ -3,6 +3,10 @@
 Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` fields and
 ``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields, checked by name (with
 suggestions) and by TRL's own validation before any model loads.
+
+Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
+(the prompt for SFT targets, the reward set for GRPO); :class:`GRPOLoop` only orders them
+and hands each the same :class:`Session` (what the run provides to training).
 """
 
 from __future__ import annotations
@@ -145,6 +149,205 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
     ]
 
 
+@dataclass
+class Session:
+    """What the run hands to every training phase (the same for SFT and GRPO)."""
+
+    tokenizer: Any
+    train_dataset: Any
+    emit: Callable[[Any], None]
+    # evaluate(model, label, step, reuse=None) -> EvalResult, or None on processes that do not evaluate
+    evaluate: Callable[..., ev.EvalResult | None]
+    eval_every: int
+    run_dir: Path
+    # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
+    guard: Any = None
+
+
+class _Phase:
+    """One TRL training phase: its config fields, its TRL config, its trainer, its run.
+
+    Subclasses set ``name`` and ``config_cls`` and build their trainer in ``trainer()``.
+    """
+
+    name: str
+    key: str
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
+        self.fields = dict(fields)
+        self.enabled = bool(self.fields.pop("enabled", True))
+        self.seed = seed
+        self._hardware = hardware
+
+    @property
+    def config_cls(self) -> type:
+        raise NotImplementedError
+
+    def _managed(self) -> dict[str, Any]:
+        """Fields the pipeline sets for this phase beside the common ones."""
+        return {}
+
+    def config(self, output_dir: Path) -> Any:
+        return self.config_cls(
+            output_dir=str(output_dir),
+            report_to="none",
+            seed=self.seed,
+            data_seed=self.seed,
+            **self._managed(),
+            **self._hardware().trainer_args(),
+            **self.fields,
+        )
+
+    def issues(self) -> list[ConfigIssue]:
+        """Unknown or pipeline-owned keys, non-positive values, and TRL's own config checks."""
+        issues = _check_keys(self.key, self.fields, self.config_cls)
+        if issues:
+            return issues
+        for name in ("learning_rate", "max_steps"):
+            if name in self.fields and not self.fields[name] > 0:
+                issues.append(
+                    ConfigIssue(
+                        f"{self.key}.{name}", self.fields[name], "must be > 0", "set a positive value"
+                    )
+                )
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.config(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
+        except (ValueError, TypeError) as exc:
+            issues.append(
+                ConfigIssue(
+                    self.key,
+                    "(combination)",
+                    f"rejected by {self.config_cls.__name__}: {exc}",
+                    "see the message",
+                )
+            )
+        return issues
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
+        return {}
+
+    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+        """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
+        the trained model."""
+        args = _checkpointing_follows_model(
+            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
+        )
+        bridge = EventBridge(
+            session.emit,
+            self.name,
+            args.max_steps,
+            session.eval_every,
+            lambda step: session.evaluate(model, self.name, step),
+            extra_metrics=self.metrics,
+        )
+        callbacks = [bridge, CompletionMarker()] + ([session.guard] if session.guard is not None else [])
+        trainer = _quiet(self.trainer(model, args, session, callbacks))
+        return _train(trainer, self.name, bridge, checkpoint, outcome)
+
+
+class SFTPhase(_Phase):
+    """Warm start on gold answers formatted by the run's prompt (TRL ``SFTTrainer``)."""
+
+    name, key = "sft", "training_loop.sft"
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any):
+        super().__init__(fields, seed, hardware)
+        self.prompt = prompt
+
+    @property
+    def config_cls(self) -> type:
+        from trl import SFTConfig
+
+        return SFTConfig
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        from trl import SFTTrainer
+
+        dataset = session.train_dataset
+        sft_data = dataset.map(
+            lambda row: {
+                "completion": [{"role": "assistant", "content": self.prompt.format_answer(row["answer"])}]
+            },
+            remove_columns=[c for c in dataset.column_names if c != "prompt"],
+        )
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=sft_data,
+            processing_class=session.tokenizer,
+            callbacks=callbacks,
+        )
+
+
+class GRPOPhase(_Phase):
+    """GRPO on the run's reward set (TRL ``GRPOTrainer``)."""
+
+    name, key = "grpo", "training_loop.grpo"
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any):
+        super().__init__(fields, seed, hardware)
+        self.rewards = rewards
+
+    @property
+    def config_cls(self) -> type:
+        from trl import GRPOConfig
+
+        return GRPOConfig
+
+    def _managed(self) -> dict[str, Any]:
+        return {"reward_weights": self.rewards.weights}
+
+    def issues(self) -> list[ConfigIssue]:
+        issues = super().issues()
+        g = self.fields
+        if g.get("use_vllm"):
+            issues.extend(_vllm_rollout_issues(g, self._hardware().device))
+        if g.get("num_generations", 8) < 2:
+            issues.append(
+                ConfigIssue(
+                    "training_loop.grpo.num_generations",
+                    g["num_generations"],
+                    "must be >= 2: GRPO compares completions within a group",
+                    "set 4 or 8",
+                )
+            )
+        if "temperature" in g and not g["temperature"] > 0:
+            issues.append(
+                ConfigIssue("training_loop.grpo.temperature", g["temperature"], "must be > 0", "set e.g. 1.0")
+            )
+        if "max_completion_length" in g and not g["max_completion_length"] > 0:
+            issues.append(
+                ConfigIssue(
+                    "training_loop.grpo.max_completion_length",
+                    g["max_completion_length"],
+                    "must be > 0",
+                    "set e.g. 64",
+                )
+            )
+        return issues
+
+    def metrics(self) -> dict[str, float]:
+        return self.rewards.counters()
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        from trl import GRPOTrainer
+
+        self.rewards.group_size = args.num_generations
+        return GRPOTrainer(
+            model=model,
+            reward_funcs=self.rewards.functions,
+            args=args,
+            train_dataset=session.train_dataset,
+            processing_class=session.tokenizer,
+            callbacks=callbacks,
+        )
+
+
 class GRPOLoop:
     """SFT warm start (optional) then GRPO.
 
@@ -156,6 +359,8 @@ class GRPOLoop:
         device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
         precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
             old GPUs), ``bf16``, ``fp16`` or ``fp32``; see rlvr.hardware.
+        prompt: the run's PromptTemplate (SFT targets); passed by the orchestrator.
+        rewards: the run's RewardSet (GRPO); passed by the orchestrator.
     """
 
     def __init__(
@@ -165,14 +370,32 @@ class GRPOLoop:
         seed: int = 0,
         device: str = "auto",
         precision: str = "auto",
+        *,
+        prompt: Any,
+        rewards: Any,
     ):
-        self.sft = dict(sft)
-        self.grpo = dict(grpo)
-        self.sft_enabled = bool(self.sft.pop("enabled", True))
-        self.grpo_enabled = bool(self.grpo.pop("enabled", True))
         self.seed = seed
         self.device = device
         self.precision = precision
+        self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
+        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards)
+
+    # The phases' config fields, as the pre-flight reads them (rlvr.preflight).
+    @property
+    def sft(self) -> dict[str, Any]:
+        return self.sft_phase.fields
+
+    @property
+    def grpo(self) -> dict[str, Any]:
+        return self.grpo_phase.fields
+
+    @property
+    def sft_enabled(self) -> bool:
+        return self.sft_phase.enabled
+
+    @property
+    def grpo_enabled(self) -> bool:
+        return self.grpo_phase.enabled
 
     @functools.cached_property
     def hardware(self) -> hardware.Hardware:
@@ -187,214 +410,46 @@ class GRPOLoop:
             return model
         return model.to(self.hardware.device)
 
-    # -- configuration -------------------------------------------------------------------------------
-    def sft_config(self, output_dir: Path) -> Any:
-        from trl import SFTConfig
-
-        return SFTConfig(
-            output_dir=str(output_dir),
-            report_to="none",
-            seed=self.seed,
-            data_seed=self.seed,
-            **self.hardware.trainer_args(),
-            **self.sft,
-        )
-
-    def grpo_config(self, output_dir: Path, reward_weights: list[float] | None = None) -> Any:
-        from trl import GRPOConfig
-
-        return GRPOConfig(
-            output_dir=str(output_dir),
-            report_to="none",
-            seed=self.seed,
-            data_seed=self.seed,
-            reward_weights=reward_weights,
-            **self.hardware.trainer_args(),
-            **self.grpo,
-        )
-
     def validate(self) -> list[ConfigIssue]:
-        from trl import GRPOConfig, SFTConfig
-
         issues = hardware.issues(self.device, self.precision)
         if issues:
             return issues
-        checks: list[tuple[bool, str, dict[str, Any], type, Callable[[Path], Any]]] = [
-            (self.sft_enabled, "training_loop.sft", self.sft, SFTConfig, self.sft_config),
-            (self.grpo_enabled, "training_loop.grpo", self.grpo, GRPOConfig, self.grpo_config),
-        ]
-        for enabled, key, values, cls, build in checks:
-            if not enabled:
-                continue
-            key_issues = _check_keys(key, values, cls)
-            issues.extend(key_issues)
-            if key_issues:
-                continue
-            for name in ("learning_rate", "max_steps"):
-                if name in values and not values[name] > 0:
-                    issues.append(
-                        ConfigIssue(f"{key}.{name}", values[name], "must be > 0", "set a positive value")
-                    )
-            try:
-                with tempfile.TemporaryDirectory() as tmp:
-                    build(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
-            except (ValueError, TypeError) as exc:
-                issues.append(
-                    ConfigIssue(key, "(combination)", f"rejected by {cls.__name__}: {exc}", "see the message")
-                )
-        if self.grpo_enabled:
-            g = self.grpo
-            if g.get("use_vllm"):
-                issues.extend(_vllm_rollout_issues(g, self.hardware.device))
-            if g.get("num_generations", 8) < 2:
-                issues.append(
-                    ConfigIssue(
-                        "training_loop.grpo.num_generations",
-                        g["num_generations"],
-                        "must be >= 2: GRPO compares completions within a group",
-                        "set 4 or 8",
-                    )
-                )
-            if "temperature" in g and not g["temperature"] > 0:
-                issues.append(
-                    ConfigIssue(
-                        "training_loop.grpo.temperature", g["temperature"], "must be > 0", "set e.g. 1.0"
-                    )
-                )
-            if "max_completion_length" in g and not g["max_completion_length"] > 0:
-                issues.append(
-                    ConfigIssue(
-                        "training_loop.grpo.max_completion_length",
-                        g["max_completion_length"],
-                        "must be > 0",
-                        "set e.g. 64",
-                    )
-                )
+        for phase in (self.sft_phase, self.grpo_phase):
+            if phase.enabled:
+                issues.extend(phase.issues())
         return issues
 
-    # -- running -------------------------------------------------------------------------------------
-    def run(
-        self,
-        model: Any,
-        tokenizer: Any,
-        train_dataset: Any,
-        rewards: Any,
-        prompt: Any,
-        emit: Callable[[Any], None],
-        evaluate: Callable[..., ev.EvalResult],
-        eval_every: int,
-        run_dir: Path,
-        resume: tuple[str, Path] | None = None,
-        guard: Any = None,
-    ) -> TrainOutcome:
-        """Train ``model`` in place; ``evaluate(model, label, step, reuse=None)`` runs held-out
-        evaluation, or records ``reuse`` (an evaluation of the same weights) under the new label.
+    def run(self, model: Any, session: Session, resume: tuple[str, Path] | None = None) -> TrainOutcome:
+        """Train ``model``: SFT (if enabled) then GRPO (if enabled), in place.
 
         ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
         a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
-        ``guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
+        ``session.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
         """
         outcome = TrainOutcome(model=model, hardware=self.hardware.record())
         for message in hardware.warnings(self.device, self.precision):
-            emit(ev.Warning_(message))
-        extra = [CompletionMarker()] + ([guard] if guard is not None else [])
-        phase, ckpt = resume if resume else (None, None)
-        if self.sft_enabled and phase != "grpo":
-            model = self._run_sft(
-                model,
-                tokenizer,
-                train_dataset,
-                prompt,
-                emit,
-                evaluate,
-                eval_every,
-                run_dir,
-                outcome,
-                extra,
-                ckpt if phase == "sft" else None,
-            )
-            self._stop_if_preempted(guard, "sft", outcome)
-            if self.grpo_enabled:
-                outcome.evals.append(
-                    evaluate(model, "after_sft", outcome.steps["sft"], outcome.eval_of_last_weights())
+            session.emit(ev.Warning_(message))
+        resumed_phase, checkpoint = resume if resume else (None, None)
+        # A GRPO checkpoint holds the SFT-trained weights: SFT is skipped.
+        phases = [p for p in (self.sft_phase, self.grpo_phase) if p.enabled]
+        if resumed_phase == "grpo":
+            phases = [p for p in phases if p.name == "grpo"]
+        for i, phase in enumerate(phases):
+            model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
+            _stop_if_preempted(session.guard, phase.name, outcome)
+            if phase.name == "sft" and i + 1 < len(phases):
+                after = session.evaluate(
+                    model, "after_sft", outcome.steps["sft"], outcome.eval_of_last_weights()
                 )
-        if self.grpo_enabled:
-            model = self._run_grpo(
-                model,
-                tokenizer,
-                train_dataset,
-                rewards,
-                emit,
-                evaluate,
-                eval_every,
-                run_dir,
-                outcome,
-                extra,
-                ckpt if phase == "grpo" else None,
-            )
-            self._stop_if_preempted(guard, "grpo", outcome)
+                if after is not None:
+                    outcome.evals.append(after)
         outcome.model = model
         return outcome
 
-    @staticmethod
-    def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
-        if guard is not None and guard.requested:
-            raise Preempted(
-                f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
-                f"{outcome.steps.get(phase)}; checkpoint saved"
-            )
 
-    def _run_sft(
-        self, model, tokenizer, dataset, prompt, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
-    ) -> Any:
-        from trl import SFTTrainer
-
-        sft_data = dataset.map(
-            lambda row: {
-                "completion": [{"role": "assistant", "content": prompt.format_answer(row["answer"])}]
-            },
-            remove_columns=[c for c in dataset.column_names if c != "prompt"],
+def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
+    if guard is not None and guard.requested:
+        raise Preempted(
+            f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
+            f"{outcome.steps.get(phase)}; checkpoint saved"
         )
-        args = _checkpointing_follows_model(self.sft_config(run_dir / "checkpoints" / "sft"), self.sft, model)
-        bridge = EventBridge(
-            emit, "sft", args.max_steps, eval_every, lambda step: evaluate(model, "sft", step)
-        )
-        trainer = _quiet(
-            SFTTrainer(
-                model=model,
-                args=args,
-                train_dataset=sft_data,
-                processing_class=tokenizer,
-                callbacks=[bridge, *extra],
-            )
-        )
-        return _train(trainer, "sft", bridge, ckpt, outcome)
-
-    def _run_grpo(
-        self, model, tokenizer, dataset, rewards, emit, evaluate, eval_every, run_dir, outcome, extra, ckpt
-    ) -> Any:
-        from trl import GRPOTrainer
-
-        args = _checkpointing_follows_model(
-            self.grpo_config(run_dir / "checkpoints" / "grpo", rewards.weights), self.grpo, model
-        )
-        rewards.group_size = args.num_generations
-        bridge = EventBridge(
-            emit,
-            "grpo",
-            args.max_steps,
-            eval_every,
-            lambda step: evaluate(model, "grpo", step),
-            extra_metrics=rewards.counters,
-        )
-        trainer = _quiet(
-            GRPOTrainer(
-                model=model,
-                reward_funcs=rewards.functions,
-                args=args,
-                train_dataset=dataset,
-                processing_class=tokenizer,
-                callbacks=[bridge, *extra],
-            )
-        )
-        return _train(trainer, "grpo", bridge, ckpt, outcome)

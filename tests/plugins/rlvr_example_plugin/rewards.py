@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rlvr.rewards.terms import _Term, completion_text
@@ -11,7 +12,6 @@ class EvenAnswerReward(_Term):
     name = "even_answer"
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
-        assert self.prompt is not None, "RewardSet.bind() was not called"
         out = []
         for c in completions:
             answer = self.prompt.extract(completion_text(c))
@@ -24,8 +24,8 @@ class EvenAnswerReward(_Term):
 class BuggyTerm(_Term):
     """A component with a bug in its constructor (for the "bugs keep their traceback" test)."""
 
-    def __init__(self, weight: float = 1.0):
-        super().__init__(weight)
+    def __init__(self, weight: float = 1.0, **collaborators: Any):
+        super().__init__(weight, **collaborators)
         raise ZeroDivisionError("a bug, not a config mistake")
 
 
@@ -44,3 +44,18 @@ def distinct_words(completions: list[Any], **_: Any) -> list[float | None]:
         words = completion_text(c).split()
         out.append(len(set(words)) / len(words) if words else None)
     return out
+
+
+class FailsOnRank(_Term):
+    """Raises on one rank of a multi-process run (for the "a failure on any rank ends the run" test)."""
+
+    name = "fails_on_rank"
+
+    def __init__(self, weight: float = 1.0, rank: int = 1, **collaborators: Any):
+        super().__init__(weight, **collaborators)
+        self.rank = rank
+
+    def __call__(self, completions: list[Any], **_: Any) -> list[float]:
+        if int(os.environ.get("RANK", "0")) == self.rank:
+            raise ValueError(f"this term fails on rank {self.rank} on purpose")
+        return [0.0] * len(completions)
