@@ -26,16 +26,22 @@ def compose_cfg():
     return compose_config
 
 
-def make_loop(**kwargs):
-    """A GRPOLoop with the collaborators the orchestrator passes: a prompt and a reward set (one
+def loop_collaborators() -> dict:
+    """What the orchestrator passes a training loop at instantiation: a prompt and a reward set (one
     format term of weight 0.5, no scorer needed)."""
     from rlvr.prompts import PromptTemplate
     from rlvr.rewards import FormatReward, RewardSet
-    from rlvr.training import GRPOLoop
 
     prompt = PromptTemplate("{question}")
     rewards = RewardSet({"format": FormatReward(0.5, prompt=prompt, scorer=None)}, prompt=prompt, scorer=None)
-    return GRPOLoop(prompt=prompt, rewards=rewards, **kwargs)
+    return {"prompt": prompt, "rewards": rewards}
+
+
+def make_loop(**kwargs):
+    """A GRPOLoop built with :func:`loop_collaborators`."""
+    from rlvr.training import GRPOLoop
+
+    return GRPOLoop(**loop_collaborators(), **kwargs)
 
 
 def make_eval_result(label: str, step: int, correct: int, n: int = 200):

@@ -12,6 +12,7 @@ from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
 from rlvr.data import FileData, identity
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.trust import PLUGINS_ENV
 from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
@@ -149,7 +150,7 @@ def test_malformed_row_is_reported_with_its_number(tmp_path):
 def test_conf_groups_compose_and_instantiate(gsm8k_file, tmp_path):
     for group, path in (("gsm8k", gsm8k_file), ("finqa", write_json(tmp_path / "f.json", finqa_rows(30)))):
         cfg = compose_config([f"data={group}", f"data.path={path}"])
-        assert check_targets(cfg) == []
+        assert check_targets(cfg, runtime_args(cfg)) == []
         data = instantiate(cfg.data, _convert_="all")
         assert data.validate() == [] and data.name == group
     qa = compose_config(["data=qa_file", "data/checker=math_verify"]).data
@@ -172,11 +173,12 @@ def test_own_processor_from_a_plugin_package(monkeypatch, tmp_path):
         "+data.processor={_target_: rlvr_example_plugin.data.TriviaProcessor}",
     ]
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "plugins"))
-    refused = check_targets(compose_config(overrides))
+    cfg = compose_config(overrides)
+    refused = check_targets(cfg, runtime_args(cfg))
     assert [i.key for i in refused] == ["data.processor._target_"]
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     cfg = compose_config(overrides)
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
     assert len(data.train) + len(data.eval) == 40
     assert json.loads(data.eval["entry"][0])["metadata"]["topic"] == "geo"

@@ -17,6 +17,7 @@ from rlvr.data import FileData, MixtureData, ReasoningGymData, identity
 from rlvr.data.mixture import shares
 from rlvr.data.processors import GSM8K
 from rlvr.evaluation.results import Evaluation, SampleRecord, paired
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
 from rlvr.report import write_report
@@ -94,7 +95,7 @@ def test_mixture_config_mistakes_name_the_key(kwargs, key):
 
 def test_experiment_composes_with_eval_sets():
     cfg = compose_config(["experiment=mixture_eval_sets", "data.eval_size=6", "data.train_size=10"])
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     component = instantiate(cfg.data, _convert_="all")
     assert component.validate() == []
     data = component.load(PROMPT)

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT, compose_config
 
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.trust import PLUGINS_ENV
 from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
@@ -49,7 +50,7 @@ PLAIN, THINK, WORKING_OUT = family("plain"), family("think"), family("working_ou
 
 def build_rewards(cfg, prompt, scorer=None) -> RewardSet:
     """The reward set with its collaborators passed at instantiation, as the orchestrator does."""
-    run = {"prompt": prompt, "scorer": scorer}
+    run = {"prompt": prompt, "scorer": scorer if scorer is not None else VerifierPool(num_workers=0)}
     # Partial, then called: Hydra's config merge would turn the PromptTemplate dataclass into a dict.
     terms = {n: instantiate(t, _convert_="all", _partial_=True)(**run) for n, t in cfg.reward.terms.items()}
     return instantiate(cfg.reward, _convert_="all", _partial_=True, _recursive_=False)(**run, terms=terms)
@@ -71,14 +72,24 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
     ]
     with VerifierPool(num_workers=0) as pool:
         term = AnswerMatchReward(
-            correct_reward=3.0, wrong_penalty=-1.0, no_answer_reward=-2.0, prompt=WORKING_OUT, scorer=pool
+            correct_reward=3.0,
+            wrong_penalty=-1.0,
+            no_answer_reward=-2.0,
+            prompt=WORKING_OUT,
+            scorer=pool,
         )
         out = term(completions, task=["basic_arithmetic"] * 3, entry=[json.dumps(e) for e in entries])
     assert out == [3.0, -1.0, -2.0]
 
 
 def test_answer_match_refuses_a_penalty_above_the_reward():
-    issues = AnswerMatchReward(correct_reward=-1.0, wrong_penalty=3.0, no_answer_reward=0.0).validate("k")
+    issues = AnswerMatchReward(
+        prompt=PLAIN,
+        scorer=VerifierPool(num_workers=0),
+        correct_reward=-1.0,
+        wrong_penalty=3.0,
+        no_answer_reward=0.0,
+    ).validate("k")
     assert [i.key for i in issues] == ["k.correct_reward"]
 
 
@@ -114,7 +125,10 @@ def test_approximate_format_gives_partial_credit_per_marker_present_once():
         [{"role": "assistant", "content": "<SOLUTION>4</SOLUTION>"}],  # conversational: -1 -1 +0.5 +0.5
     ]
     assert term(completions) == [2.0, 0.5, -4.0, -1.0]
-    assert ApproxFormatReward(present_once=0.0, otherwise=0.5).validate("k")[0].key == "k.present_once"
+    assert (
+        ApproxFormatReward(prompt=PLAIN, present_once=0.0, otherwise=0.5).validate("k")[0].key
+        == "k.present_once"
+    )
 
 
 # -- numeric tolerance ----------------------------------------------------------------------------------
@@ -157,16 +171,20 @@ def test_numeric_tolerance_relative_absolute_and_abstaining():
     ]
     gold = ["1000", "1000", "1000", "3", "3", "3", "red"]
     assert term(completions, answer=gold) == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, None]
-    assert [i.key for i in NumericToleranceReward(rel_tol=-1, abs_tol=0).validate("k")] == ["k.rel_tol"]
+    assert [i.key for i in NumericToleranceReward(prompt=PLAIN, rel_tol=-1, abs_tol=0).validate("k")] == [
+        "k.rel_tol"
+    ]
 
 
 # -- overlong -------------------------------------------------------------------------------------------
 def test_overlong_penalty_is_zero_then_linear_to_minus_one_in_tokens():
-    term = OverlongPenalty(max_tokens=20, buffer_tokens=8)
+    term = OverlongPenalty(prompt=PLAIN, max_tokens=20, buffer_tokens=8)
     ids = [[1] * n for n in (5, 12, 13, 16, 20, 25)]
     assert term(["x"] * 6, completion_ids=ids) == [0.0, 0.0, -0.125, -0.5, -1.0, -1.0]
     assert term(["x", "y"]) == [None, None]  # outside a GRPO step there are no token ids: abstain
-    assert OverlongPenalty(max_tokens=4, buffer_tokens=8).validate("k")[0].key == "k.buffer_tokens"
+    assert (
+        OverlongPenalty(prompt=PLAIN, max_tokens=4, buffer_tokens=8).validate("k")[0].key == "k.buffer_tokens"
+    )
 
 
 # -- the config drop-ins --------------------------------------------------------------------------------
@@ -175,7 +193,7 @@ def test_every_term_file_is_a_drop_in_and_scores_the_gold_answer_best_for_every_
     """Each conf/reward/terms file joins any reward set under any name; on the SFT target of every
     prompt family (prompt.format_answer) it gives its best value: rewards and SFT share the template."""
     cfg = compose_config([f"+reward/terms@reward.terms.t_{name}={name}"])
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     node = OmegaConf.to_container(cfg.reward.terms[f"t_{name}"], resolve=True)
     entry = _entries(1)[0]
     best = {
@@ -202,7 +220,7 @@ def test_shipped_reward_sets_compose_and_name_each_term_as_trl_logs_it():
 
     for option in sorted(f.stem for f in (CONF / "reward").glob("*.yaml")):
         cfg = compose_config([f"reward={option}"])
-        assert check_targets(cfg) == [], option
+        assert check_targets(cfg, runtime_args(cfg)) == [], option
         rewards = build_rewards(cfg, PLAIN)
         assert rewards.validate() == []
         # TRL logs rewards/<name>/mean for each function: the names are the config's keys.
@@ -227,10 +245,10 @@ def test_a_plugin_reward_function_runs_as_a_term_only_when_its_package_is_named(
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
     monkeypatch.delenv(PLUGINS_ENV, raising=False)
     cfg = compose_config([PLUGIN_TERM])
-    refused = check_targets(cfg)
+    refused = check_targets(cfg, runtime_args(cfg))
     assert [i.key for i in refused] == ["reward.terms.variety.function._target_"]
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     rewards = build_rewards(cfg, PLAIN)
     assert isinstance(rewards.terms["variety"], FunctionReward) and rewards.weights == [1.0, 0.2, 0.25]
     variety = rewards.functions[-1]

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from tests.conftest import CONF
+from tests.conftest import CONF, loop_collaborators
 
 from rlvr import hardware
 
@@ -15,7 +15,7 @@ from rlvr import hardware
 def loop_for(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
-    return instantiate(cfg.training_loop)
+    return instantiate(cfg.training_loop, _partial_=True)(**loop_collaborators())
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def gpu_machine(monkeypatch):
 
 
 def test_default_rollouts_use_transformers_generate(tmp_path):
-    args = loop_for().grpo_config(tmp_path)
+    args = loop_for().grpo_phase.config(tmp_path)
     assert args.use_vllm is False
 
 
@@ -50,7 +50,7 @@ def test_vllm_rollout_settings_reach_grpo_config(tmp_path, gpu_machine, rollout,
     overrides += [f"training_loop.grpo.{k}={v}" for k, v in fields.items()]
     loop = loop_for(*overrides)
     assert [i for i in loop.validate() if "vllm" in i.key] == []
-    args = loop.grpo_config(tmp_path)
+    args = loop.grpo_phase.config(tmp_path)
     assert args.use_vllm is True
     for name, value in fields.items():
         assert getattr(args, name) == value, name

@@ -23,6 +23,7 @@ from tests.conftest import compose_config
 from rlvr.config_errors import ConfigValidationError
 from rlvr.models import UnslothModel
 from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 
 QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -98,7 +99,7 @@ def unsloth_on_a_gpu(monkeypatch):
 
 def _component(*overrides: str) -> UnslothModel:
     cfg = compose_config(["model=unsloth_qwen2_5_1_5b", *overrides])
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     return instantiate(cfg.model, _convert_="all")
 
 
@@ -220,7 +221,7 @@ def test_the_suggested_hf_equivalent_is_a_valid_config(tmp_path):
     [issue] = [i for i in _component().validate() if i.key == "model"]
     overrides = shlex.split(issue.fix.split(": ", 1)[1])
     cfg = compose_config(overrides)
-    assert check_targets(cfg) == []
+    assert check_targets(cfg, runtime_args(cfg)) == []
     hf = instantiate(cfg.model, _convert_="all")
     assert type(hf).__name__ == "HFModel" and hf.validate() == []
     assert (hf.name_or_path, hf.quantization, hf.gradient_checkpointing) == (QWEN, "4bit", True)

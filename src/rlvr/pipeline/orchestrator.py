@@ -134,11 +134,9 @@ def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
             else _instantiate(node, {"prompt": prompt, "scorer": scorer})
         )
     if key == "training_loop":
-        return (
-            None
-            if prompt is None or rewards is None
-            else _instantiate(node, {"prompt": prompt, "rewards": rewards})
-        )
+        # Built even when the prompt or the reward set could not be (None stands in): its own
+        # config mistakes are then reported with theirs, and build() raises before anything runs.
+        return _instantiate(node, {"prompt": prompt, "rewards": rewards})
     return _instantiate(node)
 
 
