@@ -300,7 +300,8 @@ class GRPOPhase(_Phase):
         return GRPOConfig
 
     def _managed(self) -> dict[str, Any]:
-        return {"reward_weights": self.rewards.weights}
+        # None only while build() collects config mistakes after the reward set failed to build.
+        return {} if self.rewards is None else {"reward_weights": self.rewards.weights}
 
     def issues(self) -> list[ConfigIssue]:
         issues = super().issues()
