@@ -106,7 +106,9 @@ def print_table(args: argparse.Namespace, sampled: dict) -> None:
         change = changes.get("GRPO") or changes["whole run"]
         steps = [r["metrics"] for r in events(run_dir) if r["event"] == "train_step"]
         reward = statistics.mean(m["grpo/reward/mean"] for m in steps if "grpo/reward/mean" in m)
-        zero = [m["grpo/reward/zero_std_groups_frac"] for m in steps if "grpo/reward/zero_std_groups_frac" in m]
+        zero = [
+            m["grpo/reward/zero_std_groups_frac"] for m in steps if "grpo/reward/zero_std_groups_frac" in m
+        ]
         s = sampled[name].summary
         sc = paired(sampled["start"], sampled[name])
         print(
