@@ -141,7 +141,12 @@ def write_temp_project(tmp: Path, pyproject: dict, keep: list[str] = ()) -> None
     uv = tool.setdefault("uv", tomlkit.table())
     kept = [p for p in keep if not p.lower().startswith("torch==")]
     uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), f"torch=={TORCH_VERSION}", *kept]
-    (tmp / "pyproject.toml").write_text(tomlkit.dumps(doc))
+    _write_project(tmp, pyproject, tomlkit.dumps(doc))
+
+
+def _write_project(tmp: Path, pyproject: dict, pyproject_text: str) -> None:
+    """A resolvable copy of the project in ``tmp``: its pyproject, its readme and an empty package."""
+    (tmp / "pyproject.toml").write_text(pyproject_text)
     readme = pyproject["project"].get("readme")
     if isinstance(readme, str):
         (tmp / readme).write_text("stub\n")
@@ -165,13 +170,7 @@ def write_gpu_project(tmp: Path, pyproject: dict, cpu_lock_text: str) -> None:
     uv = tool.setdefault("uv", tomlkit.table())
     uv["environments"] = [GPU_ENVIRONMENT]
     uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), *pins]
-    (tmp / "pyproject.toml").write_text(tomlkit.dumps(doc))
-    readme = pyproject["project"].get("readme")
-    if isinstance(readme, str):
-        (tmp / readme).write_text("stub\n")
-    pkg = tmp / "src" / "rlvr"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
+    _write_project(tmp, pyproject, tomlkit.dumps(doc))
 
 
 def lock_gpu(uv: str, pyproject: dict, keep: bool) -> None:
