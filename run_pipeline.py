@@ -15,6 +15,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
 from rlvr.pipeline.trust import checked_config, preflight
@@ -49,6 +50,8 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    # Before torch is imported: glibc reads its malloc settings at process start (rlvr.allocator).
+    reexec_with_tunables()
     try:
         issue = run_dir_issue(sys.argv[1:])
         if issue is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -16,6 +17,8 @@ PACKAGES = (
     "rlvr", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
     "reasoning-gym", "math-verify", "hydra-core", "omegaconf",
 )  # fmt: skip
+# Environment variables that change speed (not results): threads and glibc's malloc (rlvr.allocator).
+SPEED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "RLVR_MALLOC_TUNING")
 
 
 def git_state(start: Path | None = None) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
+        "environment": {name: os.environ.get(name) for name in SPEED_ENVIRONMENT},
         **extra,
         "config": config,
     }

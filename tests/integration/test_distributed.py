@@ -80,6 +80,8 @@ def test_one_run_directory_one_report_one_record(ddp_run):
         "accelerate_config": ACCELERATE_CONFIG,
         "processes": 2,
     }
+    # every rank re-executed itself with glibc's malloc settings (rlvr.allocator) before loading torch
+    assert "glibc.malloc.mmap_max=0" in provenance["environment"]["GLIBC_TUNABLES"]
 
 
 def test_expected_step_counts_and_evaluations_once(ddp_run):
