@@ -13,6 +13,8 @@ from rlvr import events as ev
 from rlvr.io import atomic_write_json, atomic_write_text
 
 STAGE_NAMES = {"baseline": "base model", "after_sft": "after SFT", "final": "final"}
+# The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
+SAMPLED_NAMES = {"after_sft_sampled": "after SFT", "final_sampled": "final"}
 
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
@@ -87,6 +89,7 @@ STAGE_CHANGES = (
     ("SFT", "baseline", "after_sft"),
     ("GRPO", "after_sft", "final"),
     ("whole run", "baseline", "final"),
+    ("GRPO, sampled at the training temperature", "after_sft_sampled", "final_sampled"),
 )
 
 
@@ -148,6 +151,18 @@ def _group_lines(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _sampled_lines(sampled: list[ev.EvalResult]) -> list[str]:
+    """pass@1 (mean accuracy over the samples) and pass@k of the sampled stage evaluations."""
+    if not sampled:
+        return []
+    lines = ["Sampled at the training temperature (pass@1 = mean accuracy of the samples):", ""]
+    for e in sampled:
+        summary = e.evaluation.summary
+        at_k = ", ".join(f"pass@{k} {v:.1%}" for k, v in summary.pass_at_k.items())
+        lines.append(f"- {SAMPLED_NAMES[e.label]} (step {e.step}, n={summary.n}): {at_k}")
+    return [*lines, ""]
+
+
 def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
@@ -156,8 +171,10 @@ def write_report(
     run_dir: Path, evaluations: list[ev.EvalResult], outcome: Any, meta: dict[str, Any], seconds: float
 ) -> dict[str, str]:
     """Write report.json, report.md and training.png into ``run_dir``; return their paths by name."""
+    sampled = [e for e in evaluations if e.label in SAMPLED_NAMES]
+    evaluations = [e for e in evaluations if e.label not in SAMPLED_NAMES]
     rows = report_rows(evaluations)
-    changes = stage_changes(evaluations)
+    changes = stage_changes(evaluations + sampled)
     groups = group_rows(evaluations)
     report = {
         **meta,
@@ -165,6 +182,7 @@ def write_report(
         "groups": groups,
         "paired_changes": changes,
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
+        "sampled": [e.record() for e in sampled],
         "steps": outcome.steps,
         "hardware": getattr(outcome, "hardware", {}),
         "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
@@ -181,6 +199,7 @@ def write_report(
             for r in rows
         ],
         "",
+        *_sampled_lines(sampled),
         *_group_lines(groups),
         *(
             [

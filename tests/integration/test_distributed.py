@@ -93,7 +93,8 @@ def test_expected_step_counts_and_evaluations_once(ddp_run):
         assert steps == [1, 2, 3, 4], (phase, steps)
     labels = [(r["label"], r["step"]) for r in records if r["event"] == "evaluation"]
     assert len(labels) == len(set(labels))  # rank 0 alone evaluates
-    assert labels[0] == ("baseline", 0) and labels[-1][0] == "final"
+    assert labels[0] == ("baseline", 0) and [lb for lb, _ in labels[-2:]] == ["final", "final_sampled"]
+    assert ("after_sft_sampled", 4) in labels  # the GRPO stage's start, sampled (evaluation.sampled)
     assert sorted(p.name for p in (run_dir / "eval").iterdir()) == sorted(
         f"{lb}_step{s}.json" for lb, s in labels
     )

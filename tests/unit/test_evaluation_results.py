@@ -46,3 +46,34 @@ def test_multi_sample_metrics():
     )  # fmt: skip
     assert ev.summary.pass_at_k == {1: 0.25, 2: 0.5}
     assert ev.summary.majority_vote == 0.5
+
+
+def _evaluator(**kwargs):
+    from rlvr.evaluation.evaluator import Evaluator
+    from rlvr.prompts import PromptTemplate
+
+    return Evaluator(prompt=PromptTemplate("{question}"), scorer=None, **kwargs)
+
+
+def test_sampled_view_takes_the_sampled_settings_and_keeps_the_rest():
+    ev_ = _evaluator(
+        max_new_tokens=16, batch_size=8, sampled={"num_samples": 4, "temperature": 1.0, "max_examples": 300}
+    )
+    view = ev_.sampled_view()
+    assert (view.num_samples, view.temperature, view.max_examples, view.ks) == (4, 1.0, 300, [1, 4])
+    assert (view.max_new_tokens, view.batch_size, view.prompt) == (16, 8, ev_.prompt) and view.sampled is None
+    assert (ev_.num_samples, ev_.temperature, ev_.max_examples) == (1, 0.0, None)  # the greedy one unchanged
+    # a quick-check cap on the greedy evaluation also caps the sampled one
+    assert _evaluator(max_examples=50, sampled={"max_examples": 300}).sampled_view().max_examples == 50
+    assert _evaluator(sampled=None).sampled_view() is None
+
+
+def test_sampled_settings_are_checked():
+    def keys(**sampled):
+        return [(i.key, i.value) for i in _evaluator(sampled=sampled).validate()]
+
+    assert keys(num_samples=4, temperature=1.0, max_examples=300) == []
+    assert keys(temperature=0.0) == [("evaluation.sampled.temperature", 0.0)]
+    assert keys(num_samples=0) == [("evaluation.sampled.num_samples", 0)]
+    assert keys(max_examples=0) == [("evaluation.sampled.max_examples", 0)]
+    assert keys(num_sample=4) == [("evaluation.sampled", ["num_sample"])]

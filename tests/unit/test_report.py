@@ -83,3 +83,49 @@ def test_stages_over_different_questions_are_not_paired(tmp_path):
     outcome = SimpleNamespace(steps={"sft": 80, "grpo": 16}, seconds={}, history=[])
     write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["t"]}, seconds=1.0)
     assert json.loads((tmp_path / "report.json").read_text())["paired_changes"] == []
+
+
+def sampled_result(label: str, step: int, right_per_question: list[int], k: int = 4) -> ev.EvalResult:
+    """k samples per question, the first ``right_per_question[i]`` of question i right."""
+    from rlvr.evaluation.results import Evaluation, SampleRecord
+
+    samples = [
+        SampleRecord(
+            i,
+            "t",
+            f"q{i}",
+            "1",
+            ["c"] * k,
+            ["1"] * r + ["0"] * (k - r),
+            [1.0] * r + [0.0] * (k - r),
+            ["ok"] * k,
+        )
+        for i, r in enumerate(right_per_question)
+    ]
+    return ev.EvalResult(label, step, Evaluation(samples, ks=[1, k], seconds=1.0, samples_per_second=1.0))
+
+
+def test_sampled_stage_evaluations_are_paired_apart_from_the_greedy_table(tmp_path):
+    """GRPO's start and end sampled at T (evaluation.sampled): the pairing uses each question's share
+    of right samples, so 100 questions going from 1/4 to 2/4 right is +25 points although no
+    question flips completely; the greedy table, curve and in-training list do not show them."""
+    evals = [
+        *EVALS[:3],
+        sampled_result("after_sft_sampled", 80, [1] * 100),
+        *EVALS[3:],
+        sampled_result("final_sampled", 160, [2] * 100),
+    ]
+    outcome = SimpleNamespace(steps={"sft": 80, "grpo": 80}, seconds={}, history=[])
+    write_report(tmp_path, evals, outcome, {"model": "m", "tasks": ["t"]}, seconds=1.0)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["stage"] for r in report["accuracy"]] == ["base model", "after SFT", "final"]
+    assert [e["label"] for e in report["in_training"]] == ["sft", "grpo"]
+    assert [e["label"] for e in report["sampled"]] == ["after_sft_sampled", "final_sampled"]
+    sampled = report["paired_changes"][-1]
+    assert sampled["stage"] == "GRPO, sampled at the training temperature"
+    assert sampled["delta"] == 0.25 and sampled["ci_low"] == sampled["ci_high"] == 0.25
+    assert sampled["right_to_wrong"] == sampled["wrong_to_right"] == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "- after SFT (step 80, n=100): pass@1 25.0%, pass@4 100.0%" in md
+    assert "- final (step 160, n=100): pass@1 50.0%" in md
+    assert "- GRPO, sampled at the training temperature: +25.0 points" in md

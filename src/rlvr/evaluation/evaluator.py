@@ -7,6 +7,7 @@ same thing.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -17,6 +18,10 @@ from rlvr.config_errors import ConfigIssue
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
+
+SAMPLED_KEYS = {"num_samples", "temperature", "max_examples"}
+# Stage evaluations that also get a sampled evaluation (the GRPO stage's start and end).
+SAMPLED_LABELS = ("after_sft", "final")
 
 
 class Evaluator:
@@ -34,6 +39,11 @@ class Evaluator:
         backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
             continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
             benchmarks/generation_library.md) or "vllm" (GPU only).
+        sampled: ``{num_samples, temperature, max_examples}`` or None: also evaluate the GRPO stage's
+            start (after SFT) and end (final) with ``num_samples`` samples per question at
+            ``temperature`` (the training temperature: what GRPO optimises) on the first
+            ``max_examples`` questions, recorded as ``after_sft_sampled``/``final_sampled`` and
+            paired in the report. Greedy accuracy stays the headline.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
 
@@ -53,6 +63,7 @@ class Evaluator:
         ks: list[int] | None = None,
         backend: str = "hf",
         seed: int = 0,
+        sampled: dict[str, Any] | None = None,
         *,
         prompt: PromptTemplate,
         scorer: Any,
@@ -67,6 +78,7 @@ class Evaluator:
         self.ks = list(ks) if ks else [1]
         self.backend = backend
         self.seed = seed
+        self.sampled = dict(sampled) if sampled else None
         self.prompt = prompt
         self.scorer = scorer
         self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
@@ -118,7 +130,55 @@ class Evaluator:
                 issues.append(
                     ConfigIssue("evaluation.backend", self.backend, str(exc), "set evaluation.backend=hf")
                 )
+        issues.extend(self._sampled_issues())
         return issues
+
+    def _sampled_issues(self) -> list[ConfigIssue]:
+        if self.sampled is None:
+            return []
+        unknown = sorted(set(self.sampled) - SAMPLED_KEYS)
+        if unknown:
+            return [
+                ConfigIssue(
+                    "evaluation.sampled",
+                    unknown,
+                    "unknown keys",
+                    f"use only {sorted(SAMPLED_KEYS)} (or null)",
+                )
+            ]
+        issues = []
+        k, t = self.sampled.get("num_samples", 4), self.sampled.get("temperature", 1.0)
+        n = self.sampled.get("max_examples")
+        if not isinstance(k, int) or k < 1:
+            issues.append(
+                ConfigIssue("evaluation.sampled.num_samples", k, "must be an integer >= 1", "set 4")
+            )
+        if not isinstance(t, (int, float)) or t <= 0:
+            issues.append(
+                ConfigIssue(
+                    "evaluation.sampled.temperature", t, "must be > 0 (greedy is the headline already)",
+                    "set the GRPO temperature: ${training_loop.grpo.temperature}",
+                )
+            )  # fmt: skip
+        if n is not None and (not isinstance(n, int) or n < 1):
+            issues.append(
+                ConfigIssue("evaluation.sampled.max_examples", n, "must be >= 1 or null (all)", "set 300")
+            )
+        return issues
+
+    def sampled_view(self) -> Evaluator | None:
+        """This evaluator with ``sampled``'s settings (same prompt, scorer, backend, engine), or None."""
+        if self.sampled is None:
+            return None
+        view = copy.copy(self)
+        view.num_samples = int(self.sampled.get("num_samples", 4))
+        view.temperature = float(self.sampled.get("temperature", 1.0))
+        view.max_examples = min(
+            (n for n in (self.max_examples, self.sampled.get("max_examples")) if n is not None), default=None
+        )
+        view.ks = sorted({1, view.num_samples})
+        view.sampled = None
+        return view
 
     def sampling(self) -> Any:
         from rlvr.generation import SamplingConfig

@@ -87,6 +87,13 @@ class ConsoleObserver(Observer):
             self._bars.pop(key).close()
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
+        summary = event.evaluation.summary
+        if max(summary.pass_at_k, default=1) > 1:  # sampled: the mean over samples, not the first one
+            at_k = ", ".join(f"pass@{k} {v:.1%}" for k, v in summary.pass_at_k.items())
+            self.console.print(
+                f"  eval {escape('[' + event.label + ']')} step {event.step}: {at_k} (n={event.n})"
+            )
+            return
         self.console.print(
             f"  eval {escape('[' + event.label + ']')} step {event.step}: accuracy {event.accuracy:.1%} "
             f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
@@ -116,11 +123,13 @@ class ConsoleObserver(Observer):
             for col in ("stage", "step", "accuracy", "95% CI", "n"):
                 table.add_column(col)
             for row in evals:
+                at_k = row.get("pass_at_k") or {}
+                sampled = any(int(k) > 1 for k in at_k)  # mean over the samples, not the first one
                 table.add_row(
                     row["label"],
                     str(row["step"]),
-                    f"{row['accuracy']:.1%}",
-                    f"{row['ci_low']:.1%} - {row['ci_high']:.1%}",
+                    f"pass@1 {at_k['1']:.1%}" if sampled else f"{row['accuracy']:.1%}",
+                    "(paired below)" if sampled else f"{row['ci_low']:.1%} - {row['ci_high']:.1%}",
                     str(row["n"]),
                 )
             self.console.print(table)

@@ -34,6 +34,7 @@ from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues
+from rlvr.evaluation.evaluator import SAMPLED_LABELS
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
@@ -208,26 +209,43 @@ class RunContext:
             path = evaluation.relabel(reuse.path, label, step) if reuse.path else None
             event = dataclasses.replace(reuse, label=label, step=step, path=path)
         else:
-            n = len(self.data.eval)
-            bar = self.hub.progress(
-                f"eval {label}", n if evaluation.max_examples is None else min(n, evaluation.max_examples)
-            )
-            try:
-                event = evaluation.evaluate(
-                    model,
-                    self.loaded.tokenizer,
-                    self.data.eval,
-                    label,
-                    step,
-                    self.run_dir / "eval",
-                    self.meta,
-                    bar,
-                )
-            finally:
-                bar.close()
+            event = self._generate_and_score(evaluation, model, label, step)
         self.hub.emit(event)
         self.result.evaluations.append(event)
+        self._evaluate_sampled(model, label, step)
         return event
+
+    def _generate_and_score(self, evaluation: Any, model: Any, label: str, step: int) -> ev.EvalResult:
+        n = len(self.data.eval)
+        bar = self.hub.progress(
+            f"eval {label}", n if evaluation.max_examples is None else min(n, evaluation.max_examples)
+        )
+        try:
+            return evaluation.evaluate(
+                model,
+                self.loaded.tokenizer,
+                self.data.eval,
+                label,
+                step,
+                self.run_dir / "eval",
+                self.meta,
+                bar,
+            )
+        finally:
+            bar.close()
+
+    def _evaluate_sampled(self, model: Any, label: str, step: int) -> None:
+        """The GRPO stage's start (after SFT) and end (final) sampled at the training temperature
+        (``evaluation.sampled``), so the report pairs what GRPO optimises, not only greedy accuracy.
+        The final one only when its start was sampled in this run: no GRPO stage, nothing to pair."""
+        view = self.components.evaluation.sampled_view()
+        if view is None or label not in SAMPLED_LABELS:
+            return
+        if label == "final" and not any(e.label == "after_sft_sampled" for e in self.result.evaluations):
+            return
+        event = self._generate_and_score(view, model, f"{label}_sampled", step)
+        self.hub.emit(event)
+        self.result.evaluations.append(event)
 
 
 # -- stages: each a function of the run context, in lifecycle order ---------------------------------
