@@ -86,7 +86,7 @@ run: setup
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
 test: setup tools
-	$(PY) -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
+	$(PY) -m pytest --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }
