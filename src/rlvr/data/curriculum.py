@@ -398,6 +398,7 @@ class CurriculumData(ReasoningGymData):
                     "raise max_level or lower min_level",
                 )
             )
+            return issues  # the level checks below would only repeat this one
         if self.min_level > min(tops[n] for n in moving):
             issues.append(
                 ConfigIssue(

@@ -310,7 +310,7 @@ def train(ctx: RunContext) -> None:
         eval_every=c.evaluation.every_n_steps,
         run_dir=ctx.run_dir,
         guard=ctx.guard,
-        curriculum=ctx.data.curriculum,
+        curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
