@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import struct
 from types import SimpleNamespace
 
@@ -113,6 +114,23 @@ def test_sliding_window_holds_only_the_last_window_batches():
     assert c.levels["num_terms"] == 1 and c.batches == [(5, 10), (10, 10)]
     assert c.observe(7, 10)  # (10 + 7) / 20 = 0.85 raises
     assert c.levels["num_terms"] == 2
+
+
+def test_reachable_levels_hold_every_level_the_rule_can_produce():
+    c = make(window=1, start_levels={"num_terms": 2, "num_digits": 3})
+    reachable = [tuple(lv.values()) for lv in c.reachable()]
+    # raise: num_digits is at its top (3) and stays; then lower: both drop, leaving (2, 2)
+    c.observe(1, 1)
+    c.observe(0, 1)
+    assert c.levels == {"num_terms": 2, "num_digits": 2}
+    assert (2, 2) in reachable and (2, 3) in reachable and (4, 3) in reachable and (0, 0) in reachable
+    assert (2, 0) not in reachable  # the attributes never move apart by more than a clamp allows
+    # walking the rule at random never leaves the reachable set
+    rng = random.Random(0)
+    for _ in range(200):
+        c.observe(rng.choice([0, 1]), 1)
+        assert tuple(c.levels.values()) in reachable
+    assert make().reachable()[0] == {"num_terms": 0, "num_digits": 0}
 
 
 def test_parameters_are_reasoning_gyms_own():

@@ -134,19 +134,28 @@ class Curriculum:
         return out
 
     def reachable(self) -> list[dict[str, int]]:
-        """Every level combination training can reach from the start (the rule moves attributes in
-        lockstep, each clamped to its bounds), so their pools are known before training."""
-        seen, out = set(), []
-        span = max(len(self.rg.get_attribute(n).levels) for n in self.moving)
-        for offset in range(-span, span + 1):
-            combo = dict(self.start)
-            for name in self.moving:
-                combo[name] = max(self.min_level, min(self.top(name), self.start[name] + offset))
-            key = tuple(sorted(combo.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append(combo)
-        return out
+        """Every level combination the update rule can reach from the start, found by applying
+        :meth:`_move` up and down until nothing new appears (attributes move together but clamp
+        apart, so a raise at one attribute's top followed by a lowering leaves a new combination)."""
+        saved = self.levels
+        out, todo = [], [self.start]
+        seen = {tuple(sorted(self.start.items()))}
+        try:
+            while todo:
+                levels = todo.pop()
+                out.append(levels)
+                for up in (True, False):
+                    for name, level in levels.items():
+                        self.rg.set_attr_level(name, level)
+                    self._move(up)
+                    key = tuple(sorted(self.levels.items()))
+                    if key not in seen:
+                        seen.add(key)
+                        todo.append(self.levels)
+        finally:
+            for name, level in saved.items():
+                self.rg.set_attr_level(name, level)
+        return sorted(out, key=lambda lv: [lv[n] for n in self.moving])
 
     # -- the update rule ---------------------------------------------------------------------------
     def observe(self, accepted: int, scored: int) -> bool:
@@ -162,16 +171,21 @@ class Curriculum:
         self.last["window_success"] = rate
         before = self.levels
         if rate >= self.raise_at:
-            for name in self.moving:
-                if self.rg.get_attr_level(name) < self.top(name):
-                    self.rg.increment_attr_level(name)
+            self._move(up=True)
         elif rate < self.lower_at:
-            for name in self.moving:
-                if self.rg.get_attr_level(name) > self.min_level:
-                    self.rg.decrement_attr_level(name)
+            self._move(up=False)
         moved = self.levels != before
         self.batches = [] if moved else recent
         return moved
+
+    def _move(self, up: bool) -> None:
+        """Every moving attribute one level up (down) with reasoning-gym's own increment (decrement),
+        each within ``[min_level, min(max_level, its top)]``."""
+        for name in self.moving:
+            if up and self.rg.get_attr_level(name) < self.top(name):
+                self.rg.increment_attr_level(name)
+            elif not up and self.rg.get_attr_level(name) > self.min_level:
+                self.rg.decrement_attr_level(name)
 
     def metrics(self) -> dict[str, float]:
         """The difficulty the latest generation batch trained at, and its success rate."""
