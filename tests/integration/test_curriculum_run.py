@@ -83,6 +83,10 @@ def test_level_follows_success_and_is_logged_and_reported(full):
     assert {r["stage"] for r in report["accuracy"]} >= {"base model", "final"}
     state = json.loads((full / "checkpoints" / "grpo" / "checkpoint-4" / "curriculum_state.json").read_text())
     assert state["levels"] == {"num_terms": 0, "num_digits": 0}
+    # the final model's manifest lists the pools of the four levels trained at
+    manifest = json.loads((full / "final" / "data_manifest.json").read_text())
+    trained = manifest["task_params"]["basic_arithmetic"]["curriculum"]["levels_trained"]
+    assert [t["levels"]["num_terms"] for t in trained] == [3, 2, 1, 0]
 
 
 def test_killed_curriculum_run_resumes_at_the_same_level(full, tmp_path):
@@ -115,3 +119,7 @@ def test_killed_curriculum_run_resumes_at_the_same_level(full, tmp_path):
             "grpo/reward/mean",
         ):
             assert again[step][key] == pytest.approx(uninterrupted[step][key], abs=1e-6), (step, key)
+    # the resumed run's manifest also covers the levels trained before the kill
+    assert json.loads((run_dir / "final" / "data_manifest.json").read_text()) == json.loads(
+        (full / "final" / "data_manifest.json").read_text()
+    )

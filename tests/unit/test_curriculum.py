@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import struct
 from types import SimpleNamespace
 
@@ -116,23 +115,6 @@ def test_sliding_window_holds_only_the_last_window_batches():
     assert c.levels["num_terms"] == 2
 
 
-def test_reachable_levels_hold_every_level_the_rule_can_produce():
-    c = make(window=1, start_levels={"num_terms": 2, "num_digits": 3})
-    reachable = [tuple(lv.values()) for lv in c.reachable()]
-    # raise: num_digits is at its top (3) and stays; then lower: both drop, leaving (2, 2)
-    c.observe(1, 1)
-    c.observe(0, 1)
-    assert c.levels == {"num_terms": 2, "num_digits": 2}
-    assert (2, 2) in reachable and (2, 3) in reachable and (4, 3) in reachable and (0, 0) in reachable
-    assert (2, 0) not in reachable  # the attributes never move apart by more than a clamp allows
-    # walking the rule at random never leaves the reachable set
-    rng = random.Random(0)
-    for _ in range(200):
-        c.observe(rng.choice([0, 1]), 1)
-        assert tuple(c.levels.values()) in reachable
-    assert make().reachable()[0] == {"num_terms": 0, "num_digits": 0}
-
-
 def test_parameters_are_reasoning_gyms_own():
     c = make(params={"operators": ["+"]}, range_mode="upper_bound")
     rg = create_curriculum("basic_arithmetic")
@@ -165,6 +147,22 @@ def test_state_round_trip_continues_identically(tmp_path):
     assert b.metrics() == a.metrics()
     assert b.observe(0, 10) and a.observe(0, 10)  # the third batch closes the same window in both
     assert b.levels == a.levels == {"num_terms": 1, "num_digits": 1}
+
+
+def test_checkpoint_holds_state_and_manifest_and_a_restored_source_rebuilds_both(tmp_path):
+    d = data(start_levels={"basic_arithmetic": {"num_terms": 1, "num_digits": 1}})
+    first = d.load(PROMPT)
+    for accepted in (1, 0, 0):  # up to 2, then down to 1 and 0
+        first.curriculum.curriculum.observe(accepted, 1)
+        first.curriculum.fill([])
+    first.curriculum.save(tmp_path)
+    on_disk = json.loads((tmp_path / identity.MANIFEST).read_text())
+    assert on_disk == first.manifest and identity.find_manifest(tmp_path) == tmp_path / identity.MANIFEST
+    again = d.load(PROMPT)
+    assert again.manifest["num_train_questions"] < first.manifest["num_train_questions"]
+    again.curriculum.restore(tmp_path)
+    assert again.curriculum.curriculum.levels == {"num_terms": 0, "num_digits": 0}
+    assert again.manifest == first.manifest  # a resumed run's final manifest covers the levels before it
 
 
 def test_restore_without_a_state_file_keeps_the_start_and_refuses_another_task(tmp_path):
@@ -200,9 +198,16 @@ def test_rows_follow_the_level_and_stay_on_the_train_side():
         assert row["prompt"] == PROMPT.messages(row["question"])
         assert identity.split_of("basic_arithmetic", row["question"]) == "train"
     assert source.curriculum.metrics()["curriculum/level"] == 3.0
-    # the manifest lists every question training could reach, so it holds these
+    # the manifest lists the pools of the levels trained at: level 0 (SFT's) and now 3, not 1 or 2
     ids = set(loaded.manifest["train_question_ids"])
-    assert {identity.question_id("basic_arithmetic", r["question"]) for r in harder} <= ids
+    assert {identity.question_id("basic_arithmetic", r["question"]) for r in harder + filled} <= ids
+    trained = loaded.manifest["task_params"]["basic_arithmetic"]["curriculum"]["levels_trained"]
+    assert [t["levels"] for t in trained] == [
+        {"num_terms": 0, "num_digits": 0},
+        {"num_terms": 3, "num_digits": 3},
+    ]
+    assert trained[1]["params"]["max_terms"] == 5
+    assert loaded.manifest["num_train_questions"] == len(ids) < 3 * 24
     # evaluation: the starting level as the headline, each eval level as its own set
     assert sorted(set(loaded.eval["eval_set"])) == ["", "level_3"]
     head = [

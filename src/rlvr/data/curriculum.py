@@ -98,6 +98,7 @@ class Curriculum:
         self.start = self.levels
         self.batches: list[tuple[int, int]] = []  # (accepted, scored) per batch since the last change
         self.last: dict[str, Any] = {}  # what the latest generation batch trained at, for the metrics
+        self.visited: list[dict[str, int]] = [self.start]  # every level a batch was drawn at (and SFT's)
 
     # -- levels ------------------------------------------------------------------------------------
     @property
@@ -132,30 +133,6 @@ class Curriculum:
         for name in self.moving:
             out[name] = min(level, len(self.rg.get_attribute(name).levels) - 1)
         return out
-
-    def reachable(self) -> list[dict[str, int]]:
-        """Every level combination the update rule can reach from the start, found by applying
-        :meth:`_move` up and down until nothing new appears (attributes move together but clamp
-        apart, so a raise at one attribute's top followed by a lowering leaves a new combination)."""
-        saved = self.levels
-        out, todo = [], [self.start]
-        seen = {tuple(sorted(self.start.items()))}
-        try:
-            while todo:
-                levels = todo.pop()
-                out.append(levels)
-                for up in (True, False):
-                    for name, level in levels.items():
-                        self.rg.set_attr_level(name, level)
-                    self._move(up)
-                    key = tuple(sorted(self.levels.items()))
-                    if key not in seen:
-                        seen.add(key)
-                        todo.append(self.levels)
-        finally:
-            for name, level in saved.items():
-                self.rg.set_attr_level(name, level)
-        return sorted(out, key=lambda lv: [lv[n] for n in self.moving])
 
     # -- the update rule ---------------------------------------------------------------------------
     def observe(self, accepted: int, scored: int) -> bool:
@@ -201,11 +178,19 @@ class Curriculum:
     def note_batch(self) -> dict[str, int]:
         """Called when a batch is generated: remember its levels for the metrics; returns them."""
         self.last = {"levels": {n: self.rg.get_attr_level(n) for n in self.moving}, "level": self.level()}
+        if self.levels not in self.visited:
+            self.visited.append(self.levels)
         return self.levels
 
     # -- state -------------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"task": self.task, "levels": self.levels, "batches": self.batches, "last": self.last}
+        return {
+            "task": self.task,
+            "levels": self.levels,
+            "batches": self.batches,
+            "last": self.last,
+            "visited": self.visited,
+        }
 
     def save(self, folder: Path) -> Path:
         return atomic_write_json(Path(folder) / STATE_FILE, self.state())
@@ -223,16 +208,48 @@ class Curriculum:
             self.rg.set_attr_level(name, level)
         self.batches = [tuple(b) for b in state["batches"]]
         self.last = state.get("last") or {}
+        self.visited = state.get("visited") or [self.start]
 
 
 class CurriculumSource:
-    """What training needs at run time: the curriculum and the question pool of each level."""
+    """What training needs at run time: the curriculum, the question pool of each level, and the
+    run's data manifest, which it keeps listing the pools of every level trained at.
 
-    def __init__(self, curriculum: Curriculum, pool: Any, prompt: PromptTemplate):
+    A pool is drawn the first time training reaches its level (a task such as leg_counting has
+    hundreds of level combinations, most never reached). The manifest holds the whole pool of each
+    visited level: a superset of the questions trained on, all train-side by construction.
+    """
+
+    def __init__(self, curriculum: Curriculum, pool: Any, prompt: PromptTemplate, manifest: dict[str, Any]):
         self.curriculum = curriculum
         self._pool = pool  # levels -> list of entries (train side, train_size of them)
         self.prompt = prompt
+        self.manifest = manifest
         self._rows: dict[tuple, Dataset] = {}
+        self.sync_manifest()
+
+    def sync_manifest(self) -> None:
+        """Add the pools of the visited levels to the manifest (in place: the run writes this dict)."""
+        c = self.curriculum
+        ids = set(self.manifest["train_question_ids"])
+        for levels in c.visited:
+            ids.update(identity.ids_of((c.task, e["question"]) for e in self._pool(levels)))
+        self.manifest["train_question_ids"] = sorted(ids)
+        self.manifest["num_train_questions"] = len(ids)
+        self.manifest["task_params"][c.task]["curriculum"]["levels_trained"] = [
+            {"levels": levels, "params": c.params_at(levels)} for levels in c.visited
+        ]
+
+    def restore(self, checkpoint: Path) -> None:
+        """The curriculum state of ``checkpoint``, and the manifest of the levels trained before it."""
+        self.curriculum.restore(checkpoint)
+        self.sync_manifest()
+
+    def save(self, checkpoint: Path) -> None:
+        """The curriculum state, and the manifest so far: a checkpoint's own manifest is found before
+        its run's (rlvr.data.identity.find_manifest)."""
+        self.curriculum.save(checkpoint)
+        atomic_write_json(Path(checkpoint) / identity.MANIFEST, self.manifest)
 
     def row(self, slot: int) -> dict[str, Any]:
         """Row ``slot`` at the current level, with the dataset's columns."""
@@ -246,7 +263,10 @@ class CurriculumSource:
     def fill(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A generation batch's rows with their questions at the current level (rows of one slot, a
         GRPO group, get the same question)."""
+        visited = len(self.curriculum.visited)
         self.curriculum.note_batch()
+        if len(self.curriculum.visited) > visited:  # a level trained at for the first time
+            self.sync_manifest()
         return [{**row, **self.row(int(row[SLOT]))} for row in inputs]
 
 
@@ -501,14 +521,6 @@ class CurriculumData(ReasoningGymData):
                 )
             return cache[key]
 
-        # Every level training can reach, drawn now: the manifest lists all the questions training
-        # could see (a superset of those it will), and a broken level fails before the model loads.
-        reachable = curriculum.reachable()
-        ids = [
-            qid
-            for levels in reachable
-            for qid in identity.ids_of((self.task, e["question"]) for e in pool(levels))
-        ]
         train = to_dataset(pool(curriculum.start), self.task, prompt)
         train = train.add_column(SLOT, list(range(len(train))))
         data = TaskData(
@@ -517,17 +529,9 @@ class CurriculumData(ReasoningGymData):
             tasks=[self.task],
             seed=self.seed,
             manifest=identity.manifest(
-                [self.task],
-                {
-                    self.task: {
-                        "curriculum": {
-                            "start_levels": curriculum.start,
-                            "reachable": [curriculum.params_at(levels) for levels in reachable],
-                        }
-                    }
-                },
-                ids,
+                [self.task], {self.task: {"curriculum": {"start_levels": curriculum.start}}}, []
             ),
         )
-        data.curriculum = CurriculumSource(curriculum, pool, prompt)
+        # The manifest starts with the starting level's pool (SFT's data) and grows with training.
+        data.curriculum = CurriculumSource(curriculum, pool, prompt, data.manifest)
         return with_eval_sets(data, {**self.level_eval_sets(), **self.eval_sets}, prompt)

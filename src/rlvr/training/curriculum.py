@@ -45,12 +45,13 @@ def trainer_class() -> type:
 
 
 class CurriculumState(TrainerCallback):
-    """Writes the curriculum state into every checkpoint (before CompletionMarker marks it complete)."""
+    """Writes the curriculum state and the manifest so far into every checkpoint (before
+    CompletionMarker marks it complete)."""
 
-    def __init__(self, curriculum: Any):
-        self.curriculum = curriculum
+    def __init__(self, source: Any):
+        self.source = source
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and path.is_dir():
-            self.curriculum.save(path)
+            self.source.save(path)

@@ -352,8 +352,8 @@ class GRPOPhase(_Phase):
         from rlvr.training.curriculum import CurriculumState
 
         if checkpoint is not None:  # continue at the level (and open window) the checkpoint had
-            session.curriculum.curriculum.restore(checkpoint)
-        return [CurriculumState(session.curriculum.curriculum)]
+            session.curriculum.restore(checkpoint)
+        return [CurriculumState(session.curriculum)]
 
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
         from trl import GRPOTrainer
