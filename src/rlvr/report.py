@@ -100,7 +100,8 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
         lo.append(e.accuracy - e.ci_low)
         hi.append(e.ci_high - e.accuracy)
     if xs:
-        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="training tasks (held out)")
+        headline = "starting level (held out)" if curve else "training tasks (held out)"
+        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=headline)
     for name in sorted({g for e in points for g in e.evaluation.groups()}):
         curve = [
             (x, e.evaluation.groups()[name])
