@@ -1,7 +1,8 @@
 """End-of-run report: accuracy before / after SFT / after GRPO with 95% CIs, steps, wall time, plots.
 
 A run on several tasks or with extra evaluation sets also gets a table per task and per set
-(each stage's accuracy with its CI) and one accuracy curve per task and set.
+(each stage's accuracy with its CI) and one accuracy curve per task and set. A curriculum run
+(rlvr.data.curriculum) also gets its difficulty over the GRPO steps, as a table row and a panel.
 """
 
 from __future__ import annotations
@@ -22,13 +23,51 @@ def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
     return [{"stage": STAGE_NAMES[e.label], **e.record()} for e in evaluations if e.label in STAGE_NAMES]
 
 
+LEVEL = "grpo/curriculum/level"
+
+
+def difficulty_curve(history: list[dict[str, float]]) -> list[dict[str, float]]:
+    """The curriculum's level per GRPO step (overall and per attribute), from the step metrics.
+
+    >>> difficulty_curve([{"step": 1, "grpo/curriculum/level": 0.0, "grpo/curriculum/level/n": 0.0},
+    ...                   {"step": 2, "grpo/reward/mean": 0.5}])
+    [{'step': 1, 'level': 0.0, 'n': 0.0}]
+    """
+    prefix = LEVEL + "/"
+    return [
+        {
+            "step": h["step"],
+            "level": h[LEVEL],
+            **{k.removeprefix(prefix): v for k, v in h.items() if k.startswith(prefix)},
+        }
+        for h in history
+        if LEVEL in h
+    ]
+
+
+def _plot_difficulty(ax: Any, curve: list[dict[str, float]]) -> None:
+    steps = [c["step"] for c in curve]
+    ax.step(steps, [c["level"] for c in curve], where="post", label="level (highest attribute)", linewidth=2)
+    for name in sorted({k for c in curve for k in c} - {"step", "level"}):
+        ax.step(steps, [c.get(name) for c in curve], where="post", linestyle="--", label=name)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("reasoning-gym level")
+    ax.set_title("Curriculum difficulty")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="best", fontsize="small")
+
+
 def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 4))
+    curve = difficulty_curve(history)
+    fig, axes = plt.subplots(1, 3 if curve else 2, figsize=(16 if curve else 11, 4))
+    ax_r, ax_a = axes[0], axes[1]
+    if curve:
+        _plot_difficulty(axes[2], curve)
     offset = 0
     for phase in ("sft", "grpo"):
         rows = [h for h in history if f"{phase}/loss" in h or f"{phase}/reward/mean" in h]
@@ -63,7 +102,8 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
         lo.append(e.accuracy - e.ci_low)
         hi.append(e.ci_high - e.accuracy)
     if xs:
-        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label="training tasks (held out)")
+        headline = "starting level (held out)" if curve else "training tasks (held out)"
+        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=headline)
     for name in sorted({g for e in points for g in e.evaluation.groups()}):
         curve = [
             (x, e.evaluation.groups()[name])
@@ -163,6 +203,18 @@ def _sampled_lines(sampled: list[ev.EvalResult]) -> list[str]:
     return [*lines, ""]
 
 
+def _curriculum_lines(curve: list[dict[str, float]]) -> list[str]:
+    levels = [int(c["level"]) for c in curve]
+    moves = sum(a != b for a, b in zip(levels, levels[1:], strict=False))
+    return [
+        f"Curriculum: level {levels[0]} at GRPO step {int(curve[0]['step'])}, {levels[-1]} at step "
+        f"{int(curve[-1]['step'])} (lowest {min(levels)}, highest {max(levels)}, {moves} change(s)); "
+        "the per-step levels are in report.json and metrics.jsonl, the curve in training.png. The "
+        "evaluation above stays on fixed levels (the starting level, and each set/level_<L>).",
+        "",
+    ]
+
+
 def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
@@ -176,6 +228,7 @@ def write_report(
     rows = report_rows(evaluations)
     changes = stage_changes(evaluations + sampled)
     groups = group_rows(evaluations)
+    curve = difficulty_curve(outcome.history)
     report = {
         **meta,
         "accuracy": rows,
@@ -184,6 +237,7 @@ def write_report(
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "sampled": [e.record() for e in sampled],
         "steps": outcome.steps,
+        **({"curriculum": curve} if curve else {}),
         "hardware": getattr(outcome, "hardware", {}),
         "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
         "wall_seconds": round(seconds, 1),
@@ -222,6 +276,7 @@ def write_report(
         + _hardware_text(getattr(outcome, "hardware", {}))
         + f". Wall time (with model load and evaluations): {seconds / 60:.1f} min.",
         "",
+        *(_curriculum_lines(curve) if curve else []),
         "![training](training.png)",
     ]
     atomic_write_text(run_dir / "report.md", "\n".join(lines) + "\n")

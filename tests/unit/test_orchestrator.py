@@ -79,12 +79,16 @@ class FakeEvaluator:
     every_n_steps = 0
     max_examples = None
 
-    def __init__(self):
+    def __init__(self, sampled=False):
         self.calls = []
+        self.sampled = sampled
 
     def evaluate(self, model, tokenizer, dataset, label, step, out_dir, meta, progress=None):
         self.calls.append(label)
         return make_eval_result(label, step, 1, 2)
+
+    def sampled_view(self):
+        return self if self.sampled else None
 
 
 class FakeLoop:
@@ -101,6 +105,14 @@ class FakeLoop:
             raise RuntimeError("training exploded")
         session.emit(ev.TrainStep("grpo", 1, 1, {"grpo/reward/mean": 0.5}))
         return TrainOutcome(model=model, steps={"grpo": 1})
+
+
+class FakeSFTThenGRPO(FakeLoop):
+    """SFT, the after-SFT evaluation (through the session, as GRPOLoop does), then GRPO."""
+
+    def run(self, model, session, resume=None):
+        session.evaluate(model, "after_sft", 1)
+        return TrainOutcome(model=model, steps={"sft": 1, "grpo": 1})
 
 
 class FakePrompt:
@@ -152,6 +164,23 @@ def test_lifecycle_event_order_and_files(tmp_path):
     provenance = json.loads((tmp_path / "provenance.json").read_text())
     assert provenance["prompt_hash"] == "abc123" and provenance["packages"]["torch"]
     assert provenance["git"]["commit"] is None or len(provenance["git"]["commit"]) == 40
+
+
+@pytest.mark.parametrize(
+    ("loop", "expected"),
+    [
+        (FakeSFTThenGRPO(), ["baseline", "after_sft", "after_sft_sampled", "final", "final_sampled"]),
+        # no after-SFT start to pair with: the final weights are not sampled either
+        (FakeLoop(), ["baseline", "final"]),
+    ],
+)
+def test_the_grpo_stage_start_and_end_are_also_sampled(tmp_path, loop, expected):
+    orch = orchestrator(tmp_path, loop, {})
+    orch.components.evaluation = FakeEvaluator(sampled=True)
+    orch.run()
+    assert orch.components.evaluation.calls == expected
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [e["label"] for e in report["sampled"]] == [c for c in expected if c.endswith("_sampled")]
 
 
 def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):

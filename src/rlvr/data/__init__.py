@@ -7,8 +7,9 @@ the shared PromptTemplate).
 """
 
 from rlvr.data.base import DataComponent, TaskData
+from rlvr.data.curriculum import CurriculumData
 from rlvr.data.files import FileData
 from rlvr.data.mixture import MixtureData
 from rlvr.data.reasoning_gym import ReasoningGymData
 
-__all__ = ["DataComponent", "FileData", "MixtureData", "ReasoningGymData", "TaskData"]
+__all__ = ["CurriculumData", "DataComponent", "FileData", "MixtureData", "ReasoningGymData", "TaskData"]

@@ -32,6 +32,8 @@ class TaskData:
     seed: int
     manifest: dict[str, Any]
     """What training will see (rlvr.data.identity.manifest), saved beside the model."""
+    curriculum: Any = None
+    """A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None."""
 
 
 class DataComponent(Protocol):

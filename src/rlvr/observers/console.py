@@ -79,7 +79,9 @@ class ConsoleObserver(Observer):
         self._bars[key].advance(1)
         if event.step % self.log_every == 0 or event.step == event.max_steps:
             shown = {
-                k: v for k, v in event.metrics.items() if k.split("/")[-1] in ("loss", "mean", "accuracy")
+                k: v
+                for k, v in event.metrics.items()
+                if k.split("/")[-1] in ("loss", "mean", "accuracy", "level")  # level: a curriculum
             }
             text = "  ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items()))
             self.console.print(f"  {event.phase} step {event.step}/{event.max_steps}  {text}")

@@ -141,6 +141,20 @@ def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
     return _instantiate(node)
 
 
+def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
+    """A curriculum moves on the verifier's verdicts, which only a correctness-type term computes."""
+    if not getattr(data, "needs_success_term", False) or reward is None or reward.success_term():
+        return []
+    return [
+        ConfigIssue(
+            "reward.terms",
+            sorted(reward.terms),
+            "a curriculum (data=curriculum) measures success with the task's verifier, and no term runs it",
+            "add one: +reward/terms@reward.terms.correctness=correctness (or answer_match)",
+        )
+    ]
+
+
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
     """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
     path = run_dir
@@ -314,6 +328,7 @@ def train(ctx: RunContext) -> None:
         eval_every=c.evaluation.every_n_steps,
         run_dir=ctx.run_dir,
         guard=ctx.guard,
+        curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
@@ -498,6 +513,7 @@ class PipelineOrchestrator:
         for component in built.values():
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
+        issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
         if not issues and "model" in built and "training_loop" in built:
             from rlvr.preflight import run_checks
 

@@ -85,7 +85,11 @@ class CorrectnessReward(_Term):
             ScoreRequest(task=t, answer=a, entry=json.loads(e))
             for a, t, e in zip(answers, task, entry, strict=True)
         ]
-        return list(zip(answers, [s.value for s in self.scorer.score(requests)], strict=True))
+        scores = [s.value for s in self.scorer.score(requests)]
+        # The verifier's verdicts of the latest batch: a curriculum reads its success rate here
+        # (RewardSet.accepted) instead of scoring every completion a second time.
+        self.last_scores = scores
+        return list(zip(answers, scores, strict=True))
 
     def __call__(self, completions: list[Any], task: list[str], entry: list[str], **_: Any) -> list[float]:
         values = [v for _, v in self.verdicts(completions, task, entry)]
@@ -282,6 +286,17 @@ class RewardSet:
                 out[f"reward/task/{task}/mean"] = sum(values) / len(values)
         self._by_task = {}
         return out
+
+    def success_term(self) -> str | None:
+        """The name of the first term that runs the task's verifier (correctness, answer_match)."""
+        return next((n for n, t in self.terms.items() if isinstance(t, CorrectnessReward)), None)
+
+    def accepted(self) -> tuple[int, int]:
+        """(completions the verifier accepted, completions scored) in the latest generation batch."""
+        name = self.success_term()
+        scores = getattr(self.terms[name], "last_scores", None) if name else None
+        scores = scores or []
+        return sum(s >= SUCCESS_THRESHOLD for s in scores), len(scores)
 
     @property
     def functions(self) -> list[_Recorded]:

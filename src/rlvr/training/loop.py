@@ -162,6 +162,8 @@ class Session:
     run_dir: Path
     # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
     guard: Any = None
+    # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
+    curriculum: Any = None
 
 
 class _Phase:
@@ -231,6 +233,10 @@ class _Phase:
         """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
         return {}
 
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        """This phase's own callbacks, run before a checkpoint is marked complete."""
+        return []
+
     def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
         the trained model."""
@@ -245,7 +251,9 @@ class _Phase:
             lambda step: session.evaluate(model, self.name, step),
             extra_metrics=self.metrics,
         )
-        callbacks = [bridge, CompletionMarker()] + ([session.guard] if session.guard is not None else [])
+        callbacks = [bridge, *self.callbacks(session, checkpoint), CompletionMarker()] + (
+            [session.guard] if session.guard is not None else []
+        )
         trainer = _quiet(self.trainer(model, args, session, callbacks))
         return _train(trainer, self.name, bridge, checkpoint, outcome)
 
@@ -292,6 +300,7 @@ class GRPOPhase(_Phase):
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
+        self.curriculum: Any = None  # the session's CurriculumSource while this phase runs
 
     @property
     def config_cls(self) -> type:
@@ -333,19 +342,38 @@ class GRPOPhase(_Phase):
         return issues
 
     def metrics(self) -> dict[str, float]:
-        return self.rewards.counters()
+        curriculum = self.curriculum.curriculum.metrics() if self.curriculum is not None else {}
+        return {**self.rewards.counters(), **curriculum}
+
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        self.curriculum = session.curriculum
+        if session.curriculum is None:
+            return []
+        from rlvr.training.curriculum import CurriculumState
+
+        if checkpoint is not None:  # continue at the level (and open window) the checkpoint had
+            session.curriculum.restore(checkpoint)
+        return [CurriculumState(session.curriculum)]
 
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
         from trl import GRPOTrainer
 
         self.rewards.group_size = args.num_generations
-        return GRPOTrainer(
+        extra: dict[str, Any] = {}
+        trainer_cls: type = GRPOTrainer
+        if session.curriculum is not None:
+            from rlvr.training.curriculum import trainer_class
+
+            trainer_cls = trainer_class()
+            extra = {"curriculum": session.curriculum, "rewards": self.rewards}
+        return trainer_cls(
             model=model,
             reward_funcs=self.rewards.functions,
             args=args,
             train_dataset=session.train_dataset,
             processing_class=session.tokenizer,
             callbacks=callbacks,
+            **extra,
         )
 
 
