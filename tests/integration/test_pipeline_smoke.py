@@ -68,7 +68,9 @@ def test_metrics_file_has_events_in_order(smoke_run):
     assert grpo_steps[0]["metrics"]["grpo/reward/verifier_timeouts"] == 0
     assert grpo_steps[-1]["metrics"]["grpo/reward/scored"] > 0
     evals = [r["label"] for r in records if r["event"] == "evaluation"]
-    assert evals[0] == "baseline" and evals[-1] == "final" and "after_sft" in evals
+    assert evals[0] == "baseline" and evals[-2:] == ["final", "final_sampled"] and "after_sft" in evals
+    # the GRPO stage's start sampled at the training temperature right after its greedy evaluation
+    assert evals[evals.index("after_sft") + 1] == "after_sft_sampled"
 
 
 def test_evaluation_at_the_last_sft_step_is_not_repeated(smoke_run):
