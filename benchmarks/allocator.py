@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(label: str, env: dict[str, str], steps: int, cpus: str | None, out: Path) -> dict:
-    run_dir = out / label
+    run_dir = out / ("tuned" if "RLVR_MALLOC_TUNING" not in env else "defaults")
     command = [
         sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}",
         f"training_loop.sft.max_steps={steps}", "training_loop.grpo.enabled=false",
@@ -33,7 +33,9 @@ def run(label: str, env: dict[str, str], steps: int, cpus: str | None, out: Path
     if cpus:
         command = ["taskset", "-c", cpus, *command]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, env=env, cwd=ROOT, check=True, capture_output=True)
+    proc = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{label}: run_pipeline.py exited {proc.returncode}\n{proc.stderr[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     seconds = [r["metrics"]["sft/step_seconds"] for r in rows if r.get("event") == "train_step"]
