@@ -71,6 +71,15 @@ def test_eval_split_holds_distinct_questions(option, tmp_path):
         ]
     cfg = compose_config(overrides)
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
+    if option == "curriculum":
+        # Fixed-level sets (eval_levels) are levels of their own: with range_mode inclusive, level 2
+        # holds level-0 questions too, so each set is distinct in itself, not against the headline.
+        sets = {}
+        for row in data.eval:
+            sets.setdefault(row["eval_set"], []).append(row["question"])
+        assert sorted(sets, key=str) == sorted([""] + [f"level_{lv}" for lv in cfg.data.eval_levels], key=str)
+        assert all(len(set(qs)) == len(qs) == cfg.data.eval_size for qs in sets.values())
+        return
     assert len(questions(data.eval)) == len(data.eval) == cfg.data.eval_size * len(data.tasks)
 
 

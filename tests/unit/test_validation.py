@@ -60,6 +60,7 @@ def test_trl_divisibility_rule_reported_before_model_load(tmp_path):
         [
             "model=tiny",
             "training_loop.grpo.per_device_train_batch_size=6",
+            "training_loop.grpo.gradient_accumulation_steps=1",  # a generation batch of 6
             "training_loop.grpo.num_generations=4",
         ],
         tmp_path,
