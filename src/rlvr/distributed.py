@@ -25,6 +25,12 @@ _LAUNCH_FLAGS = {"FSDP": "ACCELERATE_USE_FSDP", "DEEPSPEED": "ACCELERATE_USE_DEE
 _REPLICATED = {"MULTI_GPU", "MULTI_CPU", "NO"}
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
@@ -150,6 +156,17 @@ class Distributed:
                     self.accelerate_config,
                     f"the processes were launched as {sorted(launched) or 'plain DDP'}, this file says {strategy}",
                     f"launch with --config_file {self.accelerate_config}",
+                )
+            )
+        if strategy in _LAUNCH_FLAGS and not _cuda():
+            issues.append(
+                ConfigIssue(
+                    key,
+                    self.accelerate_config,
+                    f"{strategy} needs a GPU: on a CPU, accelerate (1.15) resolves an {_LAUNCH_FLAGS[strategy]} "
+                    "launch to MULTI_CPU, plain DDP (with use_cpu) or to no distribution at all (without), so "
+                    "the run would silently not be what this file says (measured on a 2-process CPU launch)",
+                    "use distributed=ddp_cpu on a CPU machine",
                 )
             )
         if strategy == "DEEPSPEED":

@@ -95,3 +95,23 @@ def test_the_weights_hash_sees_every_parameter_and_buffer():
     model.running_mean[0] -= 1e-7
     model.weight.data[1] = torch.nextafter(model.weight.data[1], torch.tensor(2.0))  # one ulp
     assert weights_sha256(model) != before
+
+
+@pytest.mark.parametrize(
+    ("option", "flag"),
+    [
+        ("fsdp", "ACCELERATE_USE_FSDP"),
+        ("deepspeed_zero2", "ACCELERATE_USE_DEEPSPEED"),
+        ("deepspeed_zero3", "ACCELERATE_USE_DEEPSPEED"),
+    ],
+)
+def test_fsdp_and_deepspeed_are_refused_without_a_gpu(launched, monkeypatch, option, flag):
+    """On a CPU accelerate 1.15 turns these launches into plain DDP (MULTI_CPU): refused, not run as
+    something else. With a GPU this refusal is absent (the others, e.g. sharded weights, stay)."""
+    import rlvr.distributed as d
+
+    launched(2, **{flag: "true"})
+    monkeypatch.setattr(d, "_cuda", lambda: False)
+    assert any("needs a GPU" in i.problem and "ddp_cpu" in i.fix for i in component(option).validate())
+    monkeypatch.setattr(d, "_cuda", lambda: True)
+    assert not any("needs a GPU" in i.problem for i in component(option).validate())
