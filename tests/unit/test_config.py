@@ -59,3 +59,12 @@ def test_smoke_experiment_shrinks_the_run():
 def test_seed_is_shared_by_interpolation():
     cfg = compose_config(["seed=7"])
     assert cfg.data.seed == cfg.training_loop.seed == cfg.evaluation.seed == 7
+
+
+def test_sampled_evaluation_follows_the_grpo_temperature_and_composes_without_a_training_loop():
+    def sampled(overrides, name="config"):
+        return OmegaConf.to_container(compose_config(overrides, name).evaluation.sampled, resolve=True)
+
+    assert sampled([])["temperature"] == 1.0
+    assert sampled(["training_loop.grpo.temperature=0.7"])["temperature"] == 0.7
+    assert sampled([], "benchmark")["temperature"] == 1.0  # no training_loop there: the default
