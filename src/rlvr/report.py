@@ -179,9 +179,10 @@ def write_report(
     attempts; ``attempt`` is this attempt's entry of attempts.json (else one of ``seconds``).
     ``wall_seconds`` is the sum over the attempts, each attempt's own is in ``attempts``.
     """
-    from rlvr.run_history import RunHistory
+    from rlvr.run_history import RunHistory, run_order
 
     history = history or RunHistory()
+    evaluations = run_order(evaluations)
     steps = history.steps(outcome.steps)
     train_seconds = history.train_seconds(outcome.seconds)
     this = attempt or {

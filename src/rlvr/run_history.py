@@ -169,8 +169,14 @@ def _mismatch(payload: dict[str, Any], identity: dict[str, Any]) -> str | None:
     return None
 
 
-def _order(label: str, step: int) -> tuple[int, int]:
-    return (LABEL_ORDER.index(label) if label in LABEL_ORDER else len(LABEL_ORDER), step)
+def run_order(evaluations: list[ev.EvalResult]) -> list[ev.EvalResult]:
+    """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
+    a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
+
+    def key(e: ev.EvalResult) -> tuple[int, int]:
+        return (LABEL_ORDER.index(e.label) if e.label in LABEL_ORDER else len(LABEL_ORDER), e.step)
+
+    return sorted(evaluations, key=key)
 
 
 def reload_evaluations(
@@ -203,8 +209,7 @@ def reload_evaluations(
             notes.append(f"{path.name}: not reused, {exc}")
             continue
         found.append(ev.EvalResult(label, step, evaluation, path))
-    found.sort(key=lambda e: _order(e.label, e.step))
-    return found, notes
+    return run_order(found), notes
 
 
 def read_train_history(metrics: Path | None, resume: tuple[str, int] | None) -> list[dict[str, float]]:

@@ -38,7 +38,7 @@ from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
-from rlvr.run_history import AttemptLog, RunHistory
+from rlvr.run_history import AttemptLog, RunHistory, run_order
 from rlvr.secrets import redact
 from rlvr.training.checkpoints import (
     Preempted,
@@ -580,6 +580,7 @@ class PipelineOrchestrator:
                 distributed.print_error(exc)
             raise
         finally:
+            result.evaluations = run_order(result.evaluations)
             summary = {
                 "evaluations": [e.record() for e in result.evaluations],
                 "changes": _stage_changes(result.evaluations),
