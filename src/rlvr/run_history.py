@@ -263,6 +263,16 @@ class RunHistory:
         """The reused evaluation of ``label`` at ``step``, if an earlier attempt made it."""
         return next((e for e in self.evaluations if (e.label, e.step) == (label, step)), None)
 
+    def eval_of_last_weights(self, outcome: Any) -> ev.EvalResult | None:
+        """An evaluation of the weights training ended with: this attempt's (TrainOutcome), else one
+        an earlier attempt made at the step this attempt resumed at and did not train past (e.g. a
+        run stopped during its final evaluation resumes at its last checkpoint and trains no step)."""
+        made = outcome.eval_of_last_weights()
+        if made is not None or not outcome.steps:
+            return made
+        phase, step = list(outcome.steps.items())[-1]
+        return self.find(phase, step) or (self.find("after_sft", step) if phase == "sft" else None)
+
     def _earlier_phases(self) -> list[dict[str, dict[str, Any]]]:
         return [a.get("phases") or {} for a in self.attempts]
 

@@ -232,3 +232,20 @@ def test_report_of_a_resumed_run_covers_every_attempt(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "SFT 2 steps in 0.5 min, GRPO 4 steps in 0.2 min" in md
     assert "1.5 min over 2 attempts (1.0 min PREEMPTED, 0.5 min COMPLETED)" in md
+
+
+def test_the_final_evaluation_reuses_an_earlier_attempts_evaluation_of_the_same_weights():
+    """A run stopped during its final evaluation resumes at its last GRPO checkpoint and trains no
+    step: the GRPO evaluation an earlier attempt made at that step measured the final weights."""
+    from rlvr.training.loop import TrainOutcome
+
+    grpo4 = make_eval_result("grpo", 4, 5, N)
+    history = RunHistory(evaluations=[make_eval_result("baseline", 0, 1, N), grpo4])
+    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 4})) is grpo4
+    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 3})) is None
+    made = make_eval_result("grpo", 4, 6, N)  # this attempt's own evaluation of those weights wins
+    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 4}, evals=[made])) is made
+    after_sft = make_eval_result("after_sft", 2, 3, N)
+    assert (
+        RunHistory(evaluations=[after_sft]).eval_of_last_weights(TrainOutcome(None, {"sft": 2})) is after_sft
+    )

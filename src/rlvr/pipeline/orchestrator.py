@@ -334,7 +334,7 @@ def train(ctx: RunContext) -> None:
 def final_eval(ctx: RunContext) -> None:
     """The final weights' evaluation, reusing one of the same weights if training ended on one."""
     trained = sum(ctx.history.steps(ctx.outcome.steps).values())  # with phases of earlier attempts
-    same_weights = ctx.outcome.eval_of_last_weights() or next(
+    same_weights = ctx.history.eval_of_last_weights(ctx.outcome) or next(
         (e for e in ctx.result.evaluations if e.label == "baseline" and not trained), None
     )
     ctx.evaluate(ctx.outcome.model, "final", trained, same_weights)
