@@ -67,15 +67,24 @@ class AttemptLog(Observer):
         self.continues = continues
         self.resumed_from = resumed_from
         self.earlier: list[dict[str, Any]] = []
+        self.problem: str | None = None  # why the earlier attempts could not be read
+        self._start = time.time()
         self.entry: dict[str, Any] = {}
         self._written = 0.0
 
     def on_pipeline_start(self, event: ev.PipelineStart) -> None:
-        earlier = read_attempts(self.run_dir) if self.continues else []
+        try:
+            earlier = read_attempts(self.run_dir) if self.continues else []
+        except (OSError, ValueError) as exc:  # a damaged record loses the earlier attempts, not the run
+            self.problem = (
+                f"{ATTEMPTS} is unreadable ({type(exc).__name__}: {exc}): the earlier attempts' wall time "
+                "and phases are left out of the report"
+            )
+            earlier = []
         for attempt in earlier:
             if attempt.get("status") == "RUNNING":  # it never recorded its end: killed (SIGKILL, node lost)
                 attempt["status"] = "KILLED"
-        now = time.time()
+        now = self._start = time.time()
         self.earlier = earlier
         self.entry = {
             "attempt": len(earlier) + 1,
@@ -85,15 +94,14 @@ class AttemptLog(Observer):
             "status": "RUNNING",
             "resumed_from": self.resumed_from,
             "phases": {},
-            "_start": now,
         }
         self._write(now)
 
     def snapshot(self, status: str | None = None) -> dict[str, Any]:
         """This attempt's entry as of now (``status`` overrides RUNNING, e.g. for the report)."""
         now = time.time()
-        entry = {k: v for k, v in self.entry.items() if not k.startswith("_")}
-        entry.update(ended_at=_iso(now), seconds=round(now - self.entry["_start"], 1))
+        entry = dict(self.entry) or {"attempt": len(self.earlier) + 1, "started_at": _iso(self._start)}
+        entry.update(ended_at=_iso(now), seconds=round(now - self._start, 1))
         if status:
             entry["status"] = status
         return entry

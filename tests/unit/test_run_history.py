@@ -249,3 +249,12 @@ def test_the_final_evaluation_reuses_an_earlier_attempts_evaluation_of_the_same_
     assert (
         RunHistory(evaluations=[after_sft]).eval_of_last_weights(TrainOutcome(None, {"sft": 2})) is after_sft
     )
+
+
+def test_a_damaged_attempt_record_loses_the_earlier_attempts_not_the_run(tmp_path):
+    (tmp_path / ATTEMPTS).write_text('[{"attempt": 1, "sec')  # cut by a full disk, say
+    log = AttemptLog(tmp_path, continues=True, resumed_from="ckpt")
+    _start(log, tmp_path)
+    assert log.earlier == [] and "attempts.json is unreadable (JSONDecodeError" in log.problem
+    assert [a["attempt"] for a in json.loads((tmp_path / ATTEMPTS).read_text())] == [1]
+    assert log.snapshot("COMPLETED")["status"] == "COMPLETED"

@@ -306,6 +306,8 @@ def load_history(ctx: RunContext) -> None:
         None if jsonl is None else ctx.run_dir / jsonl,
     )
     ctx.result.evaluations.extend(ctx.history.evaluations)
+    if ctx.attempts.problem:
+        ctx.hub.emit(ev.Warning_(f"resume: {ctx.attempts.problem}"))
     for note in ctx.history.notes:
         ctx.hub.emit(ev.Warning_(f"resume: {note}"))
     if ctx.history.evaluations:
