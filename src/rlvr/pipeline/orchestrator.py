@@ -1,9 +1,9 @@
 """PipelineOrchestrator: wires components from config and runs the lifecycle; the work lives in components.
 
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing):
-validate -> observers up -> data -> model -> rewards -> baseline evaluation ->
-training (SFT warm start, GRPO, in-training evaluation) -> final evaluation ->
-save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
+validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
+attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO,
+in-training evaluation) -> final evaluation -> save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
 ``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
 
 Each stage is a function of one :class:`RunContext` (what the run has so far); the orchestrator
