@@ -259,13 +259,15 @@ class RunHistory:
         run_dir: Path,
         attempts: list[dict[str, Any]],
         identity: dict[str, Any],
-        resume: tuple[str, int] | None,
+        resume: tuple[str, Path] | None,
         metrics: Path | None = None,
     ) -> RunHistory:
         """``attempts`` = the earlier attempts (AttemptLog.earlier); ``identity`` = what this run's
-        evaluations record (Evaluator.identity); ``resume`` = (phase, checkpoint step) or None."""
-        evaluations, notes = reload_evaluations(Path(run_dir) / "eval", identity, resume)
-        return cls(attempts, evaluations, read_train_history(metrics, resume), notes)
+        evaluations record (Evaluator.identity); ``resume`` = (phase, checkpoint directory) the run
+        continues from, or None (a restart from scratch); ``metrics`` = the JSONL metrics file."""
+        point = (resume[0], int(resume[1].name.rsplit("-", 1)[1])) if resume else None
+        evaluations, notes = reload_evaluations(Path(run_dir) / "eval", identity, point)
+        return cls(attempts, evaluations, read_train_history(metrics, point), notes)
 
     def find(self, label: str, step: int) -> ev.EvalResult | None:
         """The reused evaluation of ``label`` at ``step``, if an earlier attempt made it."""

@@ -258,3 +258,13 @@ def test_a_damaged_attempt_record_loses_the_earlier_attempts_not_the_run(tmp_pat
     assert log.earlier == [] and "attempts.json is unreadable (JSONDecodeError" in log.problem
     assert [a["attempt"] for a in json.loads((tmp_path / ATTEMPTS).read_text())] == [1]
     assert log.snapshot("COMPLETED")["status"] == "COMPLETED"
+
+
+def test_history_load_takes_the_resume_point_from_the_checkpoint_directory(tmp_path):
+    write_eval(tmp_path / "eval", "grpo", 2, 9)
+    write_eval(tmp_path / "eval", "grpo", 3, 9)
+    checkpoint = tmp_path / "checkpoints" / "grpo" / "checkpoint-2"
+    history = RunHistory.load(tmp_path, [{"attempt": 1}], identity(), ("grpo", checkpoint))
+    assert [(e.label, e.step) for e in history.evaluations] == [("grpo", 2)]
+    assert history.attempts == [{"attempt": 1}] and len(history.notes) == 1
+    assert RunHistory.load(tmp_path, [], identity(), None).evaluations == []  # from scratch: no GRPO step

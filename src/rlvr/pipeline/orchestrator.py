@@ -3,8 +3,9 @@
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing):
 validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
 attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO,
-in-training evaluation) -> final evaluation -> save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
-``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+in-training evaluation) -> final evaluation -> save -> report -> ``on_pipeline_end(status)``.
+On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are
+always closed.
 
 Each stage is a function of one :class:`RunContext` (what the run has so far); the orchestrator
 only orders them. Runtime collaborators are passed at instantiation (the prompt and the verifier
@@ -179,7 +180,7 @@ class RunContext:
     guard: PreemptionGuard
     resume: tuple[str, Path] | None
     main: bool  # rank 0 (or the only process): writes files, observes, evaluates
-    attempts: AttemptLog | None = None  # this attempt's entry in attempts.json (rank 0)
+    attempts: AttemptLog  # this attempt's entry in attempts.json (kept by rank 0)
     # What earlier attempts of this run left that is still valid (empty for a fresh run).
     history: RunHistory = field(default_factory=RunHistory)
     start: float = field(default_factory=time.perf_counter)
@@ -296,13 +297,12 @@ def load_history(ctx: RunContext) -> None:
     (rlvr.run_history) becomes part of this run's results; why a file is left out is logged."""
     from rlvr.observers.files import JsonlObserver
 
-    resume = (ctx.resume[0], int(ctx.resume[1].name.rsplit("-", 1)[1])) if ctx.resume else None
     jsonl = next((o.path for o in ctx.components.observers.values() if isinstance(o, JsonlObserver)), None)
     ctx.history = RunHistory.load(
         ctx.run_dir,
         ctx.attempts.earlier,
         ctx.components.evaluation.identity(ctx.data.eval, ctx.meta),
-        resume,
+        ctx.resume,
         None if jsonl is None else ctx.run_dir / jsonl,
     )
     ctx.result.evaluations.extend(ctx.history.evaluations)
@@ -377,7 +377,7 @@ def write_report(ctx: RunContext) -> None:
             ctx.meta,
             time.perf_counter() - ctx.start,
             history=ctx.history,
-            attempt=ctx.attempts.snapshot("COMPLETED") if ctx.attempts else None,
+            attempt=ctx.attempts.snapshot("COMPLETED"),
         )
     )
 
