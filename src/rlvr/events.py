@@ -77,6 +77,19 @@ class EvalResult:
 
 
 @dataclass(frozen=True)
+class PhaseEnd:
+    """A training phase stopped: finished, or stopped early by a preemption signal (``steps`` <
+    ``max_steps``). ``steps`` counts the phase's optimizer steps since it began, across a resume;
+    ``seconds`` is this process's time in it. The run's attempt record keeps it, so a resumed run's
+    report still knows a phase that an earlier attempt ran."""
+
+    phase: str  # "sft" | "grpo"
+    steps: int
+    max_steps: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class CheckpointSaved:
     phase: str
     step: int

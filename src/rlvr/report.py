@@ -3,6 +3,8 @@
 A run on several tasks or with extra evaluation sets also gets a table per task and per set
 (each stage's accuracy with its CI) and one accuracy curve per task and set. A curriculum run
 (rlvr.data.curriculum) also gets its difficulty over the GRPO steps, as a table row and a panel.
+A run continued after a preemption (``resume``) reports the whole run: the evaluations, phases,
+training curves and wall time of its earlier attempts come from rlvr.run_history.
 """
 
 from __future__ import annotations
@@ -219,16 +221,50 @@ def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
 
+def _wall_text(attempts: list[dict[str, Any]]) -> str:
+    total = sum(a["seconds"] for a in attempts)
+    text = f"Wall time (with model load and evaluations): {total / 60:.1f} min"
+    if len(attempts) > 1:
+        each = ", ".join(f"{a['seconds'] / 60:.1f} min {a.get('status', '?')}" for a in attempts)
+        text += f" over {len(attempts)} attempts ({each})"
+    return text + "."
+
+
 def write_report(
-    run_dir: Path, evaluations: list[ev.EvalResult], outcome: Any, meta: dict[str, Any], seconds: float
+    run_dir: Path,
+    evaluations: list[ev.EvalResult],
+    outcome: Any,
+    meta: dict[str, Any],
+    seconds: float,
+    history: Any = None,
+    attempt: dict[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Write report.json, report.md and training.png into ``run_dir``; return their paths by name."""
+    """Write report.json, report.md and training.png into ``run_dir``; return their paths by name.
+
+    ``evaluations`` are the whole run's (those reused from earlier attempts included); ``history``
+    (rlvr.run_history.RunHistory) adds the earlier attempts' phases, training time, curves and
+    attempts; ``attempt`` is this attempt's entry of attempts.json (else one of ``seconds``).
+    ``wall_seconds`` is the sum over the attempts, each attempt's own is in ``attempts``.
+    """
+    from rlvr.run_history import RunHistory, run_order
+
+    history = history or RunHistory()
+    evaluations = run_order(evaluations)
+    steps = history.steps(outcome.steps)
+    train_seconds = history.train_seconds(outcome.seconds)
+    this = attempt or {
+        "attempt": len(history.attempts) + 1,
+        "seconds": round(seconds, 1),
+        "status": "COMPLETED",
+    }
+    attempts = [*history.attempts, this]
+    wall = sum(a["seconds"] for a in attempts)
     sampled = [e for e in evaluations if e.label in SAMPLED_NAMES]
     evaluations = [e for e in evaluations if e.label not in SAMPLED_NAMES]
     rows = report_rows(evaluations)
     changes = stage_changes(evaluations + sampled)
     groups = group_rows(evaluations)
-    curve = difficulty_curve(outcome.history)
+    curve = difficulty_curve(history.train_history(outcome.history))
     report = {
         **meta,
         "accuracy": rows,
@@ -236,11 +272,13 @@ def write_report(
         "paired_changes": changes,
         "in_training": [e.record() for e in evaluations if e.label not in STAGE_NAMES],
         "sampled": [e.record() for e in sampled],
-        "steps": outcome.steps,
+        "steps": steps,
         **({"curriculum": curve} if curve else {}),
         "hardware": getattr(outcome, "hardware", {}),
-        "train_seconds": {k: round(v, 1) for k, v in outcome.seconds.items()},
-        "wall_seconds": round(seconds, 1),
+        "train_seconds": {k: round(v, 1) for k, v in train_seconds.items()},
+        "wall_seconds": round(wall, 1),
+        "attempts": attempts,
+        **({"not_reused": history.notes} if history.notes else {}),
     }
     atomic_write_json(run_dir / "report.json", report)
     lines = [
@@ -268,17 +306,18 @@ def write_report(
         "Training: "
         + (
             ", ".join(
-                f"{phase.upper()} {steps} steps in {outcome.seconds.get(phase, 0.0) / 60:.1f} min"
-                for phase, steps in outcome.steps.items()
+                f"{phase.upper()} {n} steps in {train_seconds.get(phase, 0.0) / 60:.1f} min"
+                for phase, n in steps.items()
             )
             or "none"
         )
         + _hardware_text(getattr(outcome, "hardware", {}))
-        + f". Wall time (with model load and evaluations): {seconds / 60:.1f} min.",
+        + ". "
+        + _wall_text(attempts),
         "",
         *(_curriculum_lines(curve) if curve else []),
         "![training](training.png)",
     ]
     atomic_write_text(run_dir / "report.md", "\n".join(lines) + "\n")
-    plot = _plot(outcome.history, evaluations, run_dir / "training.png")
+    plot = _plot(history.train_history(outcome.history), evaluations, run_dir / "training.png")
     return {"report": str(run_dir / "report.md"), "plot": str(plot)}

@@ -4,7 +4,8 @@
 the swept keys come from the sweep's ``multirun.yaml`` (the overrides with a sweep value such
 as ``seed=1,2``) and each point's value for them from its ``config_resolved.yaml`` (so the table
 does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); accuracies with
-95% CIs, steps and wall time come from its ``report.json``. A point without ``report.json`` is
+95% CIs, steps and wall time come from its ``report.json`` (for a point requeued and resumed, the
+whole run's: every attempt's evaluations, steps and wall time, and the number of attempts). A point without ``report.json`` is
 listed as FAILED (its ``metrics.jsonl`` ends with a FAILED event) or RUNNING.
 """
 
@@ -36,6 +37,7 @@ class SweepPoint:
     )  # stage -> accuracy, ci_low, ci_high, n
     steps: dict[str, int] = field(default_factory=dict)
     wall_seconds: float | None = None
+    attempts: int | None = None  # processes the point took (a requeued, resumed point: more than 1)
 
 
 def swept_keys(multirun_yaml: Path) -> list[str]:
@@ -91,6 +93,7 @@ def collect(sweep_dir: Path) -> list[SweepPoint]:
             }
             point.steps = dict(report["steps"])
             point.wall_seconds = report["wall_seconds"]
+            point.attempts = len(report.get("attempts", [])) or None
         points.append(point)
     return points
 
@@ -105,6 +108,7 @@ def _rows(points: list[SweepPoint]) -> list[dict[str, Any]]:
             row[f"{stage} 95% CI"] = f"[{acc['ci_low']:.3f}, {acc['ci_high']:.3f}]" if acc else None
         row["steps"] = " + ".join(f"{k} {v}" for k, v in p.steps.items()) or None
         row["wall s"] = p.wall_seconds
+        row["attempts"] = p.attempts
         rows.append(row)
     return rows
 

@@ -204,6 +204,29 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     assert final_b["summary"] == final_a["summary"]
     assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
 
+    # The requeued point reports the whole run (rlvr.run_history), and so does its sweep-report row:
+    # the after-SFT evaluation and the SFT steps of the first attempt, both attempts' wall time.
+    report = json.loads((run_dir / "report.json").read_text())
+    full = json.loads((uninterrupted / "report.json").read_text())
+
+    def rows(r: dict) -> list[tuple]:
+        return [
+            (a["stage"], a["step"], a["accuracy"], a["ci_low"], a["ci_high"], a["n"]) for a in r["accuracy"]
+        ]
+
+    assert [r[0] for r in rows(report)] == ["after SFT", "final"]  # BASE turns the baseline off
+    assert rows(report) == rows(full)
+    assert report["steps"] == full["steps"] == {"sft": 2, "grpo": 4}
+    assert [a["status"] for a in report["attempts"]] == ["PREEMPTED", "COMPLETED"]
+    assert report["wall_seconds"] >= max(a["seconds"] for a in report["attempts"]) > 0
+    from rlvr.sweep_report import collect
+
+    (point,) = collect(sweep)
+    assert point.status == "COMPLETED" and point.attempts == 2
+    after_sft = next(a for a in full["accuracy"] if a["stage"] == "after SFT")
+    assert point.accuracy["after SFT"] == {k: after_sft[k] for k in ("accuracy", "ci_low", "ci_high", "n")}
+    assert point.steps == {"sft": 2, "grpo": 4} and point.wall_seconds == report["wall_seconds"]
+
 
 def test_resume_from_missing_path_is_an_error(tmp_path):
     proc = run(tmp_path / "x", "resume=/nonexistent/checkpoint-5", "validate_only=true")

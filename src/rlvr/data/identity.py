@@ -97,6 +97,13 @@ def manifest(tasks: list[str], task_params: dict[str, Any], train_ids: Iterable[
     }
 
 
+def manifest_hash(data_manifest: dict[str, Any]) -> str:
+    """A short identity of a manifest (split rule, tasks, generator parameters, training question ids):
+    what an evaluation file records, so a resumed run reuses only evaluations made for its own data."""
+    canonical = json.dumps(data_manifest, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def find_manifest(model_dir: str | Path) -> Path | None:
     """The manifest of a model directory: ``final/`` holds one; a checkpoint's is its run's."""
     path = Path(model_dir).expanduser()

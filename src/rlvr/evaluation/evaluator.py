@@ -207,17 +207,37 @@ class Evaluator:
         self._engine.load_weights(model)
         return VLLMGenerator(self._engine, self.sampling())
 
+    def rows(self, dataset: Any) -> Any:
+        """The questions an evaluation of ``dataset`` scores (at most ``max_examples``)."""
+        if self.max_examples is None:
+            return dataset
+        return dataset.select(range(min(self.max_examples, len(dataset))))
+
+    def sampling_record(self) -> dict[str, Any]:
+        """The sampling settings every evaluation file records."""
+        return {k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")}
+
+    def identity(self, dataset: Any, meta: dict[str, Any]) -> dict[str, Any]:
+        """What an evaluation of ``dataset`` by this evaluator writes into its file beside the scores
+        (``meta``, prompt hash, sampling) plus the identity of its question set: an evaluation file
+        whose values differ measured something else (rlvr.run_history compares them on resume)."""
+        from rlvr.data.identity import ids_of, set_hash
+
+        rows = self.rows(dataset)
+        return {
+            **meta,
+            "prompt_hash": self.prompt.hash,
+            "sampling": self.sampling_record(),
+            "question_set": set_hash(ids_of(zip(rows["task"], rows["question"], strict=True))),
+        }
+
     def evaluate_questions(
         self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
     ) -> Evaluation:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
         from rlvr.verify import ScoreRequest
 
-        rows = (
-            dataset
-            if self.max_examples is None
-            else dataset.select(range(min(self.max_examples, len(dataset))))
-        )
+        rows = self.rows(dataset)
         prompts = [self.prompt.render(tokenizer, m) for m in rows["prompt"]]
         was_training = getattr(model, "training", False)
         model.eval()
@@ -284,9 +304,7 @@ class Evaluator:
             "step": step,
             **meta,
             "prompt_hash": self.prompt.hash,
-            "sampling": {
-                k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")
-            },
+            "sampling": self.sampling_record(),
             **result.to_dict(),
         }
         atomic_write_json(path, payload)

@@ -60,6 +60,9 @@ class JsonlObserver(Observer):
     def on_evaluation(self, event: ev.EvalResult) -> None:
         self._write("evaluation", event.record())
 
+    def on_phase_end(self, event: ev.PhaseEnd) -> None:
+        self._write("phase_end", asdict(event))
+
     def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
         self._write("checkpoint", asdict(event))
 

@@ -1,10 +1,11 @@
 """PipelineOrchestrator: wires components from config and runs the lifecycle; the work lives in components.
 
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing):
-validate -> observers up -> data -> model -> rewards -> baseline evaluation ->
-training (SFT warm start, GRPO, in-training evaluation) -> final evaluation ->
-save -> report -> ``on_pipeline_end(status)``. On failure: ``on_error``, then
-``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
+attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO,
+in-training evaluation) -> final evaluation -> save -> report -> ``on_pipeline_end(status)``.
+On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are
+always closed.
 
 Each stage is a function of one :class:`RunContext` (what the run has so far); the orchestrator
 only orders them. Runtime collaborators are passed at instantiation (the prompt and the verifier
@@ -32,13 +33,14 @@ from omegaconf import DictConfig, OmegaConf
 from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
-from rlvr.data.identity import MANIFEST
+from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues
 from rlvr.evaluation.evaluator import SAMPLED_LABELS
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
+from rlvr.run_history import AttemptLog, RunHistory, run_order
 from rlvr.secrets import redact
 from rlvr.training.checkpoints import (
     Preempted,
@@ -193,6 +195,9 @@ class RunContext:
     guard: PreemptionGuard
     resume: tuple[str, Path] | None
     main: bool  # rank 0 (or the only process): writes files, observes, evaluates
+    attempts: AttemptLog  # this attempt's entry in attempts.json (kept by rank 0)
+    # What earlier attempts of this run left that is still valid (empty for a fresh run).
+    history: RunHistory = field(default_factory=RunHistory)
     start: float = field(default_factory=time.perf_counter)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
     data: Any = None
@@ -208,6 +213,7 @@ class RunContext:
             "tasks": self.data.tasks,
             "data_seed": self.data.seed,
             "seed": self.cfg.seed,
+            "data_manifest_sha256": manifest_hash(self.data.manifest),
         }
 
     def evaluate(
@@ -215,9 +221,14 @@ class RunContext:
     ) -> ev.EvalResult | None:
         """Evaluate ``model`` on the held-out split (rank 0 only; other ranks get None); ``reuse`` =
         an evaluation of these same weights (greedy decoding repeats it exactly), recorded under
-        ``label`` without generating."""
+        ``label`` without generating. One an earlier attempt of this run made (``self.history``) is
+        returned as it is: it is already among the run's evaluations."""
         if not self.main:
             return None
+        earlier = self.history.find(label, step)
+        if earlier is not None:
+            self._evaluate_sampled(model, label, step)  # unless an earlier attempt made that one too
+            return earlier
         evaluation = self.components.evaluation
         if reuse is not None:
             path = evaluation.relabel(reuse.path, label, step) if reuse.path else None
@@ -257,6 +268,8 @@ class RunContext:
             return
         if label == "final" and not any(e.label == "after_sft_sampled" for e in self.result.evaluations):
             return
+        if any(e.label == f"{label}_sampled" and e.step == step for e in self.result.evaluations):
+            return  # reloaded from an earlier attempt of this run (rlvr.run_history)
         event = self._generate_and_score(view, model, f"{label}_sampled", step)
         self.hub.emit(event)
         self.result.evaluations.append(event)
@@ -314,6 +327,31 @@ def check_rewards(ctx: RunContext) -> None:
     ctx.components.reward.check_on_gold(ctx.data.train)
 
 
+def load_history(ctx: RunContext) -> None:
+    """A continued run (``resume`` set): what its earlier attempts left that is still valid
+    (rlvr.run_history) becomes part of this run's results; why a file is left out is logged."""
+    from rlvr.observers.files import JsonlObserver
+
+    jsonl = next((o.path for o in ctx.components.observers.values() if isinstance(o, JsonlObserver)), None)
+    sampled = ctx.components.evaluation.sampled_view()
+    ctx.history = RunHistory.load(
+        ctx.run_dir,
+        ctx.attempts.earlier,
+        ctx.components.evaluation.identity(ctx.data.eval, ctx.meta),
+        ctx.resume,
+        None if jsonl is None else ctx.run_dir / jsonl,
+        sampled_identity=None if sampled is None else sampled.identity(ctx.data.eval, ctx.meta),
+    )
+    ctx.result.evaluations.extend(ctx.history.evaluations)
+    if ctx.attempts.problem:
+        ctx.hub.emit(ev.Warning_(f"resume: {ctx.attempts.problem}"))
+    for note in ctx.history.notes:
+        ctx.hub.emit(ev.Warning_(f"resume: {note}"))
+    if ctx.history.evaluations:
+        names = ", ".join(f"{e.label} step {e.step}" for e in ctx.history.evaluations)
+        print(f"resume: reusing {len(ctx.history.evaluations)} evaluation(s) from earlier attempts: {names}")
+
+
 def baseline_eval(ctx: RunContext) -> None:
     ctx.evaluate(ctx.loaded.model, "baseline", 0)
 
@@ -335,8 +373,8 @@ def train(ctx: RunContext) -> None:
 
 def final_eval(ctx: RunContext) -> None:
     """The final weights' evaluation, reusing one of the same weights if training ended on one."""
-    trained = sum(ctx.outcome.steps.values())
-    same_weights = ctx.outcome.eval_of_last_weights() or next(
+    trained = sum(ctx.history.steps(ctx.outcome.steps).values())  # with phases of earlier attempts
+    same_weights = ctx.history.eval_of_last_weights(ctx.outcome) or next(
         (e for e in ctx.result.evaluations if e.label == "baseline" and not trained), None
     )
     ctx.evaluate(ctx.outcome.model, "final", trained, same_weights)
@@ -371,7 +409,13 @@ def write_report(ctx: RunContext) -> None:
 
     ctx.result.files.update(
         write_report(
-            ctx.run_dir, ctx.result.evaluations, ctx.outcome, ctx.meta, time.perf_counter() - ctx.start
+            ctx.run_dir,
+            ctx.result.evaluations,
+            ctx.outcome,
+            ctx.meta,
+            time.perf_counter() - ctx.start,
+            history=ctx.history,
+            attempt=ctx.attempts.snapshot("COMPLETED"),
         )
     )
 
@@ -388,11 +432,11 @@ STAGES = (
     Stage("data", load_data),
     Stage("model", load_model),
     Stage("rewards", check_rewards),
+    Stage("history", load_history, when=lambda ctx: ctx.attempts.continues, main_only=True),
+    # Also on resume: the model is still the base model here (the trainer loads the checkpoint's
+    # weights), so a baseline no earlier attempt left on disk is made now; one on disk is reused.
     Stage(
-        "baseline_eval",
-        baseline_eval,
-        when=lambda ctx: ctx.components.evaluation.baseline and ctx.resume is None,
-        main_only=True,
+        "baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline, main_only=True
     ),
     Stage("train", train),
     Stage("final_eval", final_eval, main_only=True),
@@ -533,13 +577,19 @@ class PipelineOrchestrator:
     def run(self) -> RunResult:
         c = self.components or self.build()
         main = distributed.is_main()
-        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run.
-        hub = ObserverHub(c.observers if main else {})
+        attempts = AttemptLog(
+            self.run_dir,
+            continues=OmegaConf.select(self.cfg, "resume", default=None) not in (None, "", False),
+            resumed_from=str(self.resume[1]) if self.resume else None,
+        )
+        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run. The attempt
+        # record is not a configurable observer: a resumed run's report depends on it.
+        hub = ObserverHub({**c.observers, "_attempts": attempts} if main else {})
         guard = PreemptionGuard()
         # Checkpoint-on-SIGTERM is a single-process feature: with several ranks the launcher's
         # SIGTERM ends them all, and resume=auto continues from the last periodic checkpoint.
         on_sigterm = guard if distributed.world_size() == 1 else distributed.LauncherStop()
-        ctx = RunContext(self.cfg, self.run_dir, c, hub, guard, self.resume, main)
+        ctx = RunContext(self.cfg, self.run_dir, c, hub, guard, self.resume, main, attempts)
         ctx.result = result = RunResult(status="FAILED", run_dir=self.run_dir)
         stage = "setup"
         try:
@@ -571,6 +621,7 @@ class PipelineOrchestrator:
                 distributed.print_error(exc)
             raise
         finally:
+            result.evaluations = run_order(result.evaluations)
             summary = {
                 "evaluations": [e.record() for e in result.evaluations],
                 "changes": _stage_changes(result.evaluations),

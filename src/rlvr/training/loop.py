@@ -255,7 +255,11 @@ class _Phase:
             [session.guard] if session.guard is not None else []
         )
         trainer = _quiet(self.trainer(model, args, session, callbacks))
-        return _train(trainer, self.name, bridge, checkpoint, outcome)
+        model = _train(trainer, self.name, bridge, checkpoint, outcome)
+        session.emit(
+            ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
+        )
+        return model
 
 
 class SFTPhase(_Phase):
