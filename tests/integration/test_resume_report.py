@@ -115,7 +115,12 @@ def test_resumed_run_reports_every_attempt_like_an_uninterrupted_run(uninterrupt
     assert evaluated(report) == evaluated(uninterrupted)
     assert completions(report) == completions(uninterrupted)
     assert report["paired_changes"] == uninterrupted["paired_changes"]
-    assert [c["stage"] for c in report["paired_changes"]] == ["SFT", "GRPO", "whole run"]
+    assert [c["stage"] for c in report["paired_changes"]] == [
+        "SFT",
+        "GRPO",
+        "whole run",
+        "GRPO, sampled at the training temperature",
+    ]  # the sampled start (before the requeue) pairs with the sampled end (after it)
 
     first, second = report["attempts"]
     assert (first["status"], second["status"]) == ("PREEMPTED", "COMPLETED")
@@ -136,7 +141,7 @@ def test_resumed_run_reports_every_attempt_like_an_uninterrupted_run(uninterrupt
     # nothing made before the interruption was evaluated again: the second attempt evaluated only the
     # GRPO steps after the checkpoint (the final evaluation reuses the last one), and left the files as they were
     made = [(e["label"], e["step"]) for e in events(run_dir)[1] if e["event"] == "evaluation"]
-    assert made == [("grpo", s) for s in range(k + 1, 5)] + [("final", 6)]
+    assert made == [("grpo", s) for s in range(k + 1, 5)] + [("final", 6), ("final_sampled", 6)]
     reused = {n for n in before if not n.startswith("grpo_step") or int(n[9:-5]) <= k}
     assert {n: (run_dir / "eval" / n).stat().st_mtime_ns for n in reused} == {n: before[n] for n in reused}
     assert f"reusing {len(reused)} evaluation(s) from earlier attempts" in proc.stdout
