@@ -15,6 +15,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: most of the suite's time is integration tests, each a
+# run_pipeline.py subprocess that spends ~9 s importing torch/transformers/peft on one core, so two
+# workers keep both cores of a 2-core machine busy. Whole files go to one worker (--dist loadfile),
+# so a module's shared run fixture is made once. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 # 0 skips downloading/converting the default model in `make setup`.
 FETCH_MODEL ?= 1
 # 1 installs the GPU lock instead (requirements/gpu.txt: CUDA torch, vllm, unsloth, bitsandbytes;
@@ -86,7 +91,7 @@ run: setup
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
 test: setup tools
-	$(PY) -m pytest --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }

@@ -22,8 +22,13 @@ def run_pipeline(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("smoke")
+    # Gradient accumulation as in the default GRPO stage (the smoke file turns it off to save time).
     proc = run_pipeline(
-        run_dir, "experiment=smoke", "data.task=leg_counting", "training_loop.grpo.max_steps=3"
+        run_dir,
+        "experiment=smoke",
+        "data.task=leg_counting",
+        "training_loop.grpo.max_steps=3",
+        "training_loop.grpo.gradient_accumulation_steps=2",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir, proc
@@ -51,6 +56,7 @@ def test_overrides_took_effect(smoke_run):
     run_dir, _ = smoke_run
     cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
     assert cfg.data.task == "leg_counting"
+    assert cfg.training_loop.grpo.gradient_accumulation_steps == 2
     report = json.loads((run_dir / "report.json").read_text())
     assert report["tasks"] == ["leg_counting"]
     assert report["steps"] == {"sft": 4, "grpo": 3}
