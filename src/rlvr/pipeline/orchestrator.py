@@ -583,7 +583,7 @@ class PipelineOrchestrator:
         if not issues and "model" in built and "training_loop" in built:
             from rlvr.preflight import run_checks
 
-            memory, warnings = run_checks(built["model"], built["training_loop"])
+            memory, warnings = run_checks(built["model"], built["training_loop"], built.get("distributed"))
             issues.extend(memory)
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)
