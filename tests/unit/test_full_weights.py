@@ -251,3 +251,73 @@ def make_result(label, step):
     from tests.conftest import make_eval_result
 
     return make_eval_result(label, step, 1, 2)
+
+
+def test_weights_partitioned_while_loading_are_gathered_with_deepspeeds_own_context(monkeypatch):
+    """ZeRO-3's zero.Init can partition the weights as they load, before any trainer exists: then
+    every rank enters deepspeed.zero.GatheredParameters (a stand-in module here: deepspeed is not
+    installed on this CPU machine) over the partitioned parameters, and rank 0 evaluates inside it."""
+    import sys
+
+    entered = []
+
+    class GatheredParameters:
+        def __init__(self, params, modifier_rank):
+            self.params, self.modifier_rank = params, modifier_rank
+
+        def __enter__(self):
+            entered.append((len(self.params), self.modifier_rank))
+
+        def __exit__(self, *exc):
+            entered.append("left")
+
+    stand_in = SimpleNamespace(zero=SimpleNamespace(GatheredParameters=GatheredParameters))
+    monkeypatch.setitem(sys.modules, "deepspeed", stand_in)
+    model = torch.nn.Linear(2, 2)
+    for p in model.parameters():
+        p.ds_id = 0  # what ZeRO-3 partitioning marks a parameter with
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    setup = Distributed("infrastructure/accelerate/deepspeed_zero3.yaml")
+    for rank, returns in (("0", model), ("1", None)):
+        monkeypatch.setenv("RANK", rank)
+        inside: list = []
+
+        def work(full, inside=inside):
+            inside.append(entered[-1])  # what was entered when rank 0 worked
+            return full
+
+        assert setup.on_rank0(model, work, "evaluating") is returns
+        assert inside == ([(2, None)] if rank == "0" else [])
+    # both ranks gathered all (here 2) parameters for everyone (modifier_rank=None) and let go after
+    assert entered == [(2, None), "left", (2, None), "left"]
+
+
+def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
+    """In-training evaluations gather through the trainer of the phase that is running: the phase
+    attaches it before train() starts (and so before its first evaluation callback)."""
+    from rlvr.hardware import Hardware
+    from rlvr.training.loop import Session, SFTPhase, TrainOutcome
+
+    attached = []
+
+    class StandInTrainer:
+        model = "trained"
+        state = SimpleNamespace(global_step=3)
+
+        def remove_callback(self, callback):
+            pass
+
+        def train(self, resume_from_checkpoint=None):
+            self.attached_before_train = list(attached)
+
+    class Phase(SFTPhase):
+        def trainer(self, model, args, session, callbacks):
+            return StandInTrainer()
+
+    hardware = Hardware("cpu", "fp32", "a test")
+    phase = Phase({"max_steps": 3}, 0, lambda: hardware, prompt=None)
+    session = Session(None, None, lambda event: None, lambda *a: None, 0, tmp_path, attach=attached.append)
+    outcome = TrainOutcome(model=None)
+    assert phase.run(torch.nn.Linear(2, 2), session, outcome, None) == "trained"
+    (trainer,) = attached
+    assert isinstance(trainer, StandInTrainer) and trainer.attached_before_train == [trainer]
