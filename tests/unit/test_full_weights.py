@@ -321,3 +321,17 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
     assert phase.run(torch.nn.Linear(2, 2), session, outcome, None) == "trained"
     (trainer,) = attached
     assert isinstance(trainer, StandInTrainer) and trainer.attached_before_train == [trainer]
+
+
+def test_a_quantised_base_under_weight_sharding_is_refused_before_loading():
+    from rlvr.pipeline.orchestrator import _sharded_quantization_issues
+
+    model = SimpleNamespace(quantization="4bit")
+    (issue,) = _sharded_quantization_issues(model, Distributed(FSDP))
+    assert issue.key == "model.quantization" and issue.value == "4bit" and "deepspeed_zero2" in issue.fix
+    assert (
+        _sharded_quantization_issues(model, Distributed("infrastructure/accelerate/deepspeed_zero2.yaml"))
+        == []
+    )
+    assert _sharded_quantization_issues(SimpleNamespace(quantization=None), Distributed(FSDP)) == []
+    assert _sharded_quantization_issues(model, None) == []

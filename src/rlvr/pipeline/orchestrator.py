@@ -157,6 +157,25 @@ def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
     ]
 
 
+def _sharded_quantization_issues(model: Any, setup: Any) -> list[ConfigIssue]:
+    """Under FSDP / ZeRO-3 rank 0 rebuilds the model from gathered weights (rlvr.distributed.full_copy)
+    in the dtype they arrive in; a bitsandbytes-quantised base would need the same quantisation
+    rebuilt around its packed tensors, which the copy does not do."""
+    quantization = getattr(model, "quantization", None)
+    if setup is None or not quantization or not setup.sharded:
+        return []
+    return [
+        ConfigIssue(
+            "model.quantization",
+            quantization,
+            f"{setup.strategy} shards the weights and rank 0 evaluates and saves an unquantised copy "
+            "rebuilt from the gathered weights; a quantised base cannot be rebuilt that way",
+            "use distributed=ddp or distributed=deepspeed_zero2 for QLoRA (each GPU holds the 4-bit "
+            "base), or model.quantization=null",
+        )
+    ]
+
+
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
     """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
     path = run_dir
@@ -580,6 +599,7 @@ class PipelineOrchestrator:
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
         issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
+        issues.extend(_sharded_quantization_issues(built.get("model"), built.get("distributed")))
         if not issues and "model" in built and "training_loop" in built:
             from rlvr.preflight import run_checks
 
