@@ -335,3 +335,22 @@ def test_a_quantised_base_under_weight_sharding_is_refused_before_loading():
     )
     assert _sharded_quantization_issues(SimpleNamespace(quantization=None), Distributed(FSDP)) == []
     assert _sharded_quantization_issues(model, None) == []
+
+
+def test_a_zero2_run_evaluates_and_saves_the_model_itself_without_a_gather(tmp_path, monkeypatch):
+    """ZeRO-2 keeps the whole 16-bit weights on every rank: the orchestrator takes the replicated
+    path (no get_state_dict, the model itself evaluated and saved on rank 0)."""
+    from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
+
+    monkeypatch.setenv("RANK", "0")
+    model = tiny_model()
+    setup = Distributed("infrastructure/accelerate/deepspeed_zero2.yaml")
+    trainer = SimpleNamespace(accelerator=StandInAccelerator(gathered(model)), model_wrapped=object())
+    orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
+    orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
+    orch.components.distributed = setup
+    evaluated = []
+    orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
+    assert orch.run().status == "COMPLETED"
+    assert trainer.accelerator.calls == [] and len(evaluated) == 3 and all(m is model for m in evaluated)
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
