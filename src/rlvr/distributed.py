@@ -90,6 +90,7 @@ class Distributed:
     The launch itself is accelerate's: ``accelerate launch --config_file <accelerate_config>
     run_pipeline.py distributed=<this option> hydra.run.dir=<dir> ...``. This component checks, before
     anything loads, that the processes were started that way, and records the setup in provenance.
+    During the run it gives rank 0 the full weights where it evaluates or saves (:meth:`on_rank0`).
     """
 
     def __init__(self, accelerate_config: str | None = None):
@@ -275,6 +276,8 @@ class Distributed:
             "strategy": self.strategy,
             "accelerate_config": self.accelerate_config,
             "processes": world_size(),
+            # FSDP / ZeRO-3: rank 0 evaluated and saved copies gathered from the shards
+            "sharded_weights": self.sharded,
         }
 
     def gather_hashes(self, model: Any) -> list[str]:
