@@ -5,6 +5,12 @@ The processes are started by accelerate (torchrun underneath), never by this pac
 pick the process group up from the environment that launch sets. This module decides only what the
 pipeline itself must do differently with several processes: rank 0 alone writes files, talks to
 observers and evaluates; every rank trains; at the end the ranks prove they hold the same weights.
+
+Under FSDP and DeepSpeed ZeRO-3 no rank holds the full weights once a trainer has prepared the model.
+Wherever rank 0 evaluates or saves, every rank then takes part in accelerate's own gather
+(``Accelerator.get_state_dict`` on the trainer's prepared model: FSDP's full state dict offloaded to
+rank 0's CPU, or ZeRO-3's consolidated 16-bit state dict), rank 0 loads it into a full-weight copy
+that it evaluates or saves, and the others wait for rank 0's verdict (:meth:`Distributed.on_rank0`).
 """
 
 from __future__ import annotations
@@ -14,15 +20,17 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rlvr.config_errors import ConfigIssue
 
+T = TypeVar("T")
+
 # What `accelerate launch` puts in each process's environment for these strategies.
 _LAUNCH_FLAGS = {"FSDP": "ACCELERATE_USE_FSDP", "DEEPSPEED": "ACCELERATE_USE_DEEPSPEED"}
-# Strategies whose processes each hold a full copy of the weights (rank 0 can evaluate and save alone).
-_REPLICATED = {"MULTI_GPU", "MULTI_CPU", "NO"}
 
 
 def _cuda() -> bool:
@@ -82,10 +90,12 @@ class Distributed:
     The launch itself is accelerate's: ``accelerate launch --config_file <accelerate_config>
     run_pipeline.py distributed=<this option> hydra.run.dir=<dir> ...``. This component checks, before
     anything loads, that the processes were started that way, and records the setup in provenance.
+    During the run it gives rank 0 the full weights where it evaluates or saves (:meth:`on_rank0`).
     """
 
     def __init__(self, accelerate_config: str | None = None):
         self.accelerate_config = accelerate_config
+        self._trainer: Any = None
 
     def settings(self) -> dict[str, Any]:
         """The accelerate config file's contents (empty for a single process)."""
@@ -181,29 +191,93 @@ class Distributed:
                         "pip install deepspeed on the GPU machine, or use distributed=ddp",
                     )
                 )
-        if strategy not in _REPLICATED and not self._replicated():
+        if self._zero_stage() == 3 and not self.settings()["deepspeed_config"].get("zero3_save_16bit_model"):
             issues.append(
                 ConfigIssue(
-                    key,
-                    self.accelerate_config,
-                    f"{strategy} shards the weights across processes; the pipeline evaluates and saves the "
-                    "model on rank 0 alone, which needs a full copy there",
-                    "use distributed=ddp or distributed=deepspeed_zero2 (optimizer state and gradients "
-                    "sharded, weights replicated)",
+                    f"{key} (deepspeed_config.zero3_save_16bit_model)",
+                    self.settings()["deepspeed_config"].get("zero3_save_16bit_model"),
+                    "ZeRO-3 shards the weights; rank 0 evaluates and saves a full copy gathered with "
+                    "DeepSpeed's 16-bit consolidation, which DeepSpeed allows only with this flag",
+                    f"set zero3_save_16bit_model: true in {self.accelerate_config}",
                 )
             )
         return issues
 
-    def _replicated(self) -> bool:
-        """ZeRO stages 1 and 2 shard optimizer state and gradients only: each rank keeps the weights."""
-        ds = self.settings().get("deepspeed_config") or {}
-        return self.strategy == "DEEPSPEED" and int(ds.get("zero_stage", 3)) < 3
+    def _zero_stage(self) -> int | None:
+        if self.strategy != "DEEPSPEED":
+            return None
+        return int((self.settings().get("deepspeed_config") or {}).get("zero_stage", 3))
+
+    @property
+    def sharded(self) -> bool:
+        """FSDP and ZeRO-3 shard the weights themselves: no rank holds them whole once a trainer has
+        prepared the model. (ZeRO-1/2 shard optimizer state and gradients only; DDP replicates.)"""
+        return self.strategy == "FSDP" or (self._zero_stage() or 0) >= 3
+
+    # -- full weights on rank 0 under sharding ------------------------------------------------------
+
+    def attach(self, trainer: Any) -> None:
+        """The trainer whose accelerator prepared (sharded) the model: later gathers go through it."""
+        self._trainer = trainer
+
+    def on_rank0(self, model: Any, work: Callable[[Any], T], what: str) -> T | None:
+        """``work(full-weight model)`` on rank 0; None on the other ranks.
+
+        Without sharding rank 0 holds the weights and the others return at once (they meet rank 0 at
+        their next collective, as before). Under sharding this is a collective: every rank must call
+        it at the same point. Every rank takes part in gathering the weights, rank 0 works on a
+        full-weight copy, and the others wait for rank 0's verdict: a failure there is raised on rank
+        0 with its traceback and on every other rank as :class:`RankZeroFailed` naming it, so the run
+        ends with one error instead of ranks hanging in their next collective.
+        """
+        if not self.sharded:
+            return work(model) if is_main() else None
+        result: T | None = None
+        failure: BaseException | None = None
+        with self._full_weights(model) as full:
+            if is_main():
+                try:
+                    result = work(full)
+                except BaseException as exc:  # noqa: BLE001 (re-raised below, after the others hear of it)
+                    failure = exc
+        verdict = _broadcast_from_rank0(None if failure is None else f"{type(failure).__name__}: {failure}")
+        if failure is not None:
+            raise failure
+        if verdict is not None:
+            raise RankZeroFailed(f"rank 0 failed while {what}: {verdict}")
+        return result
+
+    @contextmanager
+    def _full_weights(self, model: Any) -> Iterator[Any]:
+        """Every rank enters; rank 0 gets a model holding the full weights, the others None."""
+        trainer = self._trainer
+        if trainer is None:
+            # No trainer has prepared the model yet (the baseline): FSDP has not sharded it and each
+            # rank loaded it whole, unless ZeRO-3's zero.Init partitioned it while loading, in which
+            # case DeepSpeed's own context gathers the parameters on every rank for the duration.
+            partitioned = [p for p in model.parameters() if hasattr(p, "ds_id")]
+            if partitioned:
+                import deepspeed
+
+                with deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None):
+                    yield model if is_main() else None
+                return
+            yield model if is_main() else None
+            return
+        # The trainer's own way to save a sharded model (transformers Trainer.save_model): the prepared
+        # model (FSDP module / DeepSpeed engine = model_wrapped) through the trainer's accelerator.
+        # A collective; the full state dict arrives on rank 0 only (FSDP rank0_only + CPU offload,
+        # ZeRO-3 consolidation), the others get an empty one.
+        state = trainer.accelerator.get_state_dict(trainer.model_wrapped)
+        yield full_copy(model, state, trainer.accelerator.device) if is_main() else None
 
     def record(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy,
             "accelerate_config": self.accelerate_config,
             "processes": world_size(),
+            # FSDP / ZeRO-3: rank 0 evaluated and saved copies gathered from the shards
+            "sharded_weights": self.sharded,
         }
 
     def gather_hashes(self, model: Any) -> list[str]:
@@ -216,6 +290,64 @@ class Distributed:
         out: list[Any] = [None] * world_size()
         dist.all_gather_object(out, own)
         return [str(h) for h in out]
+
+
+def full_copy(model: Any, state_dict: dict[str, Any], device: Any) -> Any:
+    """A new model of ``model``'s architecture (and LoRA adapter) holding ``state_dict``: the full
+    weights gathered from a sharded ``model``, on ``device``, ready to evaluate or save.
+
+    Built on the meta device (no second random initialisation), the gathered tensors assigned in
+    place. What a state dict does not carry, non-persistent buffers such as rotary frequencies, is
+    taken from ``model`` itself: FSDP and ZeRO-3 shard parameters only, so every rank keeps those whole.
+    """
+    import copy as copy_
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    peft_config = getattr(model, "peft_config", None)
+    base = model.get_base_model() if peft_config else model
+    with torch.device("meta"):
+        full = AutoModelForCausalLM.from_config(base.config)
+        if peft_config:
+            from peft import get_peft_model
+
+            adapter = model.active_adapter
+            full = get_peft_model(full, peft_config[adapter], adapter_name=adapter)
+    full.load_state_dict(state_dict, strict=False, assign=True)
+    own_buffers = dict(model.named_buffers())
+    for name, buffer in list(full.named_buffers()):
+        if buffer.is_meta and name in own_buffers:
+            owner, _, leaf = name.rpartition(".")
+            full.get_submodule(owner).register_buffer(
+                leaf, own_buffers[name].detach().clone(), persistent=False
+            )
+    full.tie_weights()  # an absent tied head (lm_head = embed_tokens) points at the loaded embedding
+    empty = [n for n, t in (*full.named_parameters(), *full.named_buffers()) if t.is_meta]
+    if empty:
+        raise RuntimeError(
+            f"the gathered state dict has no value for {len(empty)} tensor(s) of {type(base).__name__}, "
+            f"e.g. {empty[:3]}: it is not this model's full state dict"
+        )
+    if getattr(base, "generation_config", None) is not None:
+        full.generation_config = copy_.deepcopy(base.generation_config)
+    return full.to(device).eval()
+
+
+def _broadcast_from_rank0(value: Any) -> Any:
+    """Rank 0's ``value`` on every rank (a barrier: the others wait for rank 0)."""
+    import torch.distributed as dist
+
+    if world_size() <= 1 or not dist.is_initialized():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+class RankZeroFailed(Exception):
+    """Rank 0 failed while it evaluated or saved the gathered weights: the other ranks end with this
+    (rank 0 prints the cause with its traceback)."""
 
 
 class StoppedByLauncher(Exception):
@@ -256,7 +388,7 @@ _PEER_LOST = ("closed by peer", "reset by peer", "broken pipe", "connection refu
 def peer_lost(exc: BaseException) -> bool:
     """Whether ``exc`` is this rank noticing that another rank of the run has gone (a consequence,
     not the cause: the failing rank prints the cause)."""
-    if isinstance(exc, StoppedByLauncher):
+    if isinstance(exc, StoppedByLauncher | RankZeroFailed):
         return True
     try:
         import torch.distributed as dist

@@ -13,7 +13,12 @@ below for hub models that cannot be fetched) and the run's settings:
   logits and their gradient (``2 x b s V x 4`` bytes, large for 150k-token vocabularies);
 - the rollout KV cache of GRPO generation (``2 x layers x kv_heads x head_dim x tokens x 2`` bytes
   per completion), or the share a colocated vLLM reserves (``vllm_gpu_memory_utilization``);
-- each data-parallel process holds all of it (DDP); FSDP/ZeRO-3 sharding is not modelled.
+- each data-parallel process holds all of it under DDP. DeepSpeed ZeRO-2 divides the gradients and
+  optimizer state by the number of processes (Rajbhandari et al. 2020, stage 2: P_os+g); FSDP and
+  ZeRO-3 divide the weights too (stage 3: P_os+g+p), while activations, logits and the rollout KV
+  cache stay per process. Sharded, rank 0 also holds a full 16-bit copy of the weights while it
+  evaluates or saves (rlvr.distributed.Distributed.on_rank0). The all-gathered layer FSDP/ZeRO-3
+  hold during a forward pass (one layer's weights) is left out.
 
 On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM
 can swap, and the terms are GPU-shaped). It is an estimate for catching the impossible early (a 7B full fine-tune on a 24 GB GPU), not a
@@ -89,6 +94,9 @@ class Plan:
     rollout_tokens: int = 512  # tokens per completion held in the KV cache during generation
     vllm_fraction: float | None = None  # colocated vLLM's share of the device
     processes: int = 1
+    # What the distributed strategy divides by ``processes``: None (DDP: nothing), "optimizer"
+    # (ZeRO-1/2: gradients + optimizer state) or "weights" (FSDP, ZeRO-3: weights as well).
+    shard: str | None = None
 
 
 def estimate(shape: Shape, plan: Plan, device_gb: float) -> dict[str, float]:
@@ -114,12 +122,20 @@ def estimate(shape: Shape, plan: Plan, device_gb: float) -> dict[str, float]:
     activations = per_layer * shape.layers * act_scale + 2 * b * s * shape.vocab * 4
     head_dim = shape.hidden // shape.heads
     kv = 2 * shape.layers * shape.kv_heads * head_dim * plan.rollout_tokens * plan.batch * 2
+    rank0_copy = 0.0
+    if plan.shard in ("optimizer", "weights") and plan.processes > 1:
+        train_bytes /= plan.processes
+    if plan.shard == "weights" and plan.processes > 1:
+        rank0_copy = shape.params * 2.0  # the gathered 16-bit copy rank 0 evaluates and saves
+        weights /= plan.processes
     terms = {
         "weights": weights,
         "gradients + optimizer": train_bytes,
         "activations + logits": activations,
         "rollout KV cache": kv,
     }
+    if rank0_copy:
+        terms["rank-0 full-weight copy"] = rank0_copy
     out = {k: v / GB for k, v in terms.items()}
     if plan.vllm_fraction:  # vLLM reserves its share up front (weights and KV cache live in it)
         out["rollout KV cache"] = 0.0
@@ -145,6 +161,11 @@ def check(
         fixes.append("load the base in 4-bit (model.quantization=4bit, with LoRA: QLoRA)")
     if not plan.activation_checkpointing:
         fixes.append("model.gradient_checkpointing=true")
+    if plan.processes > 1 and plan.shard != "weights":
+        fixes.append(
+            f"shard the weights, gradients and optimizer state across the {plan.processes} processes "
+            "(distributed=fsdp or distributed=deepspeed_zero3)"
+        )
     fixes.append("a smaller per_device_train_batch_size or max_completion_length")
     if total > device_gb:
         return [ConfigIssue(key, "(memory)", f"does not fit: {text}", "; or ".join(fixes))], []
@@ -181,7 +202,16 @@ def device_memory_gb(device: str) -> float:
     return float("inf")  # unknown: nothing to compare against
 
 
-def plan_of(model: Any, loop: Any, processes: int) -> Plan:
+def shard_of(setup: Any) -> str | None:
+    """What a distributed setup (rlvr.distributed.Distributed, or None) shards: see Plan.shard."""
+    if setup is None:
+        return None
+    if setup.sharded:
+        return "weights"
+    return "optimizer" if setup.strategy == "DEEPSPEED" else None
+
+
+def plan_of(model: Any, loop: Any, processes: int, shard: str | None = None) -> Plan:
     """The memory plan of the configured model component and GRPO phase (the larger of the two)."""
     grpo = loop.grpo if getattr(loop, "grpo_enabled", True) else loop.sft
     lora = getattr(model, "lora", None) or {}
@@ -203,11 +233,13 @@ def plan_of(model: Any, loop: Any, processes: int) -> Plan:
         rollout_tokens=256 + completion,
         vllm_fraction=grpo.get("vllm_gpu_memory_utilization") if grpo.get("use_vllm") else None,
         processes=processes,
+        shard=shard,
     )
 
 
-def run_checks(model: Any, loop: Any) -> tuple[list[ConfigIssue], list[str]]:
-    """Memory and batch checks of a configured pipeline, before anything loads."""
+def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIssue], list[str]]:
+    """Memory and batch checks of a configured pipeline, before anything loads (``setup``: the
+    distributed component, for what its strategy shards)."""
     import os
 
     processes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -227,7 +259,8 @@ def run_checks(model: Any, loop: Any) -> tuple[list[ConfigIssue], list[str]]:
     if not trains or shape is None or not hasattr(loop, "hardware"):
         return issues, []
     device = loop.hardware.device
-    refusals, warnings = check(shape, plan_of(model, loop, processes), device_memory_gb(device), device)
+    plan = plan_of(model, loop, processes, shard_of(setup))
+    refusals, warnings = check(shape, plan, device_memory_gb(device), device)
     if device != "cuda":  # RAM is not a hard wall (and the estimate is for GPUs): say it, don't refuse
         warnings = [i.problem for i in refusals] + warnings
         refusals = []

@@ -79,6 +79,7 @@ def test_one_run_directory_one_report_one_record(ddp_run):
         "strategy": "MULTI_GPU",
         "accelerate_config": ACCELERATE_CONFIG,
         "processes": 2,
+        "sharded_weights": False,
     }
     # every rank re-executed itself with glibc's malloc settings (rlvr.allocator) before loading torch
     assert "glibc.malloc.mmap_max=0" in provenance["environment"]["GLIBC_TUNABLES"]

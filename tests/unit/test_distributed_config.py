@@ -55,8 +55,6 @@ def test_a_matching_launch_passes(launched):
         ("single", 2, {}, "launched as 2 processes but distributed=single"),
         ("ddp", 1, {}, "single process (started without accelerate launch)"),
         ("ddp", 2, {"ACCELERATE_USE_FSDP": "true"}, "launched as ['FSDP']"),
-        ("fsdp", 2, {"ACCELERATE_USE_FSDP": "true"}, "shards the weights"),
-        ("deepspeed_zero3", 2, {"ACCELERATE_USE_DEEPSPEED": "true"}, "shards the weights"),
     ],
 )
 def test_a_launch_that_does_not_match_is_refused(launched, option, processes, flags, words):
@@ -66,13 +64,52 @@ def test_a_launch_that_does_not_match_is_refused(launched, option, processes, fl
     assert all(i.key.startswith("distributed") and i.fix for i in issues)
 
 
-def test_deepspeed_zero2_keeps_the_weights_replicated_and_needs_the_package(launched):
+def test_deepspeed_needs_the_package(launched):
     import importlib.util
 
     launched(2, ACCELERATE_USE_DEEPSPEED="true")
-    problems = [i.problem for i in component("deepspeed_zero2").validate()]
-    assert not any("shards the weights" in p for p in problems)
-    assert any("deepspeed package" in p for p in problems) == (importlib.util.find_spec("deepspeed") is None)
+    for option in ("deepspeed_zero2", "deepspeed_zero3"):
+        problems = [i.problem for i in component(option).validate()]
+        assert any("deepspeed package" in p for p in problems) == (
+            importlib.util.find_spec("deepspeed") is None
+        )
+
+
+@pytest.mark.parametrize(
+    ("option", "flag", "sharded"),
+    [
+        ("fsdp", "ACCELERATE_USE_FSDP", True),
+        ("deepspeed_zero3", "ACCELERATE_USE_DEEPSPEED", True),
+        ("deepspeed_zero2", "ACCELERATE_USE_DEEPSPEED", False),
+        ("ddp", None, False),
+    ],
+)
+def test_sharded_strategies_pass_on_a_gpu(launched, monkeypatch, option, flag, sharded):
+    """FSDP and ZeRO-3 are no longer refused on a GPU: rank 0 evaluates and saves gathered weights
+    (tests/unit/test_full_weights.py). Only the deepspeed package may be missing here."""
+    import rlvr.distributed as d
+
+    launched(2, **({flag: "true"} if flag else {}))
+    monkeypatch.setattr(d, "_cuda", lambda: True)
+    setup = component(option)
+    assert setup.sharded is sharded
+    assert [i.problem for i in setup.validate() if "deepspeed package" not in i.problem] == []
+
+
+def test_zero3_without_the_16bit_gather_is_refused_naming_the_flag(launched, monkeypatch, tmp_path):
+    from omegaconf import OmegaConf
+
+    import rlvr.distributed as d
+
+    settings = component("deepspeed_zero3").settings()
+    settings["deepspeed_config"]["zero3_save_16bit_model"] = False
+    path = tmp_path / "zero3.yaml"
+    OmegaConf.save(OmegaConf.create(settings), path)
+    launched(2, ACCELERATE_USE_DEEPSPEED="true")
+    monkeypatch.setattr(d, "_cuda", lambda: True)
+    (issue,) = [i for i in Distributed(str(path)).validate() if "deepspeed package" not in i.problem]
+    assert issue.key.endswith("zero3_save_16bit_model)") and issue.value is False
+    assert "zero3_save_16bit_model: true" in issue.fix
 
 
 def test_a_multi_process_launch_must_name_its_run_directory(launched):
@@ -107,7 +144,7 @@ def test_the_weights_hash_sees_every_parameter_and_buffer():
 )
 def test_fsdp_and_deepspeed_are_refused_without_a_gpu(launched, monkeypatch, option, flag):
     """On a CPU accelerate 1.15 turns these launches into plain DDP (MULTI_CPU): refused, not run as
-    something else. With a GPU this refusal is absent (the others, e.g. sharded weights, stay)."""
+    something else. With a GPU this refusal is absent."""
     import rlvr.distributed as d
 
     launched(2, **{flag: "true"})

@@ -97,3 +97,65 @@ def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns(monkeypa
     refusals, warnings = preflight.run_checks(*_components("cpu"))
     assert refusals == [] and "does not fit" in warnings[0]
     assert preflight.run_checks(*_components("cuda", sft=False, grpo=False)) == ([], [])  # evaluation only
+
+
+def test_sharding_divides_what_each_strategy_shards_by_the_processes():
+    """ZeRO paper stages: ZeRO-2 shards gradients + optimizer state; FSDP / ZeRO-3 the weights too,
+    and rank 0 then holds a full 16-bit copy while it evaluates or saves."""
+    params, gb = 7.62e9, 1024**3
+    plan = Plan(dtype="bfloat16", batch=1, seq=8, processes=8)
+    ddp = estimate(QWEN["7B"], plan, 80)
+    zero2 = estimate(QWEN["7B"], Plan(**{**plan.__dict__, "shard": "optimizer"}), 80)
+    zero3 = estimate(QWEN["7B"], Plan(**{**plan.__dict__, "shard": "weights"}), 80)
+    assert ddp["weights"] == zero2["weights"] == pytest.approx(params * 2 / gb)
+    assert ddp["gradients + optimizer"] == pytest.approx(params * 14 / gb)
+    assert (
+        zero2["gradients + optimizer"]
+        == zero3["gradients + optimizer"]
+        == pytest.approx(params * 14 / 8 / gb)
+    )
+    assert zero3["weights"] == pytest.approx(params * 2 / 8 / gb)
+    assert zero3["rank-0 full-weight copy"] == pytest.approx(params * 2 / gb)
+    assert "rank-0 full-weight copy" not in zero2 and "rank-0 full-weight copy" not in ddp
+    # activations and the rollout KV cache are per process whatever the strategy
+    for term in ("activations + logits", "rollout KV cache"):
+        assert ddp[term] == zero2[term] == zero3[term]
+    # one process has nothing to shard across
+    single = estimate(QWEN["7B"], Plan(dtype="bfloat16", batch=1, seq=8, shard="weights"), 80)
+    assert single["weights"] == ddp["weights"] and "rank-0 full-weight copy" not in single
+
+
+def test_a_7b_full_fine_tune_fits_8_80gb_gpus_only_when_the_optimizer_state_is_sharded():
+    ddp = Plan(dtype="bfloat16", batch=4, seq=512, processes=8)
+    refusals, _ = check(QWEN["7B"], ddp, 80, "cuda")
+    assert refusals and "distributed=fsdp or distributed=deepspeed_zero3" in refusals[0].fix
+    # ZeRO-2 sheds 12.25 of the 14 bytes/param of gradients + AdamW state: enough here
+    assert fits("7B", Plan(**{**ddp.__dict__, "shard": "optimizer"}), 80)
+    assert fits("7B", Plan(**{**ddp.__dict__, "shard": "weights"}), 80)
+    # on 24 GB GPUs the full 16-bit copy rank 0 evaluates (14.2 GB) plus the shards does not fit
+    assert not fits(
+        "7B", Plan(**{**ddp.__dict__, "shard": "weights", "batch": 1, "activation_checkpointing": True}), 24
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "flag", "shard"),
+    [("ddp", None, None), ("deepspeed_zero2", "ACCELERATE_USE_DEEPSPEED", "optimizer"),
+     ("deepspeed_zero3", "ACCELERATE_USE_DEEPSPEED", "weights"), ("fsdp", "ACCELERATE_USE_FSDP", "weights")],
+)  # fmt: skip
+def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
+    from tests.conftest import compose_config
+
+    from rlvr import preflight
+    from rlvr.distributed import Distributed
+
+    setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
+    assert preflight.shard_of(setup) == shard
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
+    plans = []
+    monkeypatch.setattr(preflight, "check", lambda shape, plan, *a: plans.append(plan) or ([], []))
+    model, loop = _components("cuda")
+    loop.grpo["per_device_train_batch_size"] = 8
+    preflight.run_checks(model, loop, setup)
+    assert plans[0].shard == shard and plans[0].processes == 8

@@ -157,6 +157,25 @@ def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
     ]
 
 
+def _sharded_quantization_issues(model: Any, setup: Any) -> list[ConfigIssue]:
+    """Under FSDP / ZeRO-3 rank 0 rebuilds the model from gathered weights (rlvr.distributed.full_copy)
+    in the dtype they arrive in; a bitsandbytes-quantised base would need the same quantisation
+    rebuilt around its packed tensors, which the copy does not do."""
+    quantization = getattr(model, "quantization", None)
+    if setup is None or not quantization or not setup.sharded:
+        return []
+    return [
+        ConfigIssue(
+            "model.quantization",
+            quantization,
+            f"{setup.strategy} shards the weights and rank 0 evaluates and saves an unquantised copy "
+            "rebuilt from the gathered weights; a quantised base cannot be rebuilt that way",
+            "use distributed=ddp or distributed=deepspeed_zero2 for QLoRA (each GPU holds the 4-bit "
+            "base), or model.quantization=null",
+        )
+    ]
+
+
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
     """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
     path = run_dir
@@ -222,9 +241,22 @@ class RunContext:
         """Evaluate ``model`` on the held-out split (rank 0 only; other ranks get None); ``reuse`` =
         an evaluation of these same weights (greedy decoding repeats it exactly), recorded under
         ``label`` without generating. One an earlier attempt of this run made (``self.history``) is
-        returned as it is: it is already among the run's evaluations."""
-        if not self.main:
-            return None
+        returned as it is: it is already among the run's evaluations.
+
+        Every rank calls it at the same points. Under FSDP / ZeRO-3 every rank then takes part in
+        gathering the full weights, always (whether rank 0 reuses an evaluation is known on rank 0
+        only, and a gather skipped on some ranks would hang the others), and rank 0 evaluates a
+        full-weight copy (rlvr.distributed.Distributed.on_rank0)."""
+        setup = self.components.distributed
+        if setup is not None:
+            return setup.on_rank0(
+                model, lambda full: self._evaluate_here(full, label, step, reuse), f"evaluating {label}"
+            )
+        return self._evaluate_here(model, label, step, reuse) if self.main else None
+
+    def _evaluate_here(
+        self, model: Any, label: str, step: int, reuse: ev.EvalResult | None
+    ) -> ev.EvalResult | None:
         earlier = self.history.find(label, step)
         if earlier is not None:
             self._evaluate_sampled(model, label, step)  # unless an earlier attempt made that one too
@@ -367,6 +399,7 @@ def train(ctx: RunContext) -> None:
         run_dir=ctx.run_dir,
         guard=ctx.guard,
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
+        attach=c.distributed.attach if c.distributed is not None else None,
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
@@ -381,15 +414,23 @@ def final_eval(ctx: RunContext) -> None:
 
 
 def save_model(ctx: RunContext) -> None:
-    """``final/``: weights (or adapter), tokenizer, data manifest; with several processes, first check
-    that every rank ended with the same weights."""
-    final_dir = ctx.run_dir / "final"
+    """``final/``: weights (or adapter), tokenizer, data manifest. With several replicated processes,
+    first check that every rank ended with the same weights; under FSDP / ZeRO-3 (each rank holds a
+    shard, no two alike) every rank gathers and rank 0 saves the full-weight copy."""
+    setup = ctx.components.distributed
     model = ctx.outcome.model
-    hashes = ctx.components.distributed.gather_hashes(model) if ctx.components.distributed else None
+    if setup is not None and setup.sharded:
+        setup.on_rank0(model, lambda full: _write_final(ctx, full, None), "saving the final model")
+        return
+    hashes = setup.gather_hashes(model) if setup is not None else None
     if hashes and len(set(hashes)) > 1:
         raise RuntimeError(f"the ranks ended training with different weights (sha256 per rank: {hashes})")
-    if not ctx.main:
-        return
+    if ctx.main:
+        _write_final(ctx, model, hashes)
+
+
+def _write_final(ctx: RunContext, model: Any, hashes: list[str] | None) -> None:
+    final_dir = ctx.run_dir / "final"
     atomic_write_json(final_dir / MANIFEST, ctx.data.manifest, root=ctx.run_dir)
     model.save_pretrained(final_dir)
     ctx.loaded.tokenizer.save_pretrained(final_dir)
@@ -435,11 +476,11 @@ STAGES = (
     Stage("history", load_history, when=lambda ctx: ctx.attempts.continues, main_only=True),
     # Also on resume: the model is still the base model here (the trainer loads the checkpoint's
     # weights), so a baseline no earlier attempt left on disk is made now; one on disk is reused.
-    Stage(
-        "baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline, main_only=True
-    ),
+    # The evaluations run on every rank: under FSDP / ZeRO-3 each takes part in gathering the weights
+    # rank 0 evaluates (RunContext.evaluate); otherwise the other ranks return at once.
+    Stage("baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline),
     Stage("train", train),
-    Stage("final_eval", final_eval, main_only=True),
+    Stage("final_eval", final_eval),
     Stage("save", save_model),
     Stage("report", write_report, main_only=True),
 )
@@ -558,10 +599,11 @@ class PipelineOrchestrator:
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
         issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
+        issues.extend(_sharded_quantization_issues(built.get("model"), built.get("distributed")))
         if not issues and "model" in built and "training_loop" in built:
             from rlvr.preflight import run_checks
 
-            memory, warnings = run_checks(built["model"], built["training_loop"])
+            memory, warnings = run_checks(built["model"], built["training_loop"], built.get("distributed"))
             issues.extend(memory)
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)

@@ -164,6 +164,9 @@ class Session:
     guard: Any = None
     # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
     curriculum: Any = None
+    # Told each phase's trainer once built (rlvr.distributed.Distributed.attach): under FSDP / ZeRO-3
+    # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
+    attach: Callable[[Any], None] | None = None
 
 
 class _Phase:
@@ -255,6 +258,8 @@ class _Phase:
             [session.guard] if session.guard is not None else []
         )
         trainer = _quiet(self.trainer(model, args, session, callbacks))
+        if session.attach is not None:
+            session.attach(trainer)
         model = _train(trainer, self.name, bridge, checkpoint, outcome)
         session.emit(
             ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])

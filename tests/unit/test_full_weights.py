@@ -1,0 +1,356 @@
+"""Full weights on rank 0 under FSDP / ZeRO-3 (rlvr.distributed.Distributed.on_rank0, full_copy).
+
+The gather itself (accelerate's ``get_state_dict`` on a sharded model) needs GPUs; it is replaced
+here by a stand-in accelerator that records the call and hands rank 0 a real state dict, as FSDP's
+rank0_only full state dict and ZeRO-3's 16-bit consolidation do. Everything after it runs for real:
+the copy built from that state dict, its evaluation and its saving, and the verdict that rank 0
+sends to the other ranks over a real 2-process gloo group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlvr.distributed import Distributed, full_copy, peer_lost
+
+FSDP = "infrastructure/accelerate/fsdp.yaml"
+TOKENS = torch.tensor([[1, 2, 3, 4, 5]])
+
+
+def tiny_model(lora: bool = False):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, vocab_size=64, tie_word_embeddings=True)  # fmt: skip
+    model = AutoModelForCausalLM.from_config(config)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        # init_lora_weights=False: a non-zero adapter, so a copy that lost it computes differently
+        lora_config = LoraConfig(task_type="CAUSAL_LM", r=2, target_modules=["q_proj", "v_proj"],
+                                 init_lora_weights=False)  # fmt: skip
+        model = get_peft_model(model, lora_config)
+    return model.eval()
+
+
+def gathered(model) -> dict[str, torch.Tensor]:
+    """What a gather delivers on rank 0: new tensors with the model's full weights."""
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+class StandInAccelerator:
+    """Records get_state_dict calls; rank 0 gets the full state dict, the other ranks an empty one."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, full: dict[str, torch.Tensor]):
+        self.full, self.calls = full, []
+
+    def get_state_dict(self, model):
+        self.calls.append(model)
+        return self.full if os.environ.get("RANK", "0") == "0" else {}
+
+
+def sharded_setup(model, attach: bool = True):
+    setup = Distributed(FSDP)
+    accelerator = StandInAccelerator(gathered(model))
+    trainer = SimpleNamespace(accelerator=accelerator, model_wrapped=object())
+    if attach:
+        setup.attach(trainer)
+    return setup, trainer
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_copy_of_a_gathered_state_dict_computes_what_the_model_computes(lora):
+    model = tiny_model(lora)
+    copy = full_copy(model, gathered(model), "cpu")
+    assert copy is not model and type(copy).__name__ == type(model).__name__
+    with torch.no_grad():
+        assert torch.equal(copy(TOKENS).logits, model(TOKENS).logits)
+    # non-persistent buffers (rotary frequencies) are not in a state dict: taken from the model
+    assert not any(b.is_meta for _, b in copy.named_buffers())
+    # the copy owns its weights: changing it does not change the model being trained
+    next(copy.parameters()).data.add_(1.0)
+    with torch.no_grad():
+        assert not torch.equal(copy(TOKENS).logits, model(TOKENS).logits)
+
+
+def test_a_tied_head_left_out_of_the_gather_is_tied_again():
+    model = tiny_model()
+    state = gathered(model)
+    del state["lm_head.weight"]  # a gather may carry a tied tensor once
+    copy = full_copy(model, state, "cpu")
+    assert copy.lm_head.weight is copy.model.embed_tokens.weight
+    with torch.no_grad():
+        assert torch.equal(copy(TOKENS).logits, model(TOKENS).logits)
+
+
+def test_a_state_dict_that_is_not_the_full_one_is_refused_by_name():
+    model = tiny_model()
+    state = gathered(model)
+    del state["model.layers.1.mlp.up_proj.weight"]  # e.g. a shard instead of the full state dict
+    with pytest.raises(RuntimeError, match=r"model\.layers\.1\.mlp\.up_proj\.weight"):
+        full_copy(model, state, "cpu")
+
+
+def test_rank0_evaluates_a_full_weight_copy_gathered_on_every_rank(monkeypatch):
+    model = tiny_model(lora=True)
+    with torch.no_grad():
+        expected = model(TOKENS).logits
+    seen = []
+
+    def evaluate(full):
+        with torch.no_grad():
+            seen.append(torch.equal(full(TOKENS).logits, expected))
+        return "result"
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank, returns in (("0", "result"), ("1", None)):
+        monkeypatch.setenv("RANK", rank)
+        setup, trainer = sharded_setup(model)
+        assert setup.sharded
+        assert setup.on_rank0(model, evaluate, "evaluating final") == returns
+        # every rank took part in the gather, on the trainer's prepared (sharded) model
+        assert trainer.accelerator.calls == [trainer.model_wrapped]
+    assert seen == [True]  # rank 0 alone evaluated, on the full weights
+
+
+def test_rank0_saves_the_copy_and_its_adapter_holds_the_trained_weights(monkeypatch, tmp_path):
+    from safetensors.torch import load_file
+
+    model = tiny_model(lora=True)
+    monkeypatch.setenv("RANK", "0")
+    setup, _ = sharded_setup(model)
+    setup.on_rank0(model, lambda full: full.save_pretrained(tmp_path), "saving the final model")
+    saved = load_file(tmp_path / "adapter_model.safetensors")
+    ours = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+    assert saved and len(saved) == len(ours)
+    for name, tensor in saved.items():
+        key = name.replace(".weight", ".default.weight")
+        assert torch.equal(tensor, ours[key]), name
+
+
+def test_replicated_strategies_do_not_gather(monkeypatch):
+    """DDP and ZeRO-2 keep the whole weights on every rank: rank 0 works on the model itself."""
+    model = tiny_model()
+    monkeypatch.setenv("RANK", "0")
+    for path in ("infrastructure/accelerate/ddp.yaml", "infrastructure/accelerate/deepspeed_zero2.yaml"):
+        setup = Distributed(path)
+        assert not setup.sharded
+        assert setup.on_rank0(model, lambda full: full, "evaluating") is model
+
+
+def test_before_any_trainer_rank0_evaluates_the_model_as_loaded(monkeypatch):
+    """The baseline comes before FSDP has sharded anything (and without ZeRO-3's zero.Init every
+    rank loaded the whole model): no gather, rank 0 evaluates the model itself."""
+    model = tiny_model()
+    monkeypatch.setenv("RANK", "0")
+    assert Distributed(FSDP).on_rank0(model, lambda full: full, "evaluating baseline") is model
+
+
+def _rank(rank: int, store_dir: str, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2")
+    store = dist.FileStore(os.path.join(store_dir, "store"), 2)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    setup = Distributed(FSDP)
+    outcome = {}
+    for case in ("ok", "fails"):
+
+        def work(full, case=case):
+            if case == "fails":
+                raise ValueError("the evaluator broke")
+            return "done"
+
+        try:
+            outcome[case] = ["returned", setup.on_rank0(torch.nn.Linear(2, 2), work, "evaluating final")]
+        except Exception as exc:
+            outcome[case] = [type(exc).__name__, str(exc), peer_lost(exc)]
+    dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(outcome))
+
+
+def test_a_failure_on_rank0_ends_every_rank_with_one_error(tmp_path):
+    """Two real processes (gloo): the other rank waits for rank 0's verdict, and when rank 0's work
+    fails it stops with RankZeroFailed naming the cause (not printed again: rank 0 prints it)."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as store:
+        mp.spawn(_rank, args=(store, str(tmp_path)), nprocs=2, join=True)
+    rank0 = json.loads((tmp_path / "rank0.json").read_text())
+    rank1 = json.loads((tmp_path / "rank1.json").read_text())
+    assert rank0["ok"] == ["returned", "done"] and rank1["ok"] == ["returned", None]
+    assert rank0["fails"] == ["ValueError", "the evaluator broke", False]
+    assert rank1["fails"] == [
+        "RankZeroFailed",
+        "rank 0 failed while evaluating final: ValueError: the evaluator broke",
+        True,
+    ]
+
+
+class ShardedLoop:
+    """A training loop as GRPOLoop drives it under FSDP: the trainer is attached, then an
+    in-training evaluation through the session (on every rank)."""
+
+    def __init__(self, trainer):
+        from rlvr.hardware import Hardware
+
+        self.hardware = Hardware("cpu", "fp32", "a test")
+        self.trainer = trainer
+
+    def place(self, model):
+        return model
+
+    def run(self, model, session, resume=None):
+        from rlvr.training import TrainOutcome
+
+        session.attach(self.trainer)
+        session.evaluate(model, "grpo", 1)
+        return TrainOutcome(model=model, steps={"grpo": 1})
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_sharded_run_evaluates_and_saves_gathered_copies_on_rank0(tmp_path, monkeypatch, rank):
+    from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
+
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    model = tiny_model()
+    setup, trainer = sharded_setup(model, attach=False)  # the loop attaches it, as GRPOLoop does
+    orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
+    orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
+    orch.components.distributed = setup
+    evaluated = []
+    orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
+    assert orch.run().status == "COMPLETED"
+    # every rank gathered for the in-training evaluation, the final one and the save
+    assert len(trainer.accelerator.calls) == 3
+    if rank == "1":
+        assert evaluated == [] and not (tmp_path / "run" / "final").exists()
+        return
+    # baseline: the model as loaded; then full-weight copies
+    assert evaluated[0] is model and all(m is not model for m in evaluated[1:]) and len(evaluated) == 3
+    final = tmp_path / "run" / "final"
+    assert (final / "model.safetensors").is_file() and not (final / "rank_weights.json").exists()
+    from safetensors.torch import load_file
+
+    saved = load_file(final / "model.safetensors")
+    assert torch.equal(saved["model.layers.0.mlp.up_proj.weight"], model.model.layers[0].mlp.up_proj.weight)
+
+
+def make_result(label, step):
+    from tests.conftest import make_eval_result
+
+    return make_eval_result(label, step, 1, 2)
+
+
+def test_weights_partitioned_while_loading_are_gathered_with_deepspeeds_own_context(monkeypatch):
+    """ZeRO-3's zero.Init can partition the weights as they load, before any trainer exists: then
+    every rank enters deepspeed.zero.GatheredParameters (a stand-in module here: deepspeed is not
+    installed on this CPU machine) over the partitioned parameters, and rank 0 evaluates inside it."""
+    import sys
+
+    entered = []
+
+    class GatheredParameters:
+        def __init__(self, params, modifier_rank):
+            self.params, self.modifier_rank = params, modifier_rank
+
+        def __enter__(self):
+            entered.append((len(self.params), self.modifier_rank))
+
+        def __exit__(self, *exc):
+            entered.append("left")
+
+    stand_in = SimpleNamespace(zero=SimpleNamespace(GatheredParameters=GatheredParameters))
+    monkeypatch.setitem(sys.modules, "deepspeed", stand_in)
+    model = torch.nn.Linear(2, 2)
+    for p in model.parameters():
+        p.ds_id = 0  # what ZeRO-3 partitioning marks a parameter with
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    setup = Distributed("infrastructure/accelerate/deepspeed_zero3.yaml")
+    for rank, returns in (("0", model), ("1", None)):
+        monkeypatch.setenv("RANK", rank)
+        inside: list = []
+
+        def work(full, inside=inside):
+            inside.append(entered[-1])  # what was entered when rank 0 worked
+            return full
+
+        assert setup.on_rank0(model, work, "evaluating") is returns
+        assert inside == ([(2, None)] if rank == "0" else [])
+    # both ranks gathered all (here 2) parameters for everyone (modifier_rank=None) and let go after
+    assert entered == [(2, None), "left", (2, None), "left"]
+
+
+def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
+    """In-training evaluations gather through the trainer of the phase that is running: the phase
+    attaches it before train() starts (and so before its first evaluation callback)."""
+    from rlvr.hardware import Hardware
+    from rlvr.training.loop import Session, SFTPhase, TrainOutcome
+
+    attached = []
+
+    class StandInTrainer:
+        model = "trained"
+        state = SimpleNamespace(global_step=3)
+
+        def remove_callback(self, callback):
+            pass
+
+        def train(self, resume_from_checkpoint=None):
+            self.attached_before_train = list(attached)
+
+    class Phase(SFTPhase):
+        def trainer(self, model, args, session, callbacks):
+            return StandInTrainer()
+
+    hardware = Hardware("cpu", "fp32", "a test")
+    phase = Phase({"max_steps": 3}, 0, lambda: hardware, prompt=None)
+    session = Session(None, None, lambda event: None, lambda *a: None, 0, tmp_path, attach=attached.append)
+    outcome = TrainOutcome(model=None)
+    assert phase.run(torch.nn.Linear(2, 2), session, outcome, None) == "trained"
+    (trainer,) = attached
+    assert isinstance(trainer, StandInTrainer) and trainer.attached_before_train == [trainer]
+
+
+def test_a_quantised_base_under_weight_sharding_is_refused_before_loading():
+    from rlvr.pipeline.orchestrator import _sharded_quantization_issues
+
+    model = SimpleNamespace(quantization="4bit")
+    (issue,) = _sharded_quantization_issues(model, Distributed(FSDP))
+    assert issue.key == "model.quantization" and issue.value == "4bit" and "deepspeed_zero2" in issue.fix
+    assert (
+        _sharded_quantization_issues(model, Distributed("infrastructure/accelerate/deepspeed_zero2.yaml"))
+        == []
+    )
+    assert _sharded_quantization_issues(SimpleNamespace(quantization=None), Distributed(FSDP)) == []
+    assert _sharded_quantization_issues(model, None) == []
+
+
+def test_a_zero2_run_evaluates_and_saves_the_model_itself_without_a_gather(tmp_path, monkeypatch):
+    """ZeRO-2 keeps the whole 16-bit weights on every rank: the orchestrator takes the replicated
+    path (no get_state_dict, the model itself evaluated and saved on rank 0)."""
+    from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
+
+    monkeypatch.setenv("RANK", "0")
+    model = tiny_model()
+    setup = Distributed("infrastructure/accelerate/deepspeed_zero2.yaml")
+    trainer = SimpleNamespace(accelerator=StandInAccelerator(gathered(model)), model_wrapped=object())
+    orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
+    orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
+    orch.components.distributed = setup
+    evaluated = []
+    orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
+    assert orch.run().status == "COMPLETED"
+    assert trainer.accelerator.calls == [] and len(evaluated) == 3 and all(m is model for m in evaluated)
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
