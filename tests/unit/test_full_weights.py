@@ -218,20 +218,27 @@ class ShardedLoop:
         return TrainOutcome(model=model, steps={"grpo": 1})
 
 
-@pytest.mark.parametrize("rank", ["0", "1"])
-def test_a_sharded_run_evaluates_and_saves_gathered_copies_on_rank0(tmp_path, monkeypatch, rank):
+def run_with(tmp_path, model, setup, trainer) -> list:
+    """The orchestrator run to its end with ``setup`` as its distributed setup and a loop whose phase
+    hands ``trainer`` over; returns the models the evaluator was given."""
     from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
 
-    monkeypatch.setenv("RANK", rank)
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    model = tiny_model()
-    setup, trainer = sharded_setup(model, attach=False)  # the loop attaches it, as GRPOLoop does
     orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
     orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
     orch.components.distributed = setup
     evaluated = []
     orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
     assert orch.run().status == "COMPLETED"
+    return evaluated
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_sharded_run_evaluates_and_saves_gathered_copies_on_rank0(tmp_path, monkeypatch, rank):
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    model = tiny_model()
+    setup, trainer = sharded_setup(model, attach=False)  # the loop attaches it, as GRPOLoop does
+    evaluated = run_with(tmp_path, model, setup, trainer)
     # every rank gathered for the in-training evaluation, the final one and the save
     assert len(trainer.accelerator.calls) == 3
     if rank == "1":
@@ -340,17 +347,10 @@ def test_a_quantised_base_under_weight_sharding_is_refused_before_loading():
 def test_a_zero2_run_evaluates_and_saves_the_model_itself_without_a_gather(tmp_path, monkeypatch):
     """ZeRO-2 keeps the whole 16-bit weights on every rank: the orchestrator takes the replicated
     path (no get_state_dict, the model itself evaluated and saved on rank 0)."""
-    from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
-
     monkeypatch.setenv("RANK", "0")
     model = tiny_model()
     setup = Distributed("infrastructure/accelerate/deepspeed_zero2.yaml")
     trainer = SimpleNamespace(accelerator=StandInAccelerator(gathered(model)), model_wrapped=object())
-    orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
-    orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
-    orch.components.distributed = setup
-    evaluated = []
-    orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
-    assert orch.run().status == "COMPLETED"
+    evaluated = run_with(tmp_path, model, setup, trainer)
     assert trainer.accelerator.calls == [] and len(evaluated) == 3 and all(m is model for m in evaluated)
     assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
