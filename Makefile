@@ -20,6 +20,9 @@ PYTEST_ARGS ?=
 # workers keep both cores of a 2-core machine busy. Whole files go to one worker (--dist loadfile),
 # so a module's shared run fixture is made once. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
+# One torch thread per process: with two workers each process already has a core, and a second
+# OpenMP thread per process only contends for it (the tests' models are tiny).
+TEST_THREADS ?= 1
 # 0 skips downloading/converting the default model in `make setup`.
 FETCH_MODEL ?= 1
 # 1 installs the GPU lock instead (requirements/gpu.txt: CUDA torch, vllm, unsloth, bitsandbytes;
@@ -91,7 +94,7 @@ run: setup
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
 test: setup tools
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }
