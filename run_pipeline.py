@@ -9,6 +9,7 @@ instantiated.
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -28,10 +29,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 CONFIG_PATH, CONFIG_NAME = "conf", "config"
 
 
+_PEER_REFUSAL_WAIT_SECONDS = 10
+
+
 def _refuse(exc: ConfigValidationError) -> None:
-    # Under `accelerate launch` every rank finds the same problems: rank 0 alone prints them.
+    # Under `accelerate launch` every rank finds the same problems: rank 0 alone prints them. The
+    # launcher ends every rank as soon as one exits with an error, so the other ranks give rank 0
+    # time to print first (seen: a rank 1 that exited at once left the user with no message at all).
     if is_main():
         print(f"\n{exc}\n", file=sys.stderr)
+    else:
+        time.sleep(_PEER_REFUSAL_WAIT_SECONDS)
     sys.exit(2)
 
 

@@ -129,6 +129,7 @@ def test_guard_holds_the_warning_signal_back_from_the_previous_handler():
 
     previous = FakeSubmititHandler()
     before = signal.signal(signal.SIGUSR2, previous)
+    before_term = signal.getsignal(signal.SIGTERM)
     try:
         with PreemptionGuard() as guard:
             guard.training = True
@@ -139,10 +140,12 @@ def test_guard_holds_the_warning_signal_back_from_the_previous_handler():
             assert guard.signum == signal.SIGUSR2
             hand_over = guard.hand_over()
         assert signal.getsignal(signal.SIGUSR2) is previous  # restored on exit
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # stopping: no default death
         hand_over()
         assert previous.calls == [signal.SIGUSR2]
     finally:
         signal.signal(signal.SIGUSR2, before)
+        signal.signal(signal.SIGTERM, before_term)
 
 
 def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_default():
@@ -151,11 +154,20 @@ def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_de
 
     from rlvr.training.checkpoints import Preempted, PreemptionGuard
 
-    with PreemptionGuard() as guard:
-        with pytest.raises(Preempted, match="SIGTERM received outside training"):
-            os.kill(os.getpid(), signal.SIGTERM)
-        assert guard.hand_over() is None  # the default SIGTERM action is not a handler to call
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with PreemptionGuard():
+        pass
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # no stop: the default action is back
+    try:
+        with PreemptionGuard() as guard:
+            with pytest.raises(Preempted, match="SIGTERM received outside training"):
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert guard.hand_over() is None  # the default SIGTERM action is not a handler to call
+        # On its way to exit code 75 the process ignores a later SIGTERM (SLURM's, after its warning)
+        # instead of dying of it.
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):

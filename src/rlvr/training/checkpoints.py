@@ -165,7 +165,12 @@ class PreemptionGuard(TrainerCallback):
 
     def __exit__(self, *exc: object) -> None:
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            # Once a stop is under way the process is on its way out with exit code 75: a later
+            # signal (SLURM's SIGTERM after its warning) must not kill it with the default action
+            # between here and that exit. A Python handler that owned the signal (submitit's) is
+            # restored: it is handed over and run by the caller.
+            stopping = self.requested and not callable(previous)
+            signal.signal(signum, signal.SIG_IGN if stopping else previous)
         self._previous = {}
 
     def hand_over(self) -> Callable[[], None] | None:
