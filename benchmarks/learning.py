@@ -21,7 +21,7 @@ the training temperature (pass@1 over ``--samples`` samples), pass@k and majorit
 comparison is paired on the same questions (mean change, 95% CI, exact McNemar p) per seed;
 across seeds the table gives mean and range.
 
-    python benchmarks/learning.py --seeds 42 43 44 --sft-steps 240 --grpo-steps 16 --eval-every 80
+    python benchmarks/learning.py --seeds 42 43 44 --sft-steps 480 --grpo-steps 16 --eval-every 160 --run-eval-size 500
     python benchmarks/learning.py --analyze-only   # re-print from outputs/learning
 """
 
@@ -122,6 +122,12 @@ def main() -> None:
     ap.add_argument("--grpo-steps", type=int, default=16)
     ap.add_argument("--eval-every", type=int, default=80)
     ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions per axis")
+    ap.add_argument(
+        "--run-eval-size",
+        type=int,
+        help="held-out questions of the runs' own evaluations (default: --eval-size); the axes are "
+        "measured on --eval-size questions either way",
+    )
     ap.add_argument("--sampled-size", type=int, default=200, help="questions for the sampled axis")
     ap.add_argument("--samples", type=int, default=8, help="samples per question at the training temperature")
     ap.add_argument("--task", default="basic_arithmetic", help="the training task (for the axes)")
@@ -139,7 +145,11 @@ def main() -> None:
         out = args.out / f"seed{seed}"
         out.mkdir(parents=True, exist_ok=True)
         sft_dir, grpo_dir = out / "sft_only", out / "default_run"
-        common = [f"seed={seed}", f"data.eval_size={args.eval_size}", f"evaluation.every_n_steps={e}"]
+        common = [
+            f"seed={seed}",
+            f"data.eval_size={args.run_eval_size or args.eval_size}",
+            f"evaluation.every_n_steps={e}",
+        ]
         walls: dict[str, float] = {}
         plan = [
             (
