@@ -240,6 +240,18 @@ def test_the_issue_numbers_are_reproduced():
     assert "-5.0 points" in change.text() and "14 right->wrong" in change.text()
 
 
+def test_sampled_scores_get_a_paired_interval_but_no_flip_count():
+    """pass@1 over 4 samples per question: 0.5 -> 0.75 on every question is +25 points with a
+    zero-width interval, and no question 'flipped' (McNemar needs 0/1 scores)."""
+    from rlvr.evaluation.metrics import paired_change
+
+    change = paired_change([0.5] * 10, [0.75] * 10)
+    assert (change.delta, change.ci_low, change.ci_high) == (0.25, 0.25, 0.25)
+    assert not change.binary
+    assert change.text() == "+25.0 points [+25.0, +25.0] (per-question means of samples, n=10)"
+    assert paired_change([0.0, 1.0], [1.0, 1.0]).binary
+
+
 def test_paired_change_refuses_unpaired_inputs():
     from rlvr.evaluation.metrics import paired_change
 

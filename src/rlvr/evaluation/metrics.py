@@ -265,7 +265,9 @@ class PairedChange:
     variance of the per-question differences (for 0/1 scores this is the textbook interval
     for paired proportions, ``sqrt((b + c) - (b - c)^2 / n) / n``); ``p_value`` is the exact
     McNemar test of the questions that flipped. Paired, because two overlapping Wilson
-    intervals of the same questions hide changes the pairing shows.
+    intervals of the same questions hide changes the pairing shows. When a question's score is
+    a mean over samples (pass@1 of k samples), ``binary`` is False: the interval still holds,
+    but flips and McNemar count only 0/1 scores, so ``text`` leaves them out.
     """
 
     n: int
@@ -277,13 +279,16 @@ class PairedChange:
     right_to_wrong: int
     wrong_to_right: int
     p_value: float
+    binary: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def text(self) -> str:
-        return (
-            f"{self.delta * 100:+.1f} points [{self.ci_low * 100:+.1f}, {self.ci_high * 100:+.1f}] "
+        change = f"{self.delta * 100:+.1f} points [{self.ci_low * 100:+.1f}, {self.ci_high * 100:+.1f}] "
+        if not self.binary:
+            return change + f"(per-question means of samples, n={self.n})"
+        return change + (
             f"({self.right_to_wrong} right->wrong, {self.wrong_to_right} wrong->right, "
             f"McNemar p={self.p_value:.3g}, n={self.n})"
         )
@@ -317,4 +322,5 @@ def paired_change(before: Sequence[float], after: Sequence[float], z: float = 1.
         right_to_wrong=r2w,
         wrong_to_right=w2r,
         p_value=mcnemar_exact(r2w, w2r),
+        binary=all(v in (0.0, 1.0) for v in (*before, *after)),
     )
