@@ -20,6 +20,7 @@ from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
 from rlvr.pipeline.trust import checked_config, preflight
+from rlvr.secrets import redact_console, redact_logging
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,6 +48,7 @@ def _refuse(exc: ConfigValidationError) -> None:
 def main(cfg: DictConfig) -> float | None:
     """Returns the final held-out accuracy of a training run: the objective a Hydra sweeper
     (e.g. Optuna, README "Hyperparameter search") maximises."""
+    redact_logging()  # Hydra has configured its console and log-file handlers by now
     try:
         cfg = checked_config(cfg)
         from rlvr.app import objective  # after the checks: a refusal needs no pipeline import
@@ -60,6 +62,7 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     # Before torch is imported: glibc reads its malloc settings at process start (rlvr.allocator).
     reexec_with_tunables()
+    redact_console()  # every line this process prints passes rlvr.secrets (SECURITY.md "Secrets")
     try:
         issue = run_dir_issue(sys.argv[1:])
         if issue is not None:

@@ -1,6 +1,9 @@
 """RLVR pipeline: GRPO on verifiable reasoning tasks, driven by Hydra configs."""
 
 from rlvr import resolvers as _resolvers
+from rlvr import secrets as _secrets
 
 # Once, at import: run_pipeline.py imports rlvr before Hydra composes a config that uses them.
 _resolvers.register()
+# Every value oc.env returns is recorded and masked in every output (rlvr.secrets).
+_secrets.watch_env_reads()

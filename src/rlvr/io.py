@@ -6,6 +6,10 @@ write into an overwrite of the link's target. Every write goes to a temp file
 in the same directory and is renamed over the destination: ``os.replace``
 replaces a symlink itself, never what it points to. Parent directories are
 checked too, so ``run_dir/eval -> /elsewhere`` is refused rather than followed.
+
+Text and JSON pass the one redaction of ``rlvr.secrets`` on the way (values read from the
+environment, credential variables, credential-shaped text): no file the product writes holds a
+secret, whichever component put it in the record. Bytes (a rendered figure) are written as given.
 """
 
 from __future__ import annotations
@@ -97,13 +101,20 @@ def atomic_write_bytes(
 def atomic_write_text(
     path: str | os.PathLike[str], text: str, root: str | os.PathLike[str] | None = None
 ) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"), root)
+    from rlvr.secrets import redact_text
+
+    return atomic_write_bytes(path, redact_text(text).encode("utf-8"), root)
 
 
 def atomic_write_json(
     path: str | os.PathLike[str], obj: Any, root: str | os.PathLike[str] | None = None, **dump_kwargs: Any
 ) -> Path:
-    """``obj`` as indented JSON (``dump_kwargs`` go to ``json.dumps``, e.g. ``default=str``)."""
+    """``obj`` as indented JSON (``dump_kwargs`` go to ``json.dumps``, e.g. ``default=str``).
+
+    Redacted as data before it is encoded (JSON escapes a quote or backslash in a secret, so the
+    text would no longer contain it), then as text."""
+    from rlvr.secrets import redact
+
     dump_kwargs.setdefault("indent", 2)
     dump_kwargs.setdefault("ensure_ascii", False)
-    return atomic_write_text(path, json.dumps(obj, **dump_kwargs) + "\n", root)
+    return atomic_write_text(path, json.dumps(redact(obj), **dump_kwargs) + "\n", root)

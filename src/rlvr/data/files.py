@@ -30,6 +30,7 @@ from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.processors import QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
+from rlvr.secrets import error_text
 from rlvr.verify.checkers import Checker
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -114,7 +115,9 @@ class FileData:
                     ConfigIssue(
                         f"{key}.path",
                         self.path,
-                        f"could not be read with `datasets` ({type(exc).__name__}: {str(exc)[:300]})",
+                        # The reader's message may quote the file (a credential file given as data):
+                        # quoted text is shown by its length only, secrets masked (rlvr.secrets).
+                        f"could not be read with `datasets` ({error_text(exc)})",
                         "give a .jsonl/.json/.parquet/.csv file, a save_to_disk directory, or a hub id "
                         "(online only); check data.split and data.subset",
                     )

@@ -79,7 +79,10 @@ class GSM8K:
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         solution = str(_field(row, self.answer_field))
         if "####" not in solution:
-            raise RowError(f"field {self.answer_field!r} has no '#### <answer>' line: {solution[-80:]!r}")
+            # The field's text is not quoted: a file from elsewhere may be anything (a credential file).
+            raise RowError(
+                f"field {self.answer_field!r} ({len(solution)} characters) has no '#### <answer>' line"
+            )
         final = solution.rsplit("####", 1)[1].strip()
         if not final:
             raise RowError(f"field {self.answer_field!r} has an empty answer after '####'")

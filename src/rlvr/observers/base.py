@@ -1,4 +1,8 @@
-"""Observer base class (every hook a no-op) and the hub that fans events out safely."""
+"""Observer base class (every hook a no-op) and the hub that fans events out safely.
+
+Every observer writes somewhere (metrics.jsonl, the console, W&B, TensorBoard), so the hub hands
+each one the event with secrets masked (rlvr.secrets.redact): no observer needs its own redaction.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
+from rlvr.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,8 @@ class _Progress:
 
 
 class ObserverHub:
-    """Delivers each event to every observer; an observer that raises is logged, never fatal."""
+    """Delivers each event, secrets masked, to every observer; an observer that raises is logged,
+    never fatal."""
 
     def __init__(self, observers: dict[str, Observer]):
         self.observers = dict(observers)
@@ -72,9 +78,10 @@ class ObserverHub:
     def emit(self, event: Any) -> None:
         self.history.append(event)
         hook = _HOOKS[type(event)]
+        masked = redact(event) if self.observers else event
         for name, observer in self.observers.items():
             try:
-                getattr(observer, hook)(event)
+                getattr(observer, hook)(masked)
             except Exception:
                 log.exception("observer %s failed in %s; continuing", name, hook)
 

@@ -67,9 +67,11 @@ class WandbObserver(Observer):
             config=event.config,
             reinit="finish_previous",
             # No command line, code, git diff or machine metadata in the run files: the config above
-            # is the record, secret-free; argv could hold anything a user typed.
+            # is the record, secret-free; argv could hold anything a user typed. No console capture
+            # either: W&B would wrap the console's write and see text before rlvr.secrets masks it
+            # (the run's log file holds the console).
             settings=wandb.Settings(
-                x_disable_meta=True, disable_git=True, save_code=False, disable_code=True
+                x_disable_meta=True, disable_git=True, save_code=False, disable_code=True, console="off"
             ),
         )
 

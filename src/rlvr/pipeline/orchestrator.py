@@ -487,10 +487,13 @@ STAGES = (
 
 
 def fingerprint(cfg: DictConfig) -> dict[str, Any]:
-    return {
-        k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
-        for k in CRITICAL_KEYS
-    }
+    """The critical settings, secrets masked: the record on disk and the comparison on resume agree."""
+    return redact(
+        {
+            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
+            for k in CRITICAL_KEYS
+        }
+    )
 
 
 class PipelineOrchestrator:
@@ -588,6 +591,10 @@ class PipelineOrchestrator:
         for key, node in nodes:
             if key in broken:
                 continue
+            if key.startswith("observers."):
+                # An observer only writes (a run name, tags, a project): it is built from its settings
+                # with secrets masked, so none reaches a tracker's files or servers.
+                node = OmegaConf.create(redact(OmegaConf.to_container(node, resolve=True)))
             try:
                 component = _build(key, node, built)
             except ConfigValidationError as exc:

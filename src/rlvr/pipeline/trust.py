@@ -60,8 +60,6 @@ LOG_FILE = "${hydra.runtime.output_dir}/${hydra.job.name}.log"
 _JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
-# Marks values read through ${oc.env:...}: they are masked in every record a run writes.
-_ENV_NAME = re.compile(r"\$\{\s*oc\.env\s*:\s*([A-Za-z_]\w*)")
 
 
 # -- plugin packages ---------------------------------------------------------------------------------
@@ -196,13 +194,6 @@ def check_resolvers(cfg: DictConfig) -> list[ConfigIssue]:
     return issues
 
 
-def env_values_in(cfg: DictConfig) -> list[str]:
-    """Values of the environment variables a config reads with ``${oc.env:NAME}``."""
-    raw = OmegaConf.to_container(cfg, resolve=False)
-    names = {n for _, value in _strings(raw) for n in _ENV_NAME.findall(value)}
-    return [os.environ[n] for n in sorted(names) if len(os.environ.get(n, "")) >= 4]
-
-
 def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
     """Credential-named keys with a value: refused, so no credential can reach any file a run writes
     (records, trainer argument files in checkpoints, tracker files). The value is never echoed."""
@@ -279,15 +270,14 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     produce later escapes the apps' own :func:`check_targets` of every node.
     """
     from rlvr.pipeline.validation import check_targets
-    from rlvr.secrets import mark_secret
 
     issues = check_resolvers(cfg)
     if issues:
         raise ConfigValidationError(issues)
-    for value in env_values_in(cfg):
-        mark_secret(value)
+    # Resolving records every value oc.env returns (rlvr.secrets.watch_env_reads): from here on
+    # they are masked in every output of this process.
     container = _resolved(cfg)
-    issues = credential_issues(container) + rebuilt_interpolations(container)
+    issues = credential_issues(container) + rebuilt_interpolations(container) + _output_dir_issues()
     if issues:
         raise ConfigValidationError(issues)
     resolved = OmegaConf.create(container)
@@ -594,12 +584,55 @@ def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list
     return [job for batch in BasicSweeper.split_arguments(kept, None) for job in batch]
 
 
+def secret_path_issue(key: str, path: str) -> ConfigIssue | None:
+    """A directory named after a secret (a value read from the environment, a credential) would
+    carry it into every record that names the run directory: refused, never written masked."""
+    from rlvr.secrets import REDACTED, contains_secret, redact_text
+
+    if not contains_secret(path):
+        return None
+    return ConfigIssue(
+        key,
+        redact_text(path),
+        f"the directory holds a value read from the environment or a credential ({REDACTED} above); "
+        "a path is written into the run's records, logs and trackers",
+        "write the directory out on the command line (your shell expands variables: "
+        "hydra.run.dir=$SCRATCH/runs/x), or drop the ${oc.env:...} from it",
+    )
+
+
+def _output_dir_issues() -> list[ConfigIssue]:
+    """Inside a Hydra job: its output directory (a sweep point's subdir included, which the check
+    before Hydra may not resolve) must not hold a secret; refused before the app writes anything."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    hydra_node = HydraConfig.get()
+    for node in ("run", "sweep"):  # resolving records the environment reads in them
+        with contextlib.suppress(OmegaConfBaseException):
+            OmegaConf.to_container(hydra_node[node], resolve=True)
+    issue = secret_path_issue("hydra.runtime.output_dir", str(hydra_node.runtime.output_dir))
+    return [] if issue is None else [issue]
+
+
 def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
-    """An existing run directory holding a symlink is refused before Hydra opens its log file there
-    (in append mode, which would follow a planted link)."""
+    """The run (or sweep) directory must not hold a secret, and an existing one holding a symlink is
+    refused before Hydra opens its log file there (in append mode, which would follow a planted link)."""
     from rlvr.io import SymlinkRefused, refuse_symlinks_in
 
-    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
+    issues = []
+    for key in keys:
+        # Resolving records the environment reads in it (rlvr.secrets.watch_env_reads).
+        with contextlib.suppress(OmegaConfBaseException):
+            value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            issue = secret_path_issue(key, str(value)) if value is not None else None
+            if issue is not None:
+                issues.append(issue)
+    if issues:
+        return issues
+    key = keys[0]
     try:
         folder = Path(str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True)))
     except OmegaConfBaseException:

@@ -193,6 +193,11 @@ class _Phase:
         return {}
 
     def config(self, output_dir: Path) -> Any:
+        from rlvr.secrets import redact_pickles_of
+
+        # transformers pickles this object into every checkpoint (training_args.bin): its fields are
+        # pickled with secrets masked (a run name, a path read from the environment).
+        redact_pickles_of(self.config_cls)
         return self.config_cls(
             output_dir=str(output_dir),
             report_to="none",
