@@ -20,6 +20,7 @@ what the last attempt computed; nothing already on disk is evaluated again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from rlvr.io import atomic_write_json
 from rlvr.observers.base import Observer
 
 ATTEMPTS = "attempts.json"
+# Each attempt names the config record it ran under (sha256 of config_resolved.yaml as written), and
+# the report copies the last attempt: rlvr.sweep_report ties a report to its config by it.
+CONFIG_SHA256 = "config_sha256"
 PHASES = ("sft", "grpo")
 # Evaluation labels in the order a run makes them (the report lists its evaluations in this order).
 LABEL_ORDER = ("baseline", "sft", "after_sft", "after_sft_sampled", "grpo", "final", "final_sampled")
@@ -87,6 +91,7 @@ class AttemptLog(Observer):
                 attempt["status"] = "KILLED"
         now = self._start = time.time()
         self.earlier = earlier
+        config = self.run_dir / "config_resolved.yaml"  # written just before pipeline_start
         self.entry = {
             "attempt": len(earlier) + 1,
             "started_at": _iso(now),
@@ -94,6 +99,7 @@ class AttemptLog(Observer):
             "seconds": 0.0,
             "status": "RUNNING",
             "resumed_from": self.resumed_from,
+            CONFIG_SHA256: hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None,
             "phases": {},
         }
         self._write(now)

@@ -5,32 +5,45 @@ the swept keys come from the sweep's ``multirun.yaml`` (the overrides with a swe
 as ``seed=1,2``) and each point's value for them from its ``config_resolved.yaml`` (so the table
 does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); accuracies with
 95% CIs, steps and wall time come from its ``report.json`` (for a point requeued and resumed, the
-whole run's: every attempt's evaluations, steps and wall time, and the number of attempts). A point without ``report.json`` is
-listed as FAILED (its ``metrics.jsonl`` ends with a FAILED event) or RUNNING.
+whole run's: every attempt's evaluations, steps and wall time, and the number of attempts).
+
+A results directory may come from elsewhere, so it is read as data (SECURITY.md "Sweep reports"):
+YAML through :func:`rlvr.safe_yaml.load_data` (bounded size, no aliases, never interpolated), JSON
+with a size bound. A point is COMPLETED only when its ``report.json`` belongs to the run its
+``config_resolved.yaml`` records (the report's last attempt names the sha256 of that file and is the
+last attempt in ``attempts.json``) and that attempt ended COMPLETED; otherwise it shows the status of
+its last attempt (FAILED, RUNNING, KILLED, ...) without accuracies, and says why.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
 from rlvr.io import atomic_write_json, atomic_write_text
+from rlvr.run_history import ATTEMPTS, CONFIG_SHA256
+from rlvr.safe_yaml import YamlRefused, load_data
+from rlvr.secrets import redact_text
 
 STAGES = ("base model", "after SFT", "final")
+STATUSES = frozenset({"COMPLETED", "FAILED", "RUNNING", "KILLED", "PREEMPTED", "INTERRUPTED"})
+MAX_JSON_BYTES = 64 * 2**20
+METRICS_TAIL_BYTES = 64 * 2**10
 
 
 @dataclass
 class SweepPoint:
     num: int
-    status: str  # COMPLETED | FAILED | RUNNING
+    status: str  # COMPLETED | FAILED | RUNNING | KILLED | PREEMPTED | INTERRUPTED | UNKNOWN
     overrides: dict[str, Any]
     accuracy: dict[str, dict[str, float]] = field(
         default_factory=dict
@@ -38,37 +51,112 @@ class SweepPoint:
     steps: dict[str, int] = field(default_factory=dict)
     wall_seconds: float | None = None
     attempts: int | None = None  # processes the point took (a requeued, resumed point: more than 1)
+    note: str | None = None  # why a report.json on disk is not shown
 
 
 def swept_keys(multirun_yaml: Path) -> list[str]:
     """Keys the sweep varies: the task overrides whose value is a sweep (``a,b``, ``range()``, ``choice()``)."""
-    task = OmegaConf.load(multirun_yaml).hydra.overrides.task
-    parsed = OverridesParser.create().parse_overrides(list(task))
+    data = load_data(multirun_yaml)
+    task = ((data or {}).get("hydra") or {}).get("overrides", {}).get("task") or []
+    if not isinstance(task, list) or not all(isinstance(t, str) for t in task):
+        raise ValueError(f"{multirun_yaml}: hydra.overrides.task is not a list of overrides")
+    parsed = OverridesParser.create().parse_overrides(task)
     return [o.get_key_element() for o in parsed if o.is_sweep_override()]
 
 
-def _status(point_dir: Path) -> str:
-    if (point_dir / "report.json").is_file():
-        return "COMPLETED"
+def _json(path: Path) -> Any:
+    """A JSON file's content, or None when it is missing, too large or not JSON."""
+    if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
+        return None
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _metrics_status(point_dir: Path) -> str:
+    """FAILED when metrics.jsonl ends with a pipeline_end that is not COMPLETED, else RUNNING."""
     metrics = point_dir / "metrics.jsonl"
-    if metrics.is_file():
-        lines = metrics.read_text().splitlines()
-        if lines:
-            try:
-                last = json.loads(lines[-1])
-            except json.JSONDecodeError:
-                return "RUNNING"  # a line being written
-            if last.get("event") == "pipeline_end" and last.get("status") != "COMPLETED":
-                return "FAILED"
+    if not metrics.is_file():
+        return "RUNNING"
+    with metrics.open("rb") as f:
+        f.seek(max(0, metrics.stat().st_size - METRICS_TAIL_BYTES))
+        lines = f.read().splitlines()
+    try:
+        last = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return "RUNNING"  # a line being written
+    if isinstance(last, dict) and last.get("event") == "pipeline_end" and last.get("status") != "COMPLETED":
+        return "FAILED"
     return "RUNNING"
 
 
+def _status(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
+    """(status, the report when it belongs to this point's run and that run completed, why not)."""
+    attempts = _json(point_dir / ATTEMPTS)
+    last = (
+        attempts[-1] if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict) else None
+    )
+    status = (last.get("status") if last else None) or _metrics_status(point_dir)
+    status = status if status in STATUSES else "UNKNOWN"
+    report_path = point_dir / "report.json"
+    if not report_path.is_file():
+        return status, None, None
+    report = _json(report_path)
+    ran = report.get("attempts") if isinstance(report, dict) else None
+    final = ran[-1] if isinstance(ran, list) and ran and isinstance(ran[-1], dict) else {}
+    config = point_dir / "config_resolved.yaml"
+    config_hash = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+    if final.get(CONFIG_SHA256) is None:
+        return (
+            status,
+            None,
+            "report.json does not name the config it was made with (older rlvr, or not a report)",
+        )
+    if final.get(CONFIG_SHA256) != config_hash:
+        return (
+            status,
+            None,
+            "report.json belongs to another run than config_resolved.yaml (a relaunch into this directory)",
+        )
+    if last is None or (last.get("attempt"), last.get("started_at")) != (
+        final.get("attempt"),
+        final.get("started_at"),
+    ):
+        return status, None, "report.json is not from the last attempt recorded in attempts.json"
+    if status != "COMPLETED":
+        return status, None, f"the run's last attempt ended {status}"
+    return status, report, None
+
+
 def _point_value(point_dir: Path, key: str) -> Any:
+    """The point's value for ``key`` in its config record, read as data (never interpolated)."""
     resolved = point_dir / "config_resolved.yaml"
     if not resolved.is_file():
         return None
     # Group choices (``model=tiny``) are not config keys; they show as None rather than a guess.
-    return OmegaConf.select(OmegaConf.load(resolved), key.lstrip("+~"), default=None)
+    value: Any = load_data(resolved)
+    for part in key.lstrip("+~").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"not a number: {value!r}")
+    return value
+
+
+def _fill(point: SweepPoint, report: dict[str, Any]) -> None:
+    point.accuracy = {
+        str(row["stage"]): {k: _number(row[k]) for k in ("accuracy", "ci_low", "ci_high", "n")}
+        for row in report["accuracy"]
+    }
+    point.steps = {str(k): int(_number(v)) for k, v in dict(report["steps"]).items()}
+    point.wall_seconds = _number(report["wall_seconds"])
+    point.attempts = len(report.get("attempts", [])) or None
 
 
 def collect(sweep_dir: Path) -> list[SweepPoint]:
@@ -80,20 +168,18 @@ def collect(sweep_dir: Path) -> list[SweepPoint]:
     for point_dir in sorted(
         (p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
     ):
-        point = SweepPoint(
-            num=int(point_dir.name),
-            status=_status(point_dir),
-            overrides={k: _point_value(point_dir, k) for k in keys},
-        )
-        if point.status == "COMPLETED":
-            report = json.loads((point_dir / "report.json").read_text())
-            point.accuracy = {
-                row["stage"]: {k: row[k] for k in ("accuracy", "ci_low", "ci_high", "n")}
-                for row in report["accuracy"]
-            }
-            point.steps = dict(report["steps"])
-            point.wall_seconds = report["wall_seconds"]
-            point.attempts = len(report.get("attempts", [])) or None
+        status, report, note = _status(point_dir)
+        try:
+            overrides = {k: _point_value(point_dir, k) for k in keys}
+        except YamlRefused as exc:  # this point's record is refused, the others are still reported
+            overrides, report, status, note = dict.fromkeys(keys), None, "UNKNOWN", str(exc)
+        point = SweepPoint(num=int(point_dir.name), status=status, overrides=overrides, note=note)
+        if report is not None:
+            try:
+                _fill(point, report)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                point.accuracy, point.steps, point.wall_seconds, point.attempts = {}, {}, None, None
+                point.status, point.note = "UNKNOWN", f"report.json is malformed ({type(exc).__name__})"
         points.append(point)
     return points
 
@@ -113,25 +199,50 @@ def _rows(points: list[SweepPoint]) -> list[dict[str, Any]]:
     return rows
 
 
+def _md_cell(value: Any) -> str:
+    """A value as one markdown table cell: a ``|`` or a line break in it cannot add cells or rows."""
+    text = "" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+    return " ".join(text.replace("|", "\\|").split())
+
+
 def to_markdown(points: list[SweepPoint]) -> str:
     rows = _rows(points)
     if not rows:
         return "(no sweep points yet)\n"
     header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = ["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row.values()]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        lines.append("| " + " | ".join(_md_cell(v) for v in row.values()) + " |")
+    notes = [f"- point {p.num}: {_md_cell(p.note)}" for p in points if p.note]
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+# OWASP CSV injection: a cell starting with one of these is run as a formula by spreadsheets.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value safe for a spreadsheet: numbers stay numbers (``-0.5``, ``1e-05``); any other text
+    starting with ``= + - @``, a tab or a carriage return is prefixed with ``'`` so it stays text."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
 
 
 def to_csv(points: list[SweepPoint]) -> str:
     rows = _rows(points)
     buf = io.StringIO()
     if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        for row, point in zip(rows, points, strict=True):
+            row["note"] = point.note
+        header = list(rows[0])
+        writer = csv.writer(buf)
+        writer.writerow([csv_cell(h) for h in header])
+        writer.writerows([[csv_cell(row[h]) for h in header] for row in rows])
     return buf.getvalue()
 
 
@@ -185,9 +296,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("sweep_dir", type=Path, help="a Hydra multirun directory (holds multirun.yaml)")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: the sweep dir)")
     args = parser.parse_args(argv)
-    for path in write_sweep_report(args.sweep_dir, args.out):
-        print(path)
-    print(to_markdown(collect(args.sweep_dir)))
+    try:
+        written = write_sweep_report(args.sweep_dir, args.out)
+    except YamlRefused as exc:
+        raise SystemExit(f"refused: {redact_text(str(exc))}") from None
+    for path in written:
+        print(redact_text(str(path)))
+    print(redact_text(to_markdown(collect(args.sweep_dir))))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -14,6 +15,27 @@ from rlvr.sweep_report import collect, main, to_csv, to_markdown
 
 def _acc(stage: str, acc: float) -> dict:
     return {"stage": stage, "step": 0, "accuracy": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1, "n": 50}
+
+
+def complete(point: Path, final: float, status: str = "COMPLETED") -> dict:
+    """What a finished run leaves: its attempt (naming the config record it ran under) in
+    attempts.json and, copied, in report.json."""
+    attempt = {
+        "attempt": 1,
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "status": status,
+        "seconds": 30.5,
+        "config_sha256": hashlib.sha256((point / "config_resolved.yaml").read_bytes()).hexdigest(),
+    }
+    (point / "attempts.json").write_text(json.dumps([attempt]))
+    report = {
+        "accuracy": [_acc("base model", 0.0), _acc("after SFT", 0.5), _acc("final", final)],
+        "steps": {"sft": 4, "grpo": 2},
+        "wall_seconds": 30.5,
+        "attempts": [{**attempt, "status": "COMPLETED"}],
+    }
+    (point / "report.json").write_text(json.dumps(report))
+    return attempt
 
 
 def make_sweep(root: Path) -> Path:
@@ -34,15 +56,7 @@ def make_sweep(root: Path) -> Path:
         OmegaConf.save(
             {"seed": seed, "training_loop": {"grpo": {"learning_rate": lr}}}, point / "config_resolved.yaml"
         )
-    (root / "0" / "report.json").write_text(
-        json.dumps(
-            {
-                "accuracy": [_acc("base model", 0.0), _acc("after SFT", 0.5), _acc("final", 0.6)],
-                "steps": {"sft": 4, "grpo": 2},
-                "wall_seconds": 30.5,
-            }
-        )
-    )
+    complete(root / "0", final=0.6)
     (root / "1" / "metrics.jsonl").write_text(
         json.dumps({"event": "pipeline_start"})
         + "\n"

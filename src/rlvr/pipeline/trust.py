@@ -523,6 +523,9 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
             anchor=SearchPathQuery(provider="schema"),
         )
     config_name = args.config_name or default_config_name
+    issues = config_file_issues(search_path)
+    if issues:  # before Hydra reads them: composing an alias bomb alone takes minutes and gigabytes
+        raise ConfigValidationError(issues)
     try:
         hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
         if args.multirun:
@@ -565,6 +568,27 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     issues += _run_dir_issues(cfg, mode == RunMode.MULTIRUN)
     if issues:
         raise ConfigValidationError(issues)
+
+
+def config_file_issues(search_path: Any) -> list[ConfigIssue]:
+    """Every YAML file in the config directories Hydra will search (``--config-dir``, the primary
+    config path), judged by rlvr.safe_yaml before Hydra parses any of them: bounded size, and a
+    bounded number of nodes once YAML aliases are expanded (an alias bomb is refused in
+    milliseconds, not after minutes of composition)."""
+    from rlvr.safe_yaml import config_file_issue
+
+    issues = []
+    for element in search_path.get_path():
+        if not element.path.startswith("file://"):
+            continue  # package configs (Hydra's own) are installed code
+        root = Path(element.path[len("file://") :])
+        for folder, _dirs, files in os.walk(root):
+            for name in sorted(files):
+                if name.endswith((".yaml", ".yml")):
+                    refused = config_file_issue(Path(folder) / name)
+                    if refused is not None:
+                        issues.append(ConfigIssue(refused.path, "(file)", refused.rule, refused.fix))
+    return issues
 
 
 def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list[list[str]]:
@@ -622,11 +646,15 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
     from rlvr.io import SymlinkRefused, refuse_symlinks_in
 
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
+    # A sweep point's subdir names its job number, which exists once Hydra launches the job.
+    probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    for runtime_key, runtime_value in (("hydra.job.num", 0), ("hydra.job.id", "0")):
+        OmegaConf.update(probe, runtime_key, runtime_value, force_add=True)
     issues = []
     for key in keys:
         # Resolving records the environment reads in it (rlvr.secrets.watch_env_reads).
         with contextlib.suppress(OmegaConfBaseException):
-            value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            value = OmegaConf.select(probe, key, throw_on_resolution_failure=True)
             issue = secret_path_issue(key, str(value)) if value is not None else None
             if issue is not None:
                 issues.append(issue)
