@@ -54,7 +54,7 @@ def _compose(path: Path, data: bytes) -> list[yaml.Node]:
         return list(yaml.compose_all(data, Loader=_Loader))
     except yaml.YAMLError as exc:
         raise YamlRefused(
-            path, f"not valid YAML ({str(exc).splitlines()[0]})", "fix the YAML syntax"
+            path, f"not valid YAML ({' '.join(str(exc).split())})", "fix the YAML syntax"
         ) from None
 
 

@@ -153,13 +153,17 @@ def _redact(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, values)
     if isinstance(obj, dict):
-        out = {
-            k: REDACTED
-            if isinstance(k, str) and is_credential_key(k) and v not in (None, "")
-            else _redact(v, values)
+        pairs = [
+            (
+                _redact(k, values),  # keys too: a metric name holds a task's (a data source's) name
+                REDACTED
+                if isinstance(k, str) and is_credential_key(k) and v not in (None, "")
+                else _redact(v, values),
+            )
             for k, v in obj.items()
-        }
-        return obj if all(out[k] is obj[k] for k in obj) else out
+        ]
+        unchanged = all(k is k2 and v is v2 for (k, v), (k2, v2) in zip(obj.items(), pairs, strict=True))
+        return obj if unchanged else dict(pairs)
     if isinstance(obj, (list, tuple)):
         items = [_redact(v, values) for v in obj]
         if all(a is b for a, b in zip(items, obj, strict=True)):

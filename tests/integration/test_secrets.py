@@ -8,6 +8,7 @@ W&B run files) and the console are scanned.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -116,3 +117,64 @@ def test_planted_symlinks_in_a_run_directory_are_not_followed(tmp_path):
     assert proc.returncode == 2 and "symbolic link" in proc.stderr, proc.stderr[-3000:]
     assert [p.name for p in victim.iterdir()] == ["precious.txt"]
     assert (victim / "precious.txt").read_text() == "keep"
+
+
+# Values a config file from elsewhere reads from the environment, in the spellings OmegaConf's grammar
+# accepts (quoted, double-quoted, nested), placed where they reach every output: a data source's
+# name (manifests, eval files), the W&B run name and tags (W&B files, the console).
+ENV_READS = {
+    "RLVR_TEST_SOURCE": "src-9c1e55aa",
+    "RLVR_TEST_RUN_NAME": "rn-4d2f8b31",
+    "RLVR_TEST_NESTED": "nest-77e0c1",
+}
+LEAKY_EXPERIMENT = """# @package _global_
+defaults:
+  - smoke
+  - /source@data.eval_sets.extra: gsm8k
+  - override /observers: all
+var_name: RLVR_TEST_NESTED
+data:
+  eval_sets:
+    extra:
+      name: gsm-${oc.env:'RLVR_TEST_SOURCE'}
+      path: PATH
+      eval_size: 4
+observers:
+  wandb:
+    mode: offline
+    name: run-${oc.env:"RLVR_TEST_RUN_NAME"}
+    tags:
+      - x-${oc.env:${var_name}}
+training_loop:
+  sft: {max_steps: 1}
+  grpo: {max_steps: 2, save_steps: 1}
+"""
+
+
+def test_env_reads_in_any_spelling_reach_no_output(tmp_path):
+    from tests.data_fixtures import gsm8k_rows
+
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in gsm8k_rows(80)))
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "leaky.yaml").write_text(LEAKY_EXPERIMENT.replace("PATH", str(data)))
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"--config-dir={tmp_path / 'conf'}",
+           "experiment=leaky", f"hydra.run.dir={run_dir}"]  # fmt: skip
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ENV_READS}, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert any(run_dir.rglob("*.wandb")) and any(run_dir.rglob("training_args.bin"))
+    assert any((run_dir / "eval").iterdir()) and (run_dir / "report.md").is_file()
+    leaks = [
+        (str(p.relative_to(run_dir)), k)
+        for p in run_dir.rglob("*")
+        if p.is_file()
+        for k, v in ENV_READS.items()
+        if v.encode() in p.read_bytes()
+    ]
+    leaks += [("console", k) for k, v in ENV_READS.items() if v in proc.stdout + proc.stderr]
+    assert leaks == []
+    # masked, not dropped: the source still has a name in the records
+    assert f"gsm-{REDACTED}" in (run_dir / "config_resolved.yaml").read_text()
