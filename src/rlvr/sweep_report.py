@@ -92,7 +92,15 @@ def _metrics_status(point_dir: Path) -> str:
 
 
 def _status(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
-    """(status, the report when it belongs to this point's run and that run completed, why not)."""
+    """(status, the report when it belongs to this point's run and that run completed, why not).
+    A run recorded as completed whose report cannot be tied to it is UNKNOWN, never COMPLETED."""
+    status, report, note = _tied_report(point_dir)
+    if status == "COMPLETED" and report is None:
+        return "UNKNOWN", None, note or "attempts.json says COMPLETED but there is no report.json"
+    return status, report, note
+
+
+def _tied_report(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
     attempts = _json(point_dir / ATTEMPTS)
     last = (
         attempts[-1] if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict) else None

@@ -6,8 +6,11 @@ import csv
 import hashlib
 import io
 import json
+import time
 from pathlib import Path
 
+import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from rlvr.sweep_report import collect, main, to_csv, to_markdown
@@ -104,3 +107,109 @@ def test_command_writes_table_json_and_chart(tmp_path, capsys):
     assert (out / "sweep_report.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "sweep_report.md").read_text() == to_markdown(collect(sweep))
     assert "COMPLETED" in capsys.readouterr().out
+
+
+# -- a results directory from elsewhere is data ------------------------------------------------------
+SECRET = "sweep-secret-4f1c0a"
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["${oc.env:RLVR_TEST_SWEEP}", "${oc.env:'RLVR_TEST_SWEEP'}", "x-${oc.env:${name}}", "${oc.select:name}"],
+)
+def test_a_points_config_is_read_as_data_never_interpolated(tmp_path, monkeypatch, capsys, written):
+    monkeypatch.setenv("RLVR_TEST_SWEEP", SECRET)
+    (tmp_path / "sweep").mkdir()
+    sweep = make_sweep(tmp_path / "sweep")
+    record = {"name": "RLVR_TEST_SWEEP", "seed": written, "training_loop": {"grpo": {"learning_rate": 1e-5}}}
+    (sweep / "1" / "config_resolved.yaml").write_text(yaml.safe_dump(record))
+    main([str(sweep), "--out", str(tmp_path / "out")])
+    assert collect(sweep)[1].overrides["seed"] == written  # shown as written
+    outputs = capsys.readouterr().out + "".join(p.read_text() for p in (tmp_path / "out").glob("*.[cjm]*"))
+    assert SECRET not in outputs
+
+
+@pytest.mark.parametrize("target", ["multirun.yaml", "1/config_resolved.yaml"])
+@pytest.mark.parametrize("depth", [2, 5, 9])
+def test_yaml_aliases_in_a_results_directory_are_refused_quickly(tmp_path, target, depth):
+    sweep = make_sweep(tmp_path)
+    (sweep / target).write_text(alias_bomb(depth))
+    start = time.perf_counter()
+    if target == "multirun.yaml":
+        with pytest.raises(SystemExit, match="aliases"):
+            main([str(sweep)])
+    else:
+        points = collect(sweep)  # the other points are still reported
+        assert points[1].status == "UNKNOWN" and "aliases" in points[1].note
+        assert points[0].status == "COMPLETED"
+    assert time.perf_counter() - start < 5  # a guard, not a benchmark: unbounded, depth 9 runs for hours
+
+
+def alias_bomb(depth: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, depth + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)", "\t=1+1", "\r=1+1", "=1+1"],
+)
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path, value):
+    sweep = make_sweep(tmp_path)
+    (sweep / "1" / "config_resolved.yaml").write_text(
+        yaml.safe_dump({"seed": value, "training_loop": {"grpo": {"learning_rate": -0.5}}})
+    )
+    rows = list(csv.DictReader(io.StringIO(to_csv(collect(sweep)))))
+    assert rows[1]["seed"] == "'" + value
+    assert rows[1]["training_loop.grpo.learning_rate"] == "-0.5" and rows[0]["final acc"] == "0.6"
+    assert to_markdown(collect(sweep)).count("\n|") == 4  # a header, a rule and three rows: no new row
+
+
+def relaunch(point: Path, value: float) -> None:
+    """The sweep is relaunched into the same directory with a new value: the point writes its new
+    config record, then dies."""
+    OmegaConf.save(
+        {"seed": 1, "training_loop": {"grpo": {"learning_rate": value}}}, point / "config_resolved.yaml"
+    )
+
+
+def test_a_relaunched_point_that_died_does_not_show_the_old_runs_accuracy(tmp_path):
+    sweep = make_sweep(tmp_path)
+    old = json.loads((sweep / "0" / "attempts.json").read_text())
+    relaunch(sweep / "0", 3e-5)
+    new = {**old[0], "started_at": "2026-02-01T00:00:00+00:00", "status": "FAILED"}
+    new["config_sha256"] = hashlib.sha256((sweep / "0" / "config_resolved.yaml").read_bytes()).hexdigest()
+    (sweep / "0" / "attempts.json").write_text(json.dumps([new]))
+    point = collect(sweep)[0]
+    assert (point.status, point.accuracy, point.overrides["training_loop.grpo.learning_rate"]) == (
+        "FAILED",
+        {},
+        3e-5,
+    )
+    assert "another run" in point.note
+
+
+@pytest.mark.parametrize(
+    "case", ["config rewritten", "a later attempt failed", "no config hash", "forged status"]
+)
+def test_completed_needs_the_report_and_the_config_of_one_run_that_completed(tmp_path, case):
+    sweep = make_sweep(tmp_path)
+    point = sweep / "0"
+    attempts = json.loads((point / "attempts.json").read_text())
+    report = json.loads((point / "report.json").read_text())
+    if case == "config rewritten":  # killed between writing the config record and its attempt entry
+        relaunch(point, 3e-5)
+    elif case == "a later attempt failed":  # same value, fresh run that died
+        (point / "attempts.json").write_text(
+            json.dumps([{**attempts[0], "attempt": 1, "started_at": "later", "status": "FAILED"}])
+        )
+    elif case == "no config hash":
+        del report["attempts"][-1]["config_sha256"]
+        (point / "report.json").write_text(json.dumps(report))
+    else:  # the attempts file says COMPLETED, but for another attempt than the report's
+        (point / "attempts.json").write_text(json.dumps([{**attempts[0], "started_at": "later"}]))
+    (result,) = [p for p in collect(sweep) if p.num == 0]
+    assert result.status != "COMPLETED"
+    assert result.accuracy == {} and result.note
