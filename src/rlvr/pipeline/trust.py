@@ -579,9 +579,10 @@ def config_file_issues(search_path: Any) -> list[ConfigIssue]:
 
     issues = []
     for element in search_path.get_path():
-        if not element.path.startswith("file://"):
-            continue  # package configs (Hydra's own) are installed code
-        root = Path(element.path[len("file://") :])
+        path = element.path
+        if "://" in path and not path.startswith("file://"):
+            continue  # package and structured configs (Hydra's own) are installed code
+        root = Path(path.removeprefix("file://"))
         for folder, _dirs, files in os.walk(root):
             for name in sorted(files):
                 if name.endswith((".yaml", ".yml")):
