@@ -36,21 +36,21 @@ APP = {"_target_": "rlvr.app.train"}
 def fresh_reads(monkeypatch):
     """Each test starts with no recorded environment reads (they are per process)."""
     monkeypatch.setattr(secrets, "_MARKED", set())
-    monkeypatch.setenv("RLVR_TEST_SECRET", SECRET)
+    monkeypatch.setenv("RLVR_TEST_READ", SECRET)
 
 
 @pytest.mark.parametrize(
     "spelling",
     [
-        "${oc.env:'RLVR_TEST_SECRET'}",
-        '${oc.env:"RLVR_TEST_SECRET"}',
+        "${oc.env:'RLVR_TEST_READ'}",
+        '${oc.env:"RLVR_TEST_READ"}',
         "${oc.env:${name}}",
         "${oc.env:${oc.select:name}}",
-        "pre-${oc.env:'RLVR_TEST_SECRET', fallback}-post",
+        "pre-${oc.env:'RLVR_TEST_READ', fallback}-post",
     ],
 )
 def test_environment_reads_are_masked_in_every_spelling_that_resolves(spelling):
-    cfg = OmegaConf.create({"name": "RLVR_TEST_SECRET", "value": spelling, "app": APP})
+    cfg = OmegaConf.create({"name": "RLVR_TEST_READ", "value": spelling, "app": APP})
     resolved = OmegaConf.to_container(checked_config(cfg))
     assert SECRET in resolved["value"]  # the run itself gets the real value
     assert SECRET not in json.dumps(redact(resolved)) and REDACTED in redact(resolved)["value"]
@@ -63,7 +63,7 @@ def test_a_default_is_not_an_environment_read_and_short_values_are_not_masked(mo
         {
             "a": "${oc.env:RLVR_TEST_UNSET,plain-default}",
             "n": "${oc.env:'RLVR_TEST_COUNT'}",
-            "b": "${oc.env:'RLVR_TEST_SECRET'}",
+            "b": "${oc.env:'RLVR_TEST_READ'}",
             "app": APP,
         }
     )
@@ -253,8 +253,8 @@ SCRIPT = ROOT / "run_pipeline.py"
 @pytest.mark.parametrize(
     "run_dir",
     [
-        "/tmp/rlvr-t/${oc.env:'RLVR_TEST_SECRET'}",
-        '/tmp/rlvr-t/${oc.env:"RLVR_TEST_SECRET"}',
+        "/tmp/rlvr-t/${oc.env:'RLVR_TEST_READ'}",
+        '/tmp/rlvr-t/${oc.env:"RLVR_TEST_READ"}',
         "/tmp/rlvr-t/a-${oc.env:${name}}-b",
         "/tmp/rlvr-t/${oc.env:HF_TOKEN}",  # a credential variable, whatever reads it
     ],
@@ -263,7 +263,7 @@ def test_a_run_directory_holding_a_secret_is_refused_before_the_run(tmp_path, mo
     monkeypatch.setenv("HF_TOKEN", "hf-env-value-0042")
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "theirs.yaml").write_text(
-        f"# @package _global_\ndefaults:\n  - smoke\nname: RLVR_TEST_SECRET\nhydra:\n  run:\n    dir: {run_dir}\n"
+        f"# @package _global_\ndefaults:\n  - smoke\nname: RLVR_TEST_READ\nhydra:\n  run:\n    dir: {run_dir}\n"
     )
     with pytest.raises(ConfigValidationError) as exc:
         preflight(["--config-dir", str(tmp_path), "experiment=theirs"], SCRIPT, "conf", "config")
@@ -275,7 +275,7 @@ def test_a_sweep_subdir_holding_a_secret_is_refused_before_the_sweep(tmp_path):
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "theirs.yaml").write_text(
         "# @package _global_\ndefaults:\n  - smoke\nhydra:\n  sweep:\n"
-        "    subdir: ${hydra.job.num}-${oc.env:'RLVR_TEST_SECRET'}\n"
+        "    subdir: ${hydra.job.num}-${oc.env:'RLVR_TEST_READ'}\n"
     )
     with pytest.raises(ConfigValidationError) as exc:
         preflight(

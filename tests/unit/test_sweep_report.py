@@ -213,3 +213,16 @@ def test_completed_needs_the_report_and_the_config_of_one_run_that_completed(tmp
     (result,) = [p for p in collect(sweep) if p.num == 0]
     assert result.status != "COMPLETED"
     assert result.accuracy == {} and result.note
+
+
+def test_markdown_cells_cannot_forge_rows_or_cells(tmp_path):
+    sweep = make_sweep(tmp_path)
+    forged = "2\n| 9 | COMPLETED | 1 | 1e-05 | 0 | x | 0.99 | x | 0.99 |"
+    (sweep / "1" / "config_resolved.yaml").write_text(yaml.safe_dump({"seed": forged}))
+    lines = to_markdown(collect(sweep)).splitlines()
+    assert [line.split(" | ")[:2] for line in lines[2:5]] == [
+        ["| 0", "COMPLETED"],
+        ["| 1", "FAILED"],
+        ["| 2", "RUNNING"],
+    ]
+    assert len(lines[3].replace("\\|", "").split("|")) == len(lines[0].split("|"))  # no extra cells
