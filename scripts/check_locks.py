@@ -424,7 +424,9 @@ def check_installed(python: str = sys.executable) -> list[str]:
     problem except the lock's deliberate gaps (CPU_LOCK_GAPS)."""
     import subprocess
 
-    return unexpected_pip_check(subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True).stdout)
+    return unexpected_pip_check(
+        subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True).stdout
+    )
 
 
 def unexpected_pip_check(out: str) -> list[str]:

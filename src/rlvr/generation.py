@@ -554,7 +554,9 @@ class VLLMEngine:
         # The external launcher joins the one-process torch.distributed group these variables
         # describe. They are set only while the engine is built: transformers' TrainingArguments reads
         # LOCAL_RANK and would wrap the model being trained in DDP.
-        saved = {v: os.environ.get(v) for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+        saved = {
+            v: os.environ.get(v) for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+        }
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
         ensure_master_addr_port()
         try:

