@@ -31,7 +31,8 @@ class Evaluator:
     Args:
         baseline: evaluate the model before any training.
         every_n_steps: in-training evaluation interval in optimizer steps (0 = off).
-        max_examples: evaluate at most this many eval questions (None = all) for quick checks.
+        max_examples: evaluate this many eval questions (None = all) for quick checks, shared among
+            the tasks and extra evaluation sets in proportion, at least one of each (:meth:`rows`).
         num_samples: samples per question (k); accuracy uses the first, pass@k and majority vote use all.
         temperature: 0 = greedy; >0 needed when num_samples > 1.
         max_new_tokens: generation budget per completion.
@@ -43,8 +44,8 @@ class Evaluator:
             per run, the current weights pushed into it before each evaluation).
         sampled: ``{num_samples, temperature, max_examples}`` or None: also evaluate the GRPO stage's
             start (after SFT) and end (final) with ``num_samples`` samples per question at
-            ``temperature`` (the training temperature: what GRPO optimises) on the first
-            ``max_examples`` questions, recorded as ``after_sft_sampled``/``final_sampled`` and
+            ``temperature`` (the training temperature: what GRPO optimises) on ``max_examples``
+            questions chosen as :meth:`rows` does, recorded as ``after_sft_sampled``/``final_sampled`` and
             paired in the report. Greedy accuracy stays the headline.
         vllm_gpu_memory_utilization: backend vllm: the share of the GPU (of the machine's memory on
             the CPU backend) the engine reserves for its weights and KV cache, beside training.
@@ -247,10 +248,15 @@ class Evaluator:
         return VLLMGenerator(self._engine, self.sampling())
 
     def rows(self, dataset: Any) -> Any:
-        """The questions an evaluation of ``dataset`` scores (at most ``max_examples``)."""
-        if self.max_examples is None:
+        """The questions an evaluation of ``dataset`` scores: all of them, or ``max_examples`` shared
+        among its tasks and extra evaluation sets (rlvr.data.base) in proportion to their sizes, at
+        least one each, the first of each in dataset order. Taking the first ``max_examples`` rows of
+        the concatenated set would drop later tasks and every extra set from a headline that still
+        names them."""
+        if self.max_examples is None or self.max_examples >= len(dataset):
             return dataset
-        return dataset.select(range(min(self.max_examples, len(dataset))))
+        sets = dataset["eval_set"] if "eval_set" in dataset.column_names else [""] * len(dataset)
+        return dataset.select(stratified(list(zip(sets, dataset["task"], strict=True)), self.max_examples))
 
     def sampling_record(self) -> dict[str, Any]:
         """The sampling settings every evaluation file records."""
@@ -358,3 +364,27 @@ class Evaluator:
         target = Path(path).with_name(f"{label}_step{step}.json")
         atomic_write_json(target, payload)
         return target
+
+
+def stratified(labels: list[Any], n: int) -> list[int]:
+    """Indices of ``n`` rows whose group labels are ``labels``, shared among the groups in proportion
+    to their sizes (largest remainder, ties to the earlier group), each group at least one (more
+    than ``n`` in all only when ``n`` is below the number of groups), each contributing its first
+    rows; indices in their original order. Deterministic, so a resumed run scores the same rows."""
+    members: dict[Any, list[int]] = {}
+    for i, g in enumerate(labels):
+        members.setdefault(g, []).append(i)
+    if n >= len(labels):
+        return list(range(len(labels)))
+    sizes = [len(v) for v in members.values()]
+    exact = [n * size / len(labels) for size in sizes]
+    quota = [int(e) for e in exact]
+    for k in sorted(range(len(sizes)), key=lambda k: (int(exact[k]) - exact[k], k))[: n - sum(quota)]:
+        quota[k] += 1
+    for k in range(len(sizes)):
+        if quota[k] == 0:  # a group too small for a share still gets one, from the largest share
+            quota[k] = 1
+            largest = max(range(len(sizes)), key=lambda j: (quota[j], -j))
+            if quota[largest] > 1 and sum(quota) > n:
+                quota[largest] -= 1
+    return sorted(i for rows, q in zip(members.values(), quota, strict=True) for i in rows[:q])
