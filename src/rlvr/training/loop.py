@@ -131,7 +131,7 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
     """vLLM rollouts need CUDA and the vllm package: refused before anything loads otherwise."""
     import importlib.util
 
-    mode = grpo.get("vllm_mode", "server")
+    mode = grpo.get("vllm_mode", "colocate")  # TRL's GRPOConfig default (tests/unit/test_gpu_libraries.py)
     missing = []
     if device != "cuda":
         missing.append("a CUDA GPU (none is visible, or training_loop.device pins the CPU)")
