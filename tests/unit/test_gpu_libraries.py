@@ -310,9 +310,11 @@ def test_zero3_partitioned_weights_are_gathered_for_real_with_gloo(monkeypatch):
         model.load_state_dict(reference.state_dict())
     assert model.weight.numel() == 0  # partitioned
     x = torch.ones(2, 4)
-    out = Distributed("infrastructure/accelerate/deepspeed_zero3.yaml").on_rank0(
-        model, lambda m: m(x), "evaluating"
-    )
+    try:
+        setup = Distributed("infrastructure/accelerate/deepspeed_zero3.yaml")
+        out = setup.on_rank0(model, lambda m: m(x), "evaluating")
+    finally:
+        torch.distributed.destroy_process_group()  # later tests in this worker expect none
     torch.testing.assert_close(out, reference(x))
 
 
