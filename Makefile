@@ -5,6 +5,7 @@
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
 #   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts)
 #   make tools       .venv-tools: the hashed static checkers for infrastructure/ (tests/static/)
+#   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth/unsloth-zoo/deepspeed files, by hash (source tests)
 #   make test-slow   setup, then only the slow tests (need the real default model)
 #   make lint        ruff check + ruff format --check
 #   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
@@ -52,7 +53,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools
+.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools gpu-sources
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -93,7 +94,7 @@ run: setup
 
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
-test: setup tools
+test: setup tools gpu-sources
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
@@ -129,6 +130,16 @@ $(TOOLS_VENV)/.stamp: $(TOOLS_LOCK)
 	touch $@
 
 tools: $(TOOLS_VENV)/.stamp
+
+# The GPU lock's own files of the GPU-only packages (pip download --no-deps --require-hashes with the
+# lock's hash lines), read offline by tests/unit/test_gpu_libraries.py; nothing from them is installed.
+GPU_SOURCES := .cache/gpu-sources
+
+$(GPU_SOURCES)/.stamp: $(GPU_LOCK) scripts/gpu_sources.py | $(PY)
+	$(PY) scripts/gpu_sources.py --lock $(GPU_LOCK) --dest $(GPU_SOURCES)
+	touch $@
+
+gpu-sources: $(GPU_SOURCES)/.stamp
 
 lock-tools: $(LOCK_TOOLS)/.stamp
 	$(LOCK_TOOLS)/bin/uv pip compile requirements/tools.in --universal --generate-hashes \

@@ -132,7 +132,7 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
     anything loads otherwise."""
     import importlib.util
 
-    mode = grpo.get("vllm_mode", "server")
+    mode = grpo.get("vllm_mode", "colocate")  # TRL's GRPOConfig default (tests/unit/test_gpu_libraries.py)
     key, value = "training_loop.grpo.use_vllm", f"true (rollout=vllm_{mode})"
     if importlib.util.find_spec("vllm") is None:  # both modes: the trainer syncs weights through vllm
         rule = "vLLM rollouts need the vllm package, which is not installed"
