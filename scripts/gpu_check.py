@@ -27,10 +27,11 @@ Two judges carry the checks that a stand-in could not:
   MAX_ESTIMATE_RATIO times it. The estimate is a bound by design: it assumes a 256-token prompt
   budget (this task's prompts are ~45 tokens), keeps the s x s attention scores that SDPA never
   stores, and counts fp32 logits over the whole sequence where TRL computes them for completion
-  tokens only. By arithmetic for this check's settings (the default GRPO shapes: 16 completions per
-  micro-batch, 16 new tokens, fp32 weights under bf16 autocast) the estimate is 12.3 GB against a
-  peak of about 3.4 GB, ~3.6x. Past 5x a term is wrong, not merely loose (a unit, a missing
-  division): that fails.
+  tokens only. For this check's settings (the default GRPO shapes: 16 completions of 16 new tokens
+  per micro-batch, fp32 weights under bf16 autocast) the estimate is 11.4 GB; the peak by the same
+  arithmetic is about 3.3 GB (weights, gradients and AdamW state 2.0, autocast's bf16 weight copies
+  0.25, activations of 16 sequences of ~60 tokens ~0.7, logits and temporaries ~0.3), ~3.5x.
+  Past 5x a term is wrong, not merely loose (a unit, a missing division): that fails. (GB: 2**30.)
 
 Exit status: 0 when at least one check ran and none failed, 1 when a check failed, 3 when every
 check was skipped (nothing was checked: e.g. no CUDA GPU for the default --device cuda).
@@ -532,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in selected:
         results.append(run_check(check, probe, args.device, out, args.timeout))
         print(f"[{check.name}] {results[-1].status} {results[-1].why}", flush=True)
-    command = "make gpu-check" + (" DEVICE=cpu" if args.device == "cpu" else "")
+    command = "make gpu-check" + (" CHECK_DEVICE=cpu" if args.device == "cpu" else "")
     text = markdown(results, probe, args.device, command)
     print("\n" + table(results))
     results_file.write_text(text)
