@@ -559,6 +559,9 @@ class VLLMEngine:
         }
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
         ensure_master_addr_port()
+        # vLLM's CPU worker lowers torch's thread count for serving ("Reducing Torch threads"): in this
+        # process that would slow the training that follows, so the count is put back.
+        threads = torch.get_num_threads()
         try:
             llm = vllm.LLM(
                 model=model_path,
@@ -572,6 +575,7 @@ class VLLMEngine:
                 max_num_batched_tokens=4096,
             )
         finally:
+            torch.set_num_threads(threads)
             for var, value in saved.items():
                 if value is None:
                     os.environ.pop(var, None)
