@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
+from rlvr.logs import route_library_loggers
 from rlvr.pipeline.trust import checked_config, preflight
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
@@ -48,6 +49,7 @@ def main(cfg: DictConfig) -> float | None:
     """Returns the final held-out accuracy of a training run: the objective a Hydra sweeper
     (e.g. Optuna, README "Hyperparameter search") maximises."""
     try:
+        route_library_loggers()  # before the checks import the config's targets (bitsandbytes warns)
         cfg = checked_config(cfg)
         from rlvr.app import objective  # after the checks: a refusal needs no pipeline import
 

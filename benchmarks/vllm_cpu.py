@@ -56,9 +56,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 128])
     parser.add_argument("--dtype", default="float32", help="one per process: one engine per process")
-    parser.add_argument(
-        "--memory", type=float, default=0.2, help="the engine's share of the machine's memory"
-    )
+    parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="as evaluation.vllm_cpu_kv_cache_gb")
     args = parser.parse_args()
 
     path = str(ensure_default_model())
@@ -79,7 +77,13 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).eval()
     start = time.perf_counter()
     engine = VLLMEngine.create(
-        path, path, 0, gpu_memory_utilization=args.memory, max_model_len=2048, dtype=dtype
+        path,
+        path,
+        0,
+        gpu_memory_utilization=0.3,
+        max_model_len=2048,
+        dtype=dtype,
+        kv_cache_gb=args.kv_cache_gb,
     )
     build = time.perf_counter() - start
     assert torch.get_num_threads() == threads, "the engine changed torch's thread count"

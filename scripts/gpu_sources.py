@@ -28,8 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_locks import parse_requirements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-# What the product calls on a GPU and this CPU machine's lock does not install.
-PACKAGES = ("unsloth", "unsloth-zoo", "deepspeed")
+# What the product calls on a GPU and this CPU machine's lock does not install, and the packages
+# the CPU lock holds at another version (requirements/gpu-differences.toml: trl).
+GPU_ONLY = ("unsloth", "unsloth-zoo")
+DIFFERENCES = ROOT / "requirements" / "gpu-differences.toml"
+
+
+def packages() -> tuple[str, ...]:
+    from check_locks import canon, gpu_differences
+
+    return (*GPU_ONLY, *sorted({canon(d["package"]) for d in gpu_differences(DIFFERENCES)}))
+
+
 PLATFORM = ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "--implementation", "cp"]
 
 
@@ -42,8 +52,9 @@ def sha256(path: Path) -> str:
 
 
 def locked(lock: Path) -> dict[str, dict]:
-    """The lock's entries of PACKAGES (name -> version, hashes); absent packages are left out."""
-    return {e["name"]: e for e in parse_requirements(lock.read_text()) if e["name"] in PACKAGES}
+    """The lock's entries of packages() (name -> version, hashes); absent packages are left out."""
+    wanted = packages()
+    return {e["name"]: e for e in parse_requirements(lock.read_text()) if e["name"] in wanted}
 
 
 def cached(dest: Path, entry: dict) -> Path | None:
@@ -76,7 +87,7 @@ def main() -> int:
     args = parser.parse_args()
     args.dest.mkdir(parents=True, exist_ok=True)
     entries = locked(args.lock)
-    for name in PACKAGES:
+    for name in packages():
         if name not in entries:
             print(f"gpu_sources: {name} is not in {args.lock}: nothing to download", file=sys.stderr)
             continue

@@ -226,6 +226,16 @@ def installed(dist: str) -> Source:
     return Source(f"{dist} {version} (installed)", read)
 
 
+def locked_release(dist: str) -> Source:
+    """The GPU lock's release of ``dist``: the installed files where the CPU lock holds the same
+    version, else (a difference requirements/gpu-differences.toml lists) the lock's own file."""
+    try:
+        same = importlib.metadata.version(dist).split("+")[0] == gpu_lock_entry(dist)["version"]
+    except importlib.metadata.PackageNotFoundError:
+        same = False
+    return installed(dist) if same else archive(dist)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:

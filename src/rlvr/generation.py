@@ -529,7 +529,8 @@ class VLLMEngine:
     process (vLLM's default runs it in a child process, where ``llm_engine.model_executor``, through
     which the weights are pushed, does not exist), and with a bounded share of the device:
     ``gpu_memory_utilization`` is the fraction of GPU memory vLLM reserves for weights and KV cache
-    beside the model being trained, and on the CPU backend the fraction of the machine's memory.
+    beside the model being trained. The CPU backend counts this whole process's memory against that
+    fraction of the machine's, so there ``kv_cache_gb`` sizes the KV cache directly.
     """
 
     def __init__(self, llm: Any, sampling_params: Callable[..., Any]):
@@ -546,6 +547,7 @@ class VLLMEngine:
         gpu_memory_utilization: float,
         max_model_len: int,
         dtype: str = "auto",
+        kv_cache_gb: float | None = None,
     ) -> VLLMEngine:
         require_vllm()
         import vllm  # heavy: only pay for it when this backend is chosen
@@ -570,6 +572,8 @@ class VLLMEngine:
                 dtype=dtype,
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len,
+                # a fixed KV cache instead of the rest of the memory share (the CPU backend)
+                kv_cache_memory_bytes=None if kv_cache_gb is None else int(kv_cache_gb * 2**30),
                 distributed_executor_backend="external_launcher",
                 # as TRL: vLLM's memory profiler is misled by its default of 32768
                 max_num_batched_tokens=4096,

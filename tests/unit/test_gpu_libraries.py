@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.conftest import ROOT, compose_config
-from tests.locked_source import Found, Source, archive, installed, parameters
+from tests.locked_source import Found, Source, archive, installed, locked_release, parameters
 
 SRC = ROOT / "src" / "rlvr"
 
@@ -243,7 +243,7 @@ DISTRIBUTED_PY = SRC / "distributed.py"
 
 
 def deepspeed_problems(text: str | None = None) -> list[str]:
-    source, problems = archive("deepspeed"), []
+    source, problems = locked_release("deepspeed"), []
     calls = product_calls(DISTRIBUTED_PY, "deepspeed", text)
     assert calls, "distributed.py calls nothing of deepspeed any more: update this test"
     for call in calls:
@@ -548,7 +548,7 @@ def test_rollout_options_are_fields_of_the_locked_grpo_config_that_trl_reads(pat
     the memory share is in vLLM's (0, 1]; TRL's own GRPOConfig accepts the whole set."""
     from trl import GRPOConfig
 
-    source = installed("trl")
+    source = locked_release("trl")
     fields = yaml.safe_load(path.read_text())
     config = source.resolve("trl.trainer.grpo_config.GRPOConfig")
     declared = {n.target.id for n in config.node.body if isinstance(n, ast.AnnAssign)}
@@ -566,7 +566,7 @@ def test_rollout_options_are_fields_of_the_locked_grpo_config_that_trl_reads(pat
 def test_the_vllm_mode_the_product_assumes_by_default_is_trls_default():
     """loop.py reads ``grpo.get("vllm_mode", <default>)`` for a rollout that names no mode: that
     default must be the locked GRPOConfig's."""
-    source = installed("trl")
+    source = locked_release("trl")
     config = source.resolve("trl.trainer.grpo_config.GRPOConfig")
     [field] = [n for n in config.node.body if isinstance(n, ast.AnnAssign) and n.target.id == "vllm_mode"]
     default = next(k.value.value for k in field.value.keywords if k.arg == "default")

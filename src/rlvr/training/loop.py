@@ -85,11 +85,12 @@ def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any
     embedded default went from 7.0 s to 5.3 s, and GRPO generation keeps its KV cache (benchmarks/learning.md).
     """
     if not {"gradient_checkpointing", "activation_checkpointing"} & explicit.keys():
-        # transformers 5 renamed the flag; its TrainingArguments keep both names in step.
         flag = getattr(model, "is_activation_checkpointing", None)
         if flag is None:
             flag = getattr(model, "is_gradient_checkpointing", False)
-        args.activation_checkpointing = args.gradient_checkpointing = bool(flag)
+        args.gradient_checkpointing = bool(flag)
+        if hasattr(args, "activation_checkpointing"):  # the newer name (transformers > 5.17): kept in step
+            args.activation_checkpointing = bool(flag)
     return args
 
 
