@@ -267,3 +267,15 @@ def test_a_sweep_into_an_earlier_sweeps_directory_is_refused(tmp_path):
     preflight(
         ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep", "resume=auto"], SCRIPT, "conf", "config"
     )
+
+
+@pytest.mark.parametrize(
+    "folder", ["/tmp/elsewhere/%j", "'${hydra.sweep.dir}/../../x/%j'", "'${paths.root_dir}/x'", "rel/%j"]
+)
+def test_submitits_job_folder_stays_in_the_sweep_directory(tmp_path, folder):
+    sweep = ["seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep", "hydra/launcher=submitit_local_run"]
+    issues = _refused(["-m", *sweep, f"hydra.launcher.submitit_folder={folder}"])
+    assert "hydra.launcher.submitit_folder" in issues
+    argv = _experiment(tmp_path, "job", f"hydra:\n  launcher:\n    submitit_folder: {folder}\n")
+    assert "hydra.launcher.submitit_folder" in _refused(["-m", *argv, *sweep])
+    preflight(["-m", *sweep], SCRIPT, "conf", "config")

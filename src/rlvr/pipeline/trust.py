@@ -579,6 +579,11 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
             if (issue.key, str(issue.value)) not in seen:
                 seen.add((issue.key, str(issue.value)))
                 issues.append(issue)
+    for node in [cfg.hydra, *job_hydra_nodes] if multirun else []:
+        for issue in _launcher_folder_issues(node):
+            if (issue.key, str(issue.value)) not in seen:
+                seen.add((issue.key, str(issue.value)))
+                issues.append(issue)
     issues += _location_issues(
         cfg, multirun, list(args.overrides), script, default_config_path, config_name, mode
     )
@@ -701,6 +706,27 @@ def _sweep_subdir_issues(hydra_node: DictConfig, task_overrides: list[str]) -> l
     return [ConfigIssue("hydra.sweep.subdir", subdir, problem, fix)]
 
 
+def _launcher_folder_issues(hydra_node: DictConfig) -> list[ConfigIssue]:
+    """submitit writes its job files (pickles, logs) to ``hydra.launcher.submitit_folder``: a folder
+    of the sweep directory, never one a config file points elsewhere."""
+    launcher = OmegaConf.to_container(hydra_node, resolve=False).get("launcher") or {}
+    folder = launcher.get("submitit_folder")
+    if folder is None:
+        return []
+    prefix = "${hydra.sweep.dir}/"
+    rest = folder[len(prefix) :] if isinstance(folder, str) and folder.startswith(prefix) else None
+    if rest is not None and "${" not in rest and ".." not in rest and "\\" not in rest:
+        return []
+    return [
+        ConfigIssue(
+            "hydra.launcher.submitit_folder",
+            folder,
+            "submitit writes its job files there; it must be a folder of the sweep directory",
+            "keep the default ${hydra.sweep.dir}/.submitit/%j",
+        )
+    ]
+
+
 def _path_like(value: str) -> bool:
     return "/" in value or "\\" in value or ".." in value
 
@@ -761,8 +787,9 @@ def _location_problem(cfg: DictConfig, expected: DictConfig | None, key: str) ->
         ):
             return None
     return (
-        f"resolves to {value}, a folder chosen by a config file: the run directory is the command "
-        f"line's or the default's ({want}), or a folder inside {outputs or 'paths.output_dir'}"
+        f"resolves to {value}: a config file chose it (or a setting it is built from, such as "
+        f"paths.root_dir or paths.output_dir); the folder is the command line's or the default's ({want}), "
+        f"or one inside {outputs or 'paths.output_dir'}"
     )
 
 
