@@ -626,6 +626,10 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         refuse_symlinks_in(folder)
     except SymlinkRefused as exc:
         return [ConfigIssue(key, str(folder), str(exc), "remove the link or choose another directory")]
+    from rlvr.distributed import is_main
+
+    if not is_main():
+        return []  # under accelerate launch rank 0 may already be writing this run's own records
     with contextlib.suppress(OmegaConfBaseException):
         if OmegaConf.select(cfg, "resume", default=None) not in (None, "", False):
             return []  # a continued run: the app compares its settings with the run's fingerprint
