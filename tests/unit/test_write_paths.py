@@ -233,6 +233,12 @@ def test_a_sweep_subdir_of_overrides_must_not_exclude_keys_or_hold_paths(tmp_pat
         [*sweep, "seed=1,2", "hydra.job.config.override_dirname.exclude_keys=[seed]"]
     )
     assert "hydra.sweep.subdir" in _refused([*sweep, "seed=1,2", "+note=../../home/x"])
+    both = [
+        "-m",
+        f"hydra.sweep.dir={tmp_path}/s3",
+        "hydra.sweep.subdir=${hydra.job.override_dirname}/${hydra.job.num}",
+    ]
+    assert "hydra.sweep.subdir" in _refused([*both, "seed=1,2", "+note=../../home/x"])
     preflight(
         ["-m", f"hydra.sweep.dir={tmp_path}/s2", "hydra.sweep.subdir=p${hydra.job.num}", "seed=1,2"],
         SCRIPT,

@@ -575,12 +575,7 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
     multirun = mode == RunMode.MULTIRUN
     task_overrides = list(args.overrides) + _sweeper_param_overrides(cfg)
     for node in [cfg.hydra, *job_hydra_nodes] if multirun else []:
-        for issue in _sweep_subdir_issues(node, task_overrides):
-            if (issue.key, str(issue.value)) not in seen:
-                seen.add((issue.key, str(issue.value)))
-                issues.append(issue)
-    for node in [cfg.hydra, *job_hydra_nodes] if multirun else []:
-        for issue in _launcher_folder_issues(node):
+        for issue in _sweep_subdir_issues(node, task_overrides) + _launcher_folder_issues(node):
             if (issue.key, str(issue.value)) not in seen:
                 seen.add((issue.key, str(issue.value)))
                 issues.append(issue)
@@ -688,14 +683,14 @@ def _sweep_subdir_issues(hydra_node: DictConfig, task_overrides: list[str]) -> l
         problem = "may hold only ${hydra.job.num} and ${hydra.job.override_dirname}"
     elif Path(rest).is_absolute() or rest.startswith("~") or ".." in rest.replace("\\", "/").split("/"):
         problem = "leaves the sweep directory (absolute or '..')"
-    elif used == {"override_dirname"}:
+    elif "override_dirname" in used:
         excluded = (((job.get("config") or {}).get("override_dirname") or {}).get("exclude_keys")) or []
         separators = [
             o
             for o in task_overrides
             if not o.lstrip("+~").startswith("hydra") and _path_like(o.split("=", 1)[-1])
         ]
-        if excluded:
+        if excluded and "num" not in used:
             problem = (
                 f"uses ${{hydra.job.override_dirname}} with keys excluded from it ({excluded}): points "
                 "that differ only in those share a folder"
