@@ -290,3 +290,10 @@ def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, befor
     assert same.resolve_resume() == []
     [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
     assert issue.problem.startswith("critical settings differ") and f"{key}:" in issue.problem
+
+
+def test_the_fingerprint_is_among_the_records_a_fresh_run_refuses():
+    from rlvr.io import RUN_RECORDS
+    from rlvr.training.checkpoints import FINGERPRINT
+
+    assert FINGERPRINT in RUN_RECORDS
