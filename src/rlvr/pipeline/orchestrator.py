@@ -447,14 +447,18 @@ def _write_final(ctx: RunContext, model: Any, hashes: list[str] | None) -> None:
 
 
 def write_report(ctx: RunContext) -> None:
+    from rlvr.preflight import memory_record
     from rlvr.report import write_report
 
+    c = ctx.components
+    # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
+    memory = memory_record(c.model, c.training_loop, c.distributed)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.result.evaluations,
             ctx.outcome,
-            ctx.meta,
+            {**ctx.meta, "memory": memory},
             time.perf_counter() - ctx.start,
             history=ctx.history,
             attempt=ctx.attempts.snapshot("COMPLETED"),

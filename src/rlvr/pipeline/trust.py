@@ -380,6 +380,192 @@ def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
     return issues
 
 
+# -- launcher settings that reach a shell ------------------------------------------------------------
+# submitit writes every SLURM launcher setting into the job script as an "#SBATCH --<key>=<value>"
+# line (quoted, but sbatch acts on the option: --export sets the job's environment, BASH_ENV
+# included, which bash runs before the script; --output/--error write anywhere; --chdir, --wrap,
+# --prolog...), and the keys it does not know as settings (srun_args, teardown, setup) become srun
+# arguments or shell lines. So a config may set only the settings below, each to a value of a strict
+# shape (SECURITY.md "Launchers and infrastructure"); everything else is refused with the key.
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_VALUE_RULES: dict[str, tuple[str, Any]] = {
+    "name": ("a plain name: letters, digits, '_', '.', '-' (at most 64)", _SLURM_NAME),
+    "names": (
+        "plain names separated by commas",
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}"),
+    ),
+    "hosts": (
+        "a SLURM host list such as node[01-04],gpu7",
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,\[\]-]{0,255}"),
+    ),
+    "features": (
+        "SLURM node features joined by & | , (e.g. a100&ib)",
+        re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.&|,*\[\]:-]{0,255}"),
+    ),
+    "gres": ("a generic resource such as gpu:a100:2", re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.:,-]{0,127}")),
+    "memory": ("a memory size such as 16G or 4000M", re.compile(r"[0-9]{1,9}[KMGT]?B?")),
+    "text": (
+        "plain words (letters, digits, space, _ . , : = + -)",
+        re.compile(r"[A-Za-z0-9 _.,:=+-]{0,200}"),
+    ),
+    "duration": (
+        "a SLURM time such as 90, 1:30:00 or 1-00:00",
+        re.compile(r"[0-9]{1,6}|[0-9]{1,6}:[0-9]{2}(:[0-9]{2})?|[0-9]{1,4}-[0-9]{1,2}(:[0-9]{2}){0,2}"),
+    ),
+    "open_mode": ("append or truncate", re.compile(r"append|truncate")),
+    "exclusive": ("true, user or mcs", re.compile(r"user|mcs")),
+}
+# The launcher's own settings (hydra-submitit's SlurmQueueConf / LocalQueueConf), by value rule.
+_LAUNCHER_KEYS: dict[str, str] = {
+    **dict.fromkeys(
+        ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes",
+         "cpus_per_gpu", "gpus_per_task", "signal_delay_s", "max_num_timeout", "array_parallelism"),
+        "count",
+    ),
+    "stderr_to_stdout": "bool",
+    "name": "name",
+    "partition": "names",
+    "qos": "name",
+    "account": "name",
+    "comment": "text",
+    "constraint": "features",
+    "exclude": "hosts",
+    "gres": "gres",
+    "mem_per_gpu": "memory",
+    "mem_per_cpu": "memory",
+}  # fmt: skip
+# additional_parameters: SLURM options that only choose where and when the job runs.
+SBATCH_OPTIONS: dict[str, str] = {
+    "account": "name",
+    "qos": "name",
+    "partition": "names",
+    "reservation": "name",
+    "wckey": "name",
+    "constraint": "features",
+    "nodelist": "hosts",
+    "exclude": "hosts",
+    "gres": "gres",
+    "mem-per-cpu": "memory",
+    "mem-per-gpu": "memory",
+    "time-min": "duration",
+    "comment": "text",
+    "exclusive": "exclusive",
+    "requeue": "flag",
+    "no-requeue": "flag",
+    "open-mode": "open_mode",
+}
+SUBMITIT_FOLDER = "${hydra.sweep.dir}/.submitit/%j"
+_SUBMITIT_FOLDER = re.compile(r"\$\{hydra\.sweep\.dir\}(/(?!\.\.?/|\.\.?$)[A-Za-z0-9_.%-]+)+")
+SUBMITIT_LAUNCHERS = frozenset(t for t in LAUNCHERS if t.startswith("hydra_plugins.hydra_submitit"))
+
+
+def _value_problem(rule: str, value: Any) -> str | None:
+    """None when ``value`` has the shape ``rule`` asks for, else what shape that is."""
+    if value is None:
+        return None
+    if rule == "count":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a whole number >= 0"
+    if rule == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if rule == "flag":
+        return None if value is True else "true (a switch without a value)"
+    if rule == "exclusive" and value is True:
+        return None
+    what, pattern = _VALUE_RULES[rule]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return what
+    return None if pattern.fullmatch(str(value)) else what
+
+
+def _resolved_item(node: Any, key: Any, raw: Any) -> Any:
+    """``node[key]`` resolved (as submitit will get it); as written when it cannot resolve yet."""
+    try:
+        value = node[key]
+    except (OmegaConfBaseException, KeyError, TypeError, AttributeError):
+        return raw
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _launcher_issues(hydra_node: Any, h: dict[str, Any]) -> list[ConfigIssue]:
+    """Every setting of a submitit launcher is on :data:`_LAUNCHER_KEYS` (additional_parameters on
+    :data:`SBATCH_OPTIONS`) with a value of its shape; the job files stay in the sweep directory."""
+    launcher = h.get("launcher") or {}
+    if launcher.get("_target_") not in SUBMITIT_LAUNCHERS:
+        return []
+    node = hydra_node.launcher if OmegaConf.is_config(hydra_node) else None
+    fix_keys = f"remove it; a config may set {sorted(_LAUNCHER_KEYS)} and additional_parameters"
+    issues = []
+    for key, raw in launcher.items():
+        path = f"hydra.launcher.{key}"
+        if key in ("_target_", "setup"):
+            continue  # judged in check_hydra_node
+        if key == "submitit_folder":
+            if not (isinstance(raw, str) and _SUBMITIT_FOLDER.fullmatch(raw)):
+                issues.append(
+                    ConfigIssue(
+                        path,
+                        raw,
+                        "submitit writes the job scripts and their logs there: it must stay inside "
+                        "hydra.sweep.dir (written as ${hydra.sweep.dir}/<folder>, no '..')",
+                        f"keep the default {SUBMITIT_FOLDER}",
+                    )
+                )
+            continue
+        value = _resolved_item(node, key, raw) if node is not None else raw
+        if key == "additional_parameters":
+            issues.extend(_sbatch_option_issues(node, value, raw))
+            continue
+        rule = _LAUNCHER_KEYS.get(key) if isinstance(key, str) else None
+        if rule is None:
+            issues.append(
+                ConfigIssue(
+                    path,
+                    raw,
+                    "not a launcher setting a config may pass to submitit (srun arguments, teardown "
+                    "lines and sbatch options outside the list reach the job's shell or environment)",
+                    fix_keys,
+                )
+            )
+        elif (problem := _value_problem(rule, value)) is not None:
+            issues.append(ConfigIssue(path, value, f"must be {problem}", f"write {key} as {problem}"))
+    return issues
+
+
+def _sbatch_option_issues(launcher_node: Any, value: Any, raw: Any) -> list[ConfigIssue]:
+    base = "hydra.launcher.additional_parameters"
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [ConfigIssue(base, raw, "must be a mapping of SLURM options", "write option: value lines")]
+    node = None
+    if launcher_node is not None:
+        with contextlib.suppress(OmegaConfBaseException, KeyError, AttributeError):
+            node = launcher_node.additional_parameters
+    issues = []
+    for key, item in value.items():
+        # submitit writes the key with '_' turned into '-': "open_mode" is --open-mode
+        option = key.replace("_", "-") if isinstance(key, str) else key
+        rule = SBATCH_OPTIONS.get(option) if isinstance(option, str) else None
+        resolved = _resolved_item(node, key, item) if node is not None else item
+        if rule is None:
+            issues.append(
+                ConfigIssue(
+                    f"{base}.{key}",
+                    resolved,
+                    "becomes an #SBATCH option of the job script; only options that choose where and "
+                    "when the job runs are allowed (--export sets the job's environment, --output/--error "
+                    "write files anywhere, others run programs)",
+                    f"remove it; allowed: {sorted(SBATCH_OPTIONS)}",
+                )
+            )
+        elif (problem := _value_problem(rule, resolved)) is not None:
+            issues.append(
+                ConfigIssue(f"{base}.{key}", resolved, f"must be {problem}", f"write {option} as {problem}")
+            )
+    return issues
+
+
 def _strings_with_newlines(node: Any, path: str) -> list[tuple[str, Any]]:
     if isinstance(node, dict):
         found = [(f"{path}.{k}", k) for k in node if isinstance(k, str) and ("\n" in k or "\r" in k)]
@@ -464,6 +650,7 @@ def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
                 "letters, digits, '_', '-' and '.', not starting with '.'; or leave it unset",
             )
         )
+    issues.extend(_launcher_issues(hydra_node, h))
     launcher = h.get("launcher") or {}
     # Judged resolved where it resolves; a value that cannot resolve yet is judged as written.
     with contextlib.suppress(OmegaConfBaseException, AttributeError):
