@@ -759,7 +759,17 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
             if (issue.key, str(issue.value)) not in seen:
                 seen.add((issue.key, str(issue.value)))
                 issues.append(issue)
-    issues += _run_dir_issues(cfg, mode == RunMode.MULTIRUN)
+    multirun = mode == RunMode.MULTIRUN
+    task_overrides = list(args.overrides) + _sweeper_param_overrides(cfg)
+    for node in [cfg.hydra, *job_hydra_nodes] if multirun else []:
+        for issue in _sweep_subdir_issues(node, task_overrides) + _launcher_folder_issues(node):
+            if (issue.key, str(issue.value)) not in seen:
+                seen.add((issue.key, str(issue.value)))
+                issues.append(issue)
+    issues += _location_issues(
+        cfg, multirun, list(args.overrides), script, default_config_path, config_name, mode
+    )
+    issues += _run_dir_issues(cfg, multirun)
     if issues:
         raise ConfigValidationError(issues)
 
@@ -783,8 +793,9 @@ def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list
 
 def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
     """An existing run directory holding a symlink is refused before Hydra opens its log file there
-    (in append mode, which would follow a planted link)."""
-    from rlvr.io import SymlinkRefused, refuse_symlinks_in
+    (in append mode, which would follow a planted link); so is a fresh run (``resume`` unset) in a
+    directory, or a sweep over one, that holds another run's records: it would overwrite them."""
+    from rlvr.io import SymlinkRefused, refuse_symlinks_in, run_records_in
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     try:
@@ -797,4 +808,211 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         refuse_symlinks_in(folder)
     except SymlinkRefused as exc:
         return [ConfigIssue(key, str(folder), str(exc), "remove the link or choose another directory")]
-    return []
+    from rlvr.distributed import is_main
+
+    if not is_main():
+        return []  # under accelerate launch rank 0 may already be writing this run's own records
+    with contextlib.suppress(OmegaConfBaseException):
+        if OmegaConf.select(cfg, "resume", default=None) not in (None, "", False):
+            return []  # a continued run: the app compares its settings with the run's fingerprint
+    runs = [folder] if multirun is False else [folder, *_point_dirs(folder)]
+    held = [(run, found) for run in runs if (found := run_records_in(run))]
+    if not held:
+        return []
+    run, found = held[0]
+    what = "a run" if run == folder else f"an earlier sweep (e.g. {run.name}/)"
+    return [
+        ConfigIssue(
+            key,
+            str(folder),
+            f"holds {what} ({', '.join(found)}); a fresh run here would overwrite its records",
+            f"choose a new {key}, or continue that run with resume=auto and its settings",
+        )
+    ]
+
+
+def _point_dirs(sweep_dir: Path, depth: int = 3) -> list[Path]:
+    """Folders up to ``depth`` levels below a sweep directory (where its points' run dirs are)."""
+    found, level = [], [sweep_dir]
+    for _ in range(depth):
+        level = [p for d in level for p in d.iterdir() if p.is_dir() and not p.is_symlink()]
+        found += level
+    return found
+
+
+# -- where a run writes ------------------------------------------------------------------------------
+# hydra.sweep.subdir may hold only these interpolations: each sweep point gets its own folder.
+_SUBDIR_PARTS = re.compile(r"\$\{hydra\.job\.(num|override_dirname)\}")
+
+
+def _sweeper_param_overrides(cfg: DictConfig) -> list[str]:
+    params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
+    return [f"{k}={v}" for k, v in params.items()]
+
+
+def _sweep_subdir_issues(hydra_node: DictConfig, task_overrides: list[str]) -> list[ConfigIssue]:
+    """``hydra.sweep.subdir`` names each point's folder under the sweep directory: one that does not
+    differ between points (a constant, or an interpolation of anything but the job number) makes the
+    points overwrite each other, and an absolute one or one with ``..`` leaves the sweep directory.
+    ``${hydra.job.override_dirname}`` differs between points only if no key is excluded from it,
+    and stays inside only if no override value holds a path separator or ``..``."""
+    h = OmegaConf.to_container(hydra_node, resolve=False)
+    subdir = (h.get("sweep") or {}).get("subdir")
+    job = h.get("job") or {}
+    fix = "keep Hydra's default hydra.sweep.subdir=${hydra.job.num} (one folder per sweep point)"
+    text = subdir if isinstance(subdir, str) else ""
+    used = set(_SUBDIR_PARTS.findall(text))
+    rest = _SUBDIR_PARTS.sub("x", text)
+    problem = None
+    if not used:
+        problem = "is the same for every sweep point, so the points overwrite each other's run directory"
+    elif "${" in rest:
+        problem = "may hold only ${hydra.job.num} and ${hydra.job.override_dirname}"
+    elif Path(rest).is_absolute() or rest.startswith("~") or ".." in rest.replace("\\", "/").split("/"):
+        problem = "leaves the sweep directory (absolute or '..')"
+    elif "override_dirname" in used:
+        excluded = (((job.get("config") or {}).get("override_dirname") or {}).get("exclude_keys")) or []
+        separators = [
+            o
+            for o in task_overrides
+            if not o.lstrip("+~").startswith("hydra") and _path_like(o.split("=", 1)[-1])
+        ]
+        if excluded and "num" not in used:
+            problem = (
+                f"uses ${{hydra.job.override_dirname}} with keys excluded from it ({excluded}): points "
+                "that differ only in those share a folder"
+            )
+        elif separators:
+            problem = (
+                f"uses ${{hydra.job.override_dirname}} and an override value is a path ({separators[0]}): "
+                "it would name folders outside the sweep directory"
+            )
+    if problem is None:
+        return []
+    return [ConfigIssue("hydra.sweep.subdir", subdir, problem, fix)]
+
+
+def _launcher_folder_issues(hydra_node: DictConfig) -> list[ConfigIssue]:
+    """submitit writes its job files (pickles, logs) to ``hydra.launcher.submitit_folder``: a folder
+    of the sweep directory, never one a config file points elsewhere."""
+    launcher = OmegaConf.to_container(hydra_node, resolve=False).get("launcher") or {}
+    folder = launcher.get("submitit_folder")
+    if folder is None:
+        return []
+    prefix = "${hydra.sweep.dir}/"
+    rest = folder[len(prefix) :] if isinstance(folder, str) and folder.startswith(prefix) else None
+    if rest is not None and "${" not in rest and ".." not in rest and "\\" not in rest:
+        return []
+    return [
+        ConfigIssue(
+            "hydra.launcher.submitit_folder",
+            folder,
+            "submitit writes its job files there; it must be a folder of the sweep directory",
+            "keep the default ${hydra.sweep.dir}/.submitit/%j",
+        )
+    ]
+
+
+def _path_like(value: str) -> bool:
+    return "/" in value or "\\" in value or ".." in value
+
+
+def _location_issues(
+    cfg: DictConfig,
+    multirun: bool,
+    overrides: list[str],
+    script: Path,
+    default_config_path: str,
+    config_name: str,
+    mode: Any,
+) -> list[ConfigIssue]:
+    """The run (or sweep) directory and the benchmark's output directory are chosen on the command
+    line or by the shipped defaults, never by a config file (an experiment file from a colleague):
+    each must resolve to what the shipped config with the command line's own location overrides
+    gives, or to a folder inside its ``paths.output_dir``. A config file could otherwise point a
+    run at any folder (``~/.bashrc.d``: every file in it is run by the next shell)."""
+    keys = ["hydra.sweep.dir" if multirun else "hydra.run.dir"]
+    if OmegaConf.select(cfg, "benchmark.output_dir", default=None) is not None:
+        keys.append("benchmark.output_dir")
+    expected = _shipped_locations(cfg, overrides, script, default_config_path, config_name, mode)
+    issues = []
+    for key in keys:
+        problem = _location_problem(cfg, expected, key)
+        if problem:
+            issues.append(
+                ConfigIssue(
+                    key,
+                    _raw(cfg, key),
+                    problem,
+                    f"remove it from the config file and name the folder on the command line ({key}=<folder>)",
+                )
+            )
+    return issues
+
+
+def _location_problem(cfg: DictConfig, expected: DictConfig | None, key: str) -> str | None:
+    try:
+        value = str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True))
+    except OmegaConfBaseException as exc:
+        return f"cannot be resolved before the run ({type(exc).__name__})"
+    if expected is None:
+        return "the shipped config cannot be composed with the command line's overrides to compare"
+    raw = _raw(cfg, key)
+    if raw is not None and raw == _raw(expected, key) and not re.sub(r"\$\{now:[^}]*\}", "", raw).count("${"):
+        return None  # the shipped (or typed) text, with no interpolation a config file could change
+    want = str(OmegaConf.select(expected, key, default=""))
+    outputs = str(OmegaConf.select(expected, "paths.output_dir", default=""))
+    here = os.path.abspath(value)
+    if here == os.path.abspath(want):
+        return None
+    for root in (os.path.abspath(outputs),) if outputs else ():
+        real_root = os.path.realpath(root)
+        if (
+            os.path.commonpath([root, here]) == root
+            and os.path.commonpath([real_root, os.path.realpath(here)]) == real_root
+        ):
+            return None
+    return (
+        f"resolves to {value}: a config file chose it (or a setting it is built from, such as "
+        f"paths.root_dir or paths.output_dir); the folder is the command line's or the default's ({want}), "
+        f"or one inside {outputs or 'paths.output_dir'}"
+    )
+
+
+def _raw(cfg: DictConfig, key: str) -> str | None:
+    node: Any = OmegaConf.to_container(cfg, resolve=False)
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def _shipped_locations(
+    cfg: DictConfig, overrides: list[str], script: Path, default_config_path: str, config_name: str, mode: Any
+) -> DictConfig | None:
+    """The shipped config (conf/ beside the script, no --config-dir) composed with only the command
+    line's overrides of location settings: what the user, not a config file, chose."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_automatic_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    shipped = script.parent / default_config_path
+    name = config_name if (shipped / f"{config_name}.yaml").is_file() else None
+    name = name or (
+        "benchmark" if "benchmark" in cfg and (shipped / "benchmark.yaml").is_file() else "config"
+    )
+    prefixes = ("hydra.run.", "hydra.sweep.", "paths.", "benchmark.output_dir")
+    typed = [
+        o.input_line
+        for o in OverridesParser.create().parse_overrides(overrides)
+        if not o.is_sweep_override() and o.key_or_group.startswith(prefixes)
+    ]
+    search_path = create_automatic_config_search_path(str(script), None, default_config_path)
+    try:
+        hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
+        return hydra.compose_config(name, typed, run_mode=mode, with_log_configuration=False)
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError):
+        return None
+    finally:
+        GlobalHydra.instance().clear()
