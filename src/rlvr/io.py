@@ -1,4 +1,4 @@
-"""The one way this package writes a file: atomically, and never through a symlink.
+"""The one way this package writes a file: atomically, and never through a symlink or out of its root.
 
 A run directory may come from somewhere else (a colleague's run resumed, a
 directory synced back from a bucket), so a link planted in it must not turn a
@@ -6,6 +6,11 @@ write into an overwrite of the link's target. Every write goes to a temp file
 in the same directory and is renamed over the destination: ``os.replace``
 replaces a symlink itself, never what it points to. Parent directories are
 checked too, so ``run_dir/eval -> /elsewhere`` is refused rather than followed.
+
+A file name a config chooses (the JSONL metrics file, the TensorBoard folder) is a path
+*inside* the run directory: :func:`config_path_problem` refuses one that is absolute or
+climbs out with ``..`` before anything runs, and :func:`inside` and :func:`open_append`
+hold the same rule when the file is opened (SECURITY.md "Where a run writes").
 
 Text and JSON pass the one redaction of ``rlvr.secrets`` on the way (values read from the
 environment, credential variables, credential-shaped text): no file the product writes holds a
@@ -24,6 +29,84 @@ from typing import Any
 
 class SymlinkRefused(OSError):
     """A write would have gone through a symbolic link inside the directory being written."""
+
+
+class PathEscape(ValueError):
+    """A path a config chose would leave the directory it must stay in."""
+
+
+def config_path_problem(value: object) -> str | None:
+    """Why ``value`` cannot name a file or folder inside a run directory, or None when it can.
+
+    Judged on the text alone (before any directory exists): not empty, not absolute (``/x``,
+    ``~/x``), and no ``..`` part at all, even one that would come back (``logs/../metrics.jsonl``
+    names the same file as ``metrics.jsonl``, so nothing is lost by writing it plainly).
+    """
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty relative path"
+    if value.startswith("~") or Path(value).is_absolute() or os.path.isabs(value):
+        return "is absolute; a run writes only inside its run directory"
+    if ".." in Path(value).parts or ".." in value.replace("\\", "/").split("/"):
+        return "contains '..'; a run writes only inside its run directory"
+    if "\0" in value:
+        return "contains a NUL byte"
+    return None
+
+
+# What a run leaves in its directory (rlvr.training.checkpoints.FINGERPRINT among them): a fresh run
+# refuses a directory holding any of them, it would overwrite or append to another run's records.
+RUN_RECORDS = (
+    "config_resolved.yaml",
+    "run_fingerprint.json",
+    "metrics.jsonl",
+    "attempts.json",
+    "provenance.json",
+    "report.json",
+    "checkpoints",
+    "final",
+)
+
+
+def run_records_in(folder: str | os.PathLike[str]) -> list[str]:
+    """The names of :data:`RUN_RECORDS` present in ``folder`` (a link counts: it is there)."""
+    return [name for name in RUN_RECORDS if os.path.lexists(Path(folder) / name)]
+
+
+def inside(root: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Path:
+    """``root / relative``, refused (:class:`PathEscape`) unless it stays inside ``root`` both as
+    written and on disk (no link below ``root`` leads out: those are refused, :class:`SymlinkRefused`)."""
+    root = Path(root)
+    problem = config_path_problem(str(relative))
+    if problem:
+        raise PathEscape(f"{relative!r} {problem} ({root})")
+    path = root / relative
+    check_no_symlinks(path, root)
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
+        raise PathEscape(f"{path} leads out of {root}")
+    return path
+
+
+def open_append(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> Any:
+    """``path`` opened for appending text, never through a link: the last component is opened with
+    ``O_NOFOLLOW`` (a link planted there fails the open instead of being followed, even one planted
+    after the checks), and the folders between ``root`` and it must not be links either."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_no_symlinks(path, root)
+    flags = (
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise SymlinkRefused(
+                f"refusing to append to {path}: it is a symbolic link (to {os.readlink(path)}); "
+                "a run never writes through links planted in its directory"
+            ) from exc
+        raise
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def check_no_symlinks(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> None:

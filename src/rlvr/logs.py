@@ -1,7 +1,7 @@
 """Keep the console to the run's own lines: library warnings and progress bars go to the log file.
 
 transformers and TRL emit a deprecation warning per training phase and a "Writing model
-shards" bar per save; interleaved with the console observer's progress they bury it. They
+shards" bar per save, bitsandbytes and vLLM their start-up notes; interleaved with the console observer's progress they bury it. They
 still matter when something goes wrong, so they are written to the run's log file (Hydra's
 ``<run_dir>/<job>.log``) instead of being dropped. Errors and tracebacks are not affected.
 """
@@ -9,20 +9,31 @@ still matter when something goes wrong, so they are written to the run's log fil
 from __future__ import annotations
 
 import logging
+import os
 
 
-def library_output_to_log_file() -> None:
-    import transformers
-
+def route_library_loggers() -> None:
+    """The library loggers write to the run's log file only (cheap: imports no library). Called
+    before anything imports bitsandbytes, which warns at import on CPUs without `kernels`."""
     file_handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
     logging.captureWarnings(True)  # warnings.warn(...) -> the "py.warnings" logger
-    transformers.utils.logging.disable_default_handler()
-    for name in ("py.warnings", "transformers"):
+    # vLLM would add its own console handler at import; its records reach the root logger instead,
+    # and, like bitsandbytes' (a warning per run on CPUs without the optional `kernels` package),
+    # go to the log file only.
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    for name in ("py.warnings", "transformers", "bitsandbytes", "vllm"):
         logger = logging.getLogger(name)
         logger.propagate = False
         for handler in file_handlers:
             if handler not in logger.handlers:
                 logger.addHandler(handler)
+
+
+def library_output_to_log_file() -> None:
+    route_library_loggers()
+    import transformers  # after the loggers are routed: it can import bitsandbytes
+
+    transformers.utils.logging.disable_default_handler()
     transformers.utils.logging.disable_progress_bar()
     try:
         from huggingface_hub.utils import disable_progress_bars

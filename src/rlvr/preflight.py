@@ -254,14 +254,45 @@ def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIss
         )
         if found:
             issues.append(found)
-    trains = getattr(loop, "grpo_enabled", False) or getattr(loop, "sft_enabled", False)
-    shape = shape_of(str(getattr(model, "name_or_path", "")))
-    if not trains or shape is None or not hasattr(loop, "hardware"):
+    inputs = _estimate_inputs(model, loop, setup, processes)
+    if inputs is None:
         return issues, []
-    device = loop.hardware.device
-    plan = plan_of(model, loop, processes, shard_of(setup))
+    shape, plan, device = inputs
     refusals, warnings = check(shape, plan, device_memory_gb(device), device)
     if device != "cuda":  # RAM is not a hard wall (and the estimate is for GPUs): say it, don't refuse
         warnings = [i.problem for i in refusals] + warnings
         refusals = []
     return issues + refusals, warnings
+
+
+def _estimate_inputs(model: Any, loop: Any, setup: Any, processes: int) -> tuple[Shape, Plan, str] | None:
+    """(shape, plan, device) of a configured training run; None when nothing is estimated (no
+    training phase, or a model whose shape is unknown)."""
+    trains = getattr(loop, "grpo_enabled", False) or getattr(loop, "sft_enabled", False)
+    shape = shape_of(str(getattr(model, "name_or_path", "")))
+    if not trains or shape is None or not hasattr(loop, "hardware"):
+        return None
+    return shape, plan_of(model, loop, processes, shard_of(setup)), loop.hardware.device
+
+
+def memory_record(model: Any, loop: Any, setup: Any = None) -> dict[str, Any]:
+    """What report.json records under ``memory``: the pre-flight's estimate for this run (the same
+    arithmetic as :func:`run_checks`, per process) beside the CUDA peak this process measured, so
+    the estimate can be judged against the real thing (scripts/gpu_check.py). Sizes in GB (2**30
+    bytes); None where there is nothing to record (no estimate; no CUDA peak on a CPU run)."""
+    import os
+
+    from rlvr.hardware import cuda_peak_gb
+
+    inputs = _estimate_inputs(model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")))
+    record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
+    if inputs is not None:
+        shape, plan, device = inputs
+        device_gb = device_memory_gb(device)
+        terms = estimate(shape, plan, device_gb)
+        record = {
+            "preflight_estimate_gb": round(sum(terms.values()), 3),
+            "preflight_terms_gb": {k: round(v, 3) for k, v in terms.items()},
+            "device_memory_gb": round(device_gb, 3),
+        }
+    return {**record, **cuda_peak_gb()}

@@ -47,9 +47,10 @@ def test_console_holds_only_the_runs_own_lines(smoke_run):
     """Library deprecation warnings and save progress bars go to the run's log file, not the console."""
     run_dir, proc = smoke_run
     console = proc.stdout + proc.stderr
-    for noise in ("FutureWarning", "Writing model shards", "it/s]"):
+    for noise in ("FutureWarning", "Writing model shards", "it/s]", "bitsandbytes"):
         assert noise not in console, noise
-    assert "FutureWarning" in next(run_dir.glob("*.log")).read_text()  # kept, in the log file
+    # kept, in the log file: bitsandbytes' warning about its optional CPU kernels package
+    assert "[bitsandbytes." in next(run_dir.glob("*.log")).read_text()
 
 
 def test_overrides_took_effect(smoke_run):

@@ -6,9 +6,11 @@ The checkers come from the hashed requirements/tools.txt in their own venv (`mak
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -38,15 +40,15 @@ def hcl(path: Path) -> dict:
 
 def render(template: str) -> str:
     """The startup script as Terraform's templatefile would render it, with example values."""
-    values = {
-        "repository_url": "https://example.com/rlvr.git",
-        "repository_commit": "0" * 40,
+    values = {  # single-quoted, as startup.tf passes them
+        "repository_url": "'https://example.com/rlvr.git'",
+        "repository_commit": "'" + "0" * 40 + "'",
         "overrides": "'experiment=smoke' 'seed=1'",
-        "run_prefix": "gs://bucket/rlvr-run",
-        "sync_minutes": "10",
-        "wandb_secret_id": "wandb-api-key",
-        "project_id": "project",
-        "nvidia_driver": "580-server",
+        "run_prefix": "'gs://bucket/rlvr-run'",
+        "sync_minutes": "'10'",
+        "wandb_secret_id": "'wandb-api-key'",
+        "project_id": "'project'",
+        "nvidia_driver": "'580-server'",
     }
     rendered = re.sub(r"(?<!\$)\$\{(\w+)\}", lambda m: values[m.group(1)], template)
     return rendered.replace("$${", "${")  # templatefile's escape for a literal ${
@@ -69,10 +71,13 @@ def test_every_tf_parses_and_declares_what_it_uses():
 
 def test_startup_template_gets_exactly_the_variables_it_uses():
     used = set(re.findall(r"\$\{(\w+)\}", TEMPLATE.read_text()))
-    main = (TERRAFORM / "main.tf").read_text()
-    call = main[main.index("templatefile(") : main.index("})", main.index("templatefile("))]
-    passed = set(re.findall(r"^\s*(\w+)\s*=", call, re.MULTILINE))
-    assert used == passed
+    startup = (TERRAFORM / "startup.tf").read_text()
+    values = startup[
+        startup.index("startup_values = {") : startup.index("\n  }", startup.index("startup_values"))
+    ]
+    passed = set(re.findall(r"^\s*(\w+)\s*=", values, re.MULTILINE)) - {"startup_values"}
+    assert used == passed | {"overrides"}
+    assert "startup-script         = local.startup_script" in (TERRAFORM / "main.tf").read_text()
 
 
 def test_checkov_finds_no_failed_check():
@@ -168,3 +173,143 @@ def test_images_meet_the_gpu_lock():
     assert base, "the Dockerfile's base must be an nvidia/cuda cudnn-runtime image"
     # torch 2.13.0 of requirements/gpu.txt is a CUDA 13.0 build; Ubuntu 24.04's python3 is 3.12.
     assert (base.group(1), base.group(2), base.group(3)) == ("13", "0", "24.04")
+
+
+# -- values that reach the VM's root startup script (SECURITY.md "Launchers and infrastructure") ------
+# Rendered by the real `terraform console` (templatefile and the variables' validation need no
+# provider, so this works offline) from a copy of variables.tf, startup.tf and the template.
+VALID = {
+    "project_id": "my-gcp-project",
+    "repository_url": "https://github.com/your-org/rlvr.git",
+    "repository_commit": "0123456789abcdef0123456789abcdef01234567",
+    "output_bucket": "my-gcp-project-rlvr-runs",
+    "overrides": ["experiment=smoke", "seed=1"],
+}
+
+
+def terraform_console(folder: Path, expression: str, values: dict) -> subprocess.CompletedProcess:
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("the terraform binary is not on PATH: the rendering and validation tests need it")
+    (folder / "terraform.tfvars.json").write_text(json.dumps(values))
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "TF_IN_AUTOMATION": "1"}
+    return subprocess.run(
+        [terraform, "console", "-no-color"],
+        input=expression + "\n",
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env=env,
+        timeout=60,
+    )
+
+
+def startup_module(folder: Path, validations: bool = True) -> Path:
+    """The files that make the startup script, copied (without the Google resources of main.tf)."""
+    variables = (TERRAFORM / "variables.tf").read_text()
+    if not validations:
+        variables = re.sub(r"\n  validation \{.*?\n  \}", "", variables, flags=re.DOTALL)
+        assert "validation" not in variables
+    (folder / "variables.tf").write_text(variables)
+    for name in ("startup.tf", "startup.sh.tftpl"):
+        (folder / name).write_text((TERRAFORM / name).read_text())
+    return folder
+
+
+def rendered_startup(folder: Path, values: dict) -> str:
+    proc = terraform_console(folder, "base64encode(local.startup_script)", values)
+    assert proc.returncode == 0 and "Error" not in proc.stderr + proc.stdout, proc.stderr + proc.stdout
+    return base64.b64decode(proc.stdout.strip().strip('"')).decode()
+
+
+HOSTILE_URLS = [
+    'https://example.com/r.git"; touch /tmp/pwned; "',
+    "https://example.com/r.git'; touch /tmp/pwned; '",
+    "https://example.com/$(touch /tmp/pwned).git",
+    "https://example.com/`touch /tmp/pwned`.git",
+    "https://example.com/r.git\ntouch /tmp/pwned",
+    "ext::sh -c touch% /tmp/pwned",  # git runs the command of an ext:: URL
+    "--upload-pack=touch /tmp/pwned",  # an option to git clone
+    "file:///etc",
+    "http://example.com/r.git",
+    "https://user:ghp_token@example.com/r.git",  # a credential would land in state and metadata
+    "https://example.com/r.git?x=$HOME",
+    "https://example.com/r.git#frag",
+    "https://example.com",
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        *(("repository_url", url) for url in HOSTILE_URLS),
+        ("wandb_secret_id", 'wandb"; touch /tmp/pwned; "'),
+        ("wandb_secret_id", "$(touch /tmp/pwned)"),
+        ("wandb_secret_id", "wandb key"),
+        ("wandb_secret_id", "--project=other"),
+        ("wandb_secret_id", "projects/other/secrets/key"),
+        ("project_id", 'p"; touch /tmp/pwned; "'),
+        ("project_id", "my-project$(id)"),
+        ("output_bucket", "bucket/$(touch /tmp/pwned)"),
+        ("output_bucket", "bucket'x"),
+        ("output_bucket", "Bucket"),
+        ("sync_minutes", 0),
+        ("sync_minutes", 1.5),
+        ("overrides", ["seed=1; touch /tmp/pwned"]),
+        ("overrides", ["seed=$(id)"]),
+        ("overrides", ["seed=1\nRUN\ntouch /tmp/pwned"]),  # would end the run's here-document
+    ],
+)
+def test_a_value_that_would_reach_the_startup_script_as_code_is_refused(tmp_path, variable, value):
+    proc = terraform_console(startup_module(tmp_path), "var.project_id", {**VALID, variable: value})
+    out = proc.stdout + proc.stderr
+    assert "Invalid value for variable" in out and f"var.{variable} is" in out, out
+
+
+def test_the_example_values_pass_and_every_value_is_one_quoted_word(tmp_path):
+    script = rendered_startup(startup_module(tmp_path), VALID)
+    assignments = dict(re.findall(r"^([A-Z_]+)=(.*)$", script, re.MULTILINE))
+    for name in ("REPO_URL", "REPO_COMMIT", "RUN_PREFIX", "SYNC_MINUTES", "WANDB_SECRET_ID", "PROJECT_ID"):
+        assert re.fullmatch(r"'[^']*'", assignments[name]), (name, assignments[name])
+    assert assignments["REPO_URL"] == "'https://github.com/your-org/rlvr.git'"
+    assert "run_pipeline.py 'experiment=smoke' 'seed=1' hydra.run.dir=" in script
+
+
+def test_even_a_value_past_the_validations_stays_data(tmp_path):
+    """The second line of defence: with every validation block removed, hostile values rendered into
+    the script and run by bash are assigned verbatim and run nothing."""
+    hostile = "x'\"; touch pwned; `touch pwned` $(touch pwned) ${HOME} \\' \n touch pwned #"
+    values = {
+        **VALID,
+        "repository_url": hostile,
+        "wandb_secret_id": hostile,
+        "project_id": hostile,
+        "output_bucket": hostile,
+        "nvidia_driver": hostile,
+        # one line: the run command sits in a quoted here-document that a line "RUN" would end, so a
+        # line break in an override is refused by its validation (tested above), not by quoting
+        "overrides": [hostile.replace("\n", " "), "seed=1"],
+    }
+    (tmp_path / "tf").mkdir()
+    script = rendered_startup(startup_module(tmp_path / "tf", validations=False), values)
+    lines = script.splitlines()
+    head = "\n".join(lines[lines.index("set -euo pipefail") + 1 : lines.index("APP_DIR=/opt/rlvr")])
+    run_line = next(x for x in lines if x.startswith(".venv/bin/python run_pipeline.py "))
+    overrides = run_line.removeprefix(".venv/bin/python run_pipeline.py ").split(" hydra.run.dir=")[0]
+    probe = head + '\nprintf \'%s\\0\' "$REPO_URL" "$WANDB_SECRET_ID" "$PROJECT_ID" "$NVIDIA_DRIVER"\n'
+    probe += f"printf '%s\\0' {overrides}\n"
+    proc = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\0")[:-1] == [hostile] * 4 + [hostile.replace("\n", " "), "seed=1"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_terraform_fmt_check_passes():
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("the terraform binary is not on PATH")
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull}
+    proc = subprocess.run(
+        [terraform, "fmt", "-check", "-diff", str(TERRAFORM)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rlvr.config_errors import ConfigValidationError
 from rlvr.training.checkpoints import (
     MARKER,
     check_fingerprint,
@@ -207,3 +208,92 @@ def test_resume_refuses_another_file_or_mixture(tmp_path, compose_cfg, before, a
     )
     [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
     assert issue.problem.count(":") >= 2 and f"{key}:" in issue.problem
+
+
+# -- a fresh run never adopts another run's directory (SECURITY.md "Resume") ---------------------------
+def test_a_checkpoint_carries_the_fingerprint_of_the_run_that_saved_it(tmp_path):
+    from rlvr.training.checkpoints import FINGERPRINT
+
+    write_fingerprint(tmp_path, {"seed": 1})
+    ckpt = make_ckpt(tmp_path, "grpo", 2)
+    assert (ckpt / FINGERPRINT).read_text() == (tmp_path / FINGERPRINT).read_text()
+    write_fingerprint(tmp_path, {"seed": 2})  # the run directory's record rewritten later
+    assert check_fingerprint(tmp_path, {"seed": 2}, False, checkpoint=ckpt) == ["seed: 1 -> 2"]
+
+
+def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, compose_cfg):
+    """The old flow: a fresh run B started in run A's directory rewrote run_fingerprint.json at start;
+    if B died before its first checkpoint, resume=auto with B's settings passed the check and continued
+    A's checkpoint under B's name."""
+    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.training.checkpoints import FINGERPRINT
+
+    run = tmp_path / "run"
+    a = PipelineOrchestrator(compose_cfg(["seed=42"]), run)
+    write_fingerprint(run, a.fingerprint())
+    ckpt = make_ckpt(run, "grpo", 2)
+    before = (run / FINGERPRINT).read_text()
+
+    [issue] = PipelineOrchestrator(compose_cfg(["seed=7"]), run).run_dir_issues()
+    assert issue.key == "hydra.run.dir" and "resume=auto" in issue.fix and FINGERPRINT in issue.problem
+    with pytest.raises(ConfigValidationError, match="holds another run"):
+        PipelineOrchestrator(compose_cfg(["seed=42"]), run).build()  # even with the same settings
+    assert (run / FINGERPRINT).read_text() == before
+
+    # The attack's second half, with the run's record already overwritten (an older version, or by hand):
+    # the checkpoint's own copy still says seed 42.
+    write_fingerprint(run, PipelineOrchestrator(compose_cfg(["seed=7"]), run).fingerprint())
+    b = PipelineOrchestrator(compose_cfg(["seed=7", "resume=auto"]), run)
+    [issue] = b.resolve_resume()
+    assert "seed: 42 -> 7" in issue.problem and b.resume == ("grpo", ckpt)
+
+
+def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(tmp_path, compose_cfg):
+    """A run that died before its first checkpoint: resume=auto starts afresh in its directory, only
+    with its settings."""
+    from rlvr.pipeline import PipelineOrchestrator
+
+    run = tmp_path / "run"
+    write_fingerprint(run, PipelineOrchestrator(compose_cfg(["seed=42"]), run).fingerprint())
+    same = PipelineOrchestrator(compose_cfg(["seed=42", "resume=auto"]), run)
+    assert same.resolve_resume() == [] and same.run_dir_issues() == []
+    other = PipelineOrchestrator(compose_cfg(["seed=7", "resume=auto"]), run)
+    assert other.resolve_resume() == []  # no checkpoint: a fresh start ...
+    [issue] = other.run_dir_issues()  # ... but not in another run's directory
+    assert "seed: 42 -> 7" in issue.problem and issue.key == "hydra.run.dir"
+    allowed = compose_cfg(["seed=7", "resume=auto", "resume_allow_changes=true"])
+    assert PipelineOrchestrator(allowed, run).run_dir_issues() == []
+    assert PipelineOrchestrator(compose_cfg(["seed=7"]), tmp_path / "new").run_dir_issues() == []
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "key"),
+    [
+        (["model=tiny"], ["model=smollm2_135m"], "model"),
+        (["model=tiny"], ["model=tiny", "model.seed=3"], "model"),
+        (
+            ["training_loop.grpo.num_generations=4"],
+            ["training_loop.grpo.num_generations=2"],
+            "training_loop.grpo.num_generations",
+        ),
+    ],
+)
+def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, before, after, key):
+    """Removing ``model`` or ``training_loop.grpo.num_generations`` from the compared settings
+    (orchestrator.CRITICAL_KEYS) turns this red; before, no test did."""
+    from rlvr.pipeline import PipelineOrchestrator
+
+    ckpt = _checkpoint_of_run(
+        tmp_path / "run", PipelineOrchestrator(compose_cfg(before), tmp_path).fingerprint()
+    )
+    same = PipelineOrchestrator(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")
+    assert same.resolve_resume() == []
+    [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
+    assert issue.problem.startswith("critical settings differ") and f"{key}:" in issue.problem
+
+
+def test_the_fingerprint_is_among_the_records_a_fresh_run_refuses():
+    from rlvr.io import RUN_RECORDS
+    from rlvr.training.checkpoints import FINGERPRINT
+
+    assert FINGERPRINT in RUN_RECORDS

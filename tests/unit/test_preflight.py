@@ -159,3 +159,22 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
     loop.grpo["per_device_train_batch_size"] = 8
     preflight.run_checks(model, loop, setup)
     assert plans[0].shard == shard and plans[0].processes == 8
+
+
+def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch):
+    """report.json ``memory``: the same estimate the pre-flight checks against (scripts/gpu_check.py
+    compares it with the measured peak); a CPU run measured no CUDA peak and says so with None."""
+    from rlvr import preflight
+
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
+    model, loop = _components("cuda")
+    record = preflight.memory_record(model, loop)
+    terms = preflight.estimate(QWEN["7B"], preflight.plan_of(model, loop, 1), 80.0)
+    assert record["preflight_estimate_gb"] == round(sum(terms.values()), 3) > 100  # a 7B full fine-tune
+    assert record["preflight_terms_gb"]["weights"] == round(terms["weights"], 3)
+    assert record["device_memory_gb"] == 80.0
+    assert (
+        record["cuda_peak_allocated_gb"] is None and record["cuda_peak_reserved_gb"] is None
+    )  # no CUDA here
+    nothing = preflight.memory_record(*_components("cuda", sft=False, grpo=False))
+    assert nothing["preflight_estimate_gb"] is None

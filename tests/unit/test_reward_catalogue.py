@@ -262,13 +262,18 @@ def test_a_plugin_reward_function_runs_as_a_term_only_when_its_package_is_named(
 def test_reward_set_sums_weighted_terms_skipping_abstentions():
     """What reward/zero_std_groups_frac is computed from: a None (abstain) adds nothing, as in TRL."""
     fmt = FormatReward(weight=2.0, prompt=PLAIN)
-    partial = FunctionReward(function=lambda completions, **_: [None, 0.0], weight=1.0, prompt=PLAIN)
+    values = iter([[None, 0.0], [None, 2.0], [None, 1.0]])
+    partial = FunctionReward(function=lambda completions, **_: next(values), weight=1.0, prompt=PLAIN)
     rewards = RewardSet({"format": fmt, "partial": partial}, prompt=PLAIN, scorer=None)
     rewards.group_size = 2
     f, g = rewards.functions
     f(["<answer>1</answer>", "<answer>1</answer>"])
     assert g(["a", "b"]) == [None, 0.0]
     assert rewards.counters()["reward/zero_std_groups_frac"] == 1.0  # 2.0 and 2.0 + 0.0
+    # Values where weighted and unweighted totals disagree, both ways (weights ignored: red).
     f(["<answer>1</answer>", "no"])
     g(["a", "b"])
-    assert rewards.counters()["reward/zero_std_groups_frac"] == 0.0  # 2.0 and 0.0
+    assert rewards.counters()["reward/zero_std_groups_frac"] == 1.0  # 2*1 and 2*0 + 2 (unweighted 1, 2)
+    f(["<answer>1</answer>", "no"])
+    g(["a", "b"])
+    assert rewards.counters()["reward/zero_std_groups_frac"] == 0.0  # 2*1 and 2*0 + 1 (unweighted 1, 1)

@@ -62,4 +62,6 @@ def test_vllm_rollouts_are_refused_without_cuda(monkeypatch, rollout):
     monkeypatch.setattr(hardware, "cuda_available", lambda: False)
     issues = loop_for(f"rollout={rollout}").validate()
     (issue,) = [i for i in issues if i.key == "training_loop.grpo.use_vllm"]
-    assert "CUDA" in issue.problem and "rollout=hf" in issue.fix
+    assert "rollout=hf" in issue.fix
+    # the reason names what fails on a CPU: TRL's colocate weight sync, or server mode's NCCL
+    assert ("sync_weights" if rollout == "vllm_colocate" else "NCCL") in issue.problem

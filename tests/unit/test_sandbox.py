@@ -360,3 +360,19 @@ def test_workers_die_with_their_parent(tmp_path):
     for pid in survivors:  # don't leave hung processes behind when the guarantee is broken
         os.kill(pid, signal.SIGKILL)
     assert survivors == []
+
+
+def test_the_deadline_is_per_item_when_one_worker_gets_several_slow_items():
+    """One worker, a chunk of items that each take most of the timeout: each gets its own deadline,
+    so none times out although the chunk as a whole runs past it (a deadline per chunk, or one not
+    renewed after each result, fails the later items)."""
+    slow = entry_running("(__import__('time').sleep(0.8), 1)[1]")
+    with VerifierPool(num_workers=1, timeout_s=TIMEOUT_S, failure_reward=-1.0) as one:
+        one.score([ScoreRequest("bitwise_arithmetic", "1", entry_running("1"))])  # start-up off the clock
+        start = time.monotonic()
+        scores = score_within(
+            one, [ScoreRequest("bitwise_arithmetic", "1", slow)] * 4, 4 * 0.8 + 2 * MARGIN_S
+        )
+        elapsed = time.monotonic() - start
+    assert [(s.status, s.value) for s in scores] == [("ok", 1.0)] * 4
+    assert elapsed > 2 * TIMEOUT_S  # the premise: the items ran back to back on the one worker

@@ -26,6 +26,9 @@ SPLIT_RULE = {
 }
 TEST_FRACTION = SPLIT_RULE["test_fraction"]
 MANIFEST = "data_manifest.json"
+# A draw that sees this many questions in a row that it cannot use (other side, or seen) stops: the
+# task's question space is exhausted. A task with room left gives a usable one every ~5 draws.
+STALL_DRAWS = 5_000
 
 
 def question_id(task: str, question: str) -> str:
@@ -58,22 +61,46 @@ def draw(
     while True:
         seen: set[str] = set()
         picked = []
-        for entry in generate(count, seed):
+        drawn = since_new = 0
+        for entry in generate(count, seed):  # consumed one at a time: only picked entries are kept
+            drawn += 1
             q = entry["question"]
             if split_of(task, q) != split or (distinct and q in seen):
+                since_new += 1
+                # The task's question space is used up: no new question in this many draws (the
+                # split side alone would give one about every 1/share draws). Say so now, not after
+                # `budget` draws: a large size on a small task would take hours to refuse.
+                if since_new >= STALL_DRAWS:
+                    raise _too_small(key, size, task, picked, split, drawn, share, distinct, exhausted=True)
                 continue
+            since_new = 0
             seen.add(q)
             picked.append(entry)
             if len(picked) == size:
                 return picked
         if count >= budget:
-            raise ValueError(
-                f"{key}={size}: task {task!r} gave only {len(picked)} {'distinct ' if distinct else ''}"
-                f"{split}-side questions in {count} draws (the {split} side is "
-                f"{share:.0%} of the task's questions by content hash). Fix: lower {key}, or widen the "
-                "task's parameters so it has more distinct questions"
-            )
+            raise _too_small(key, size, task, picked, split, drawn, share, distinct, exhausted=False)
         count = min(budget, count * 4)
+
+
+def _too_small(
+    key: str,
+    size: int,
+    task: str,
+    picked: list,
+    split: str,
+    drawn: int,
+    share: float,
+    distinct: bool,
+    exhausted: bool,
+) -> ValueError:
+    why = f", none new in the last {STALL_DRAWS}: the task holds no more" if exhausted else ""
+    return ValueError(
+        f"{key}={size}: task {task!r} gave only {len(picked)} {'distinct ' if distinct else ''}"
+        f"{split}-side questions in {drawn} draws{why} (the {split} side is "
+        f"{share:.0%} of the task's questions by content hash). Fix: lower {key}, or widen the "
+        "task's parameters so it has more distinct questions"
+    )
 
 
 def ids_of(task_questions: Iterable[tuple[str, str]]) -> list[str]:

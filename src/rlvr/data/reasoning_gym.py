@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import reasoning_gym
@@ -19,11 +20,14 @@ def task_names() -> list[str]:
     return sorted(DATASETS)
 
 
-def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) -> list[dict[str, Any]]:
-    """``size`` reasoning-gym entries; the same (task, params, size, seed) always gives the same list."""
+def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) -> Iterator[dict[str, Any]]:
+    """``size`` reasoning-gym entries, one at a time (a draw keeps only the ones it picks, so asking a
+    small task for many questions does not hold every draw in memory); the same (task, params, size,
+    seed) always gives the same sequence."""
     dataset = reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
-    # JSON round-trip now so training, evaluation and the verifier sandbox all see the same types.
-    return [json.loads(json.dumps(dataset[i], default=list)) for i in range(size)]
+    for i in range(size):
+        # JSON round-trip now so training, evaluation and the verifier sandbox all see the same types.
+        yield json.loads(json.dumps(dataset[i], default=list))
 
 
 def split_entries(

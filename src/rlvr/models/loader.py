@@ -273,12 +273,24 @@ class TinyRandomModel(HFModel):
             )
         return issues
 
-    def _load_base(self, path: str) -> tuple[Any, Any]:
+    def model_path(self) -> str:
+        """The tiny model as a checkpoint on disk, made once per setting in rlvr's cache: it then loads
+        like any other model (quantised too) and has a path, which a vLLM engine (evaluation, TRL's
+        colocated rollouts) and a LoRA adapter's base name need."""
+        import hashlib
+        import shutil
+        import tempfile
+
         import torch
         from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-        from rlvr.models.embedded import ensure_default_model
+        from rlvr.models.embedded import cache_root, ensure_default_model
 
+        shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.seed)
+        tag = hashlib.sha256(repr(shape).encode()).hexdigest()[:12]
+        path = cache_root() / "models" / f"tiny-random-llama-{tag}"
+        if (path / "config.json").is_file():
+            return str(path)
         tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
         config = LlamaConfig(
             vocab_size=len(tokenizer),
@@ -292,14 +304,15 @@ class TinyRandomModel(HFModel):
             eos_token_id=tokenizer.eos_token_id,
             tie_word_embeddings=True,
         )
-        torch.manual_seed(self.seed)
-        model = LlamaForCausalLM(config)
-        if self.quantization:  # the real bitsandbytes path: save, then load with the quantization config
-            import tempfile
-
-            from transformers import AutoModelForCausalLM
-
-            with tempfile.TemporaryDirectory() as tmp:
-                model.save_pretrained(tmp)
-                model = AutoModelForCausalLM.from_pretrained(tmp, **self.load_kwargs())
-        return model, tokenizer
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = LlamaForCausalLM(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(path)  # atomic: a concurrent test process may have made the same one first
+        except OSError:
+            shutil.rmtree(tmp)
+        return str(path)

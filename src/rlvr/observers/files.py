@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue
+from rlvr.io import config_path_problem, inside, open_append
 from rlvr.observers.base import Observer
 
 
@@ -25,15 +27,31 @@ def _jsonable(value: Any) -> Any:
 
 
 class JsonlObserver(Observer):
-    """Appends every event to ``path`` (relative paths land in the run directory).
+    """Appends every event to ``path`` inside the run directory.
 
     Args:
-        path: metrics file name.
+        path: metrics file name, relative to the run directory (absolute paths and ``..`` are
+            refused: a config file must not choose where outside the run a line is appended).
     """
 
     def __init__(self, path: str = "metrics.jsonl"):
         self.path = Path(path)
+        self._raw = path
         self._fh: Any = None
+
+    def validate(self) -> list[ConfigIssue]:
+        problem = config_path_problem(self._raw)
+        if problem is None:
+            return []
+        return [
+            ConfigIssue(
+                "observers.jsonl.path",
+                self._raw,
+                problem,
+                "name a file inside the run directory, e.g. metrics.jsonl; choose where runs go with "
+                "hydra.run.dir on the command line",
+            )
+        ]
 
     def _write(self, kind: str, payload: dict[str, Any]) -> None:
         if self._fh is None:
@@ -43,9 +61,8 @@ class JsonlObserver(Observer):
         self._fh.flush()
 
     def on_pipeline_start(self, event: ev.PipelineStart) -> None:
-        path = self.path if self.path.is_absolute() else event.run_dir / self.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", encoding="utf-8")
+        # Appended to on resume, so opened without following a link at any level below the run dir.
+        self._fh = open_append(inside(event.run_dir, self._raw), event.run_dir)
         self._write("pipeline_start", {"run_dir": event.run_dir})
 
     def on_stage_start(self, event: ev.StageStart) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
+from rlvr.io import config_path_problem, inside
 from rlvr.observers.base import Observer
 
 
@@ -96,28 +97,39 @@ class WandbObserver(Observer):
 
 
 class TensorBoardObserver(Observer):
-    """Scalars for TensorBoard under ``<run_dir>/<log_dir>``."""
+    """Scalars for TensorBoard under ``<run_dir>/<log_dir>`` (``log_dir`` relative, never out of the run)."""
 
     def __init__(self, log_dir: str = "tensorboard"):
         self.log_dir = log_dir
         self._writer: Any = None
 
     def validate(self) -> list[ConfigIssue]:
+        issues = []
+        problem = config_path_problem(self.log_dir)
+        if problem is not None:
+            issues.append(
+                ConfigIssue(
+                    "observers.tensorboard.log_dir",
+                    self.log_dir,
+                    problem,
+                    "name a folder inside the run directory, e.g. tensorboard",
+                )
+            )
         if importlib.util.find_spec("tensorboard") is None:
-            return [
+            issues.append(
                 ConfigIssue(
                     "observers.tensorboard",
                     "tensorboard",
                     "package not installed",
                     "pip install 'rlvr[tracking]' or remove it with ~observers.tensorboard",
                 )
-            ]
-        return []
+            )
+        return issues
 
     def on_pipeline_start(self, event: ev.PipelineStart) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self._writer = SummaryWriter(log_dir=str(event.run_dir / self.log_dir))
+        self._writer = SummaryWriter(log_dir=str(inside(event.run_dir, self.log_dir)))
 
     def on_train_step(self, event: ev.TrainStep) -> None:
         if self._writer is not None:

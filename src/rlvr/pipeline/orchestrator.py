@@ -36,13 +36,14 @@ from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues
 from rlvr.evaluation.evaluator import SAMPLED_LABELS
-from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
+from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in, run_records_in
 from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.run_history import AttemptLog, RunHistory, run_order
 from rlvr.secrets import redact
 from rlvr.training.checkpoints import (
+    FINGERPRINT,
     Preempted,
     PreemptionGuard,
     check_fingerprint,
@@ -446,14 +447,18 @@ def _write_final(ctx: RunContext, model: Any, hashes: list[str] | None) -> None:
 
 
 def write_report(ctx: RunContext) -> None:
+    from rlvr.preflight import memory_record
     from rlvr.report import write_report
 
+    c = ctx.components
+    # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
+    memory = memory_record(c.model, c.training_loop, c.distributed)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.result.evaluations,
             ctx.outcome,
-            ctx.meta,
+            {**ctx.meta, "memory": memory},
             time.perf_counter() - ctx.start,
             history=ctx.history,
             attempt=ctx.attempts.snapshot("COMPLETED"),
@@ -538,12 +543,14 @@ class PipelineOrchestrator:
             except ValueError as exc:
                 return [ConfigIssue("resume", value, str(exc), "pick a complete checkpoint")]
         # The settings are compared with the run that OWNS the checkpoint (<run>/checkpoints/<phase>/
-        # checkpoint-N), whether it was found by resume=auto or given as a path.
+        # checkpoint-N), whether it was found by resume=auto or given as a path; the checkpoint's own
+        # copy of its run's fingerprint first (rlvr.training.checkpoints).
         owner = self.resume[1].parent.parent.parent
         diffs = check_fingerprint(
             owner,
             self.fingerprint(),
             bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False)),
+            checkpoint=self.resume[1],
         )
         if diffs:
             return [
@@ -552,6 +559,46 @@ class PipelineOrchestrator:
                     value,
                     "critical settings differ from the run being resumed: " + "; ".join(diffs),
                     "restore them, or set resume_allow_changes=true",
+                )
+            ]
+        return []
+
+    def run_dir_issues(self) -> list[ConfigIssue]:
+        """A fresh run never starts in a directory holding another run's records (it would rewrite
+        its fingerprint and mix its metrics); a continued run (``resume`` set) only in one whose
+        fingerprint matches its settings, found checkpoint or not: ``resume=auto`` in a run that
+        died before its first checkpoint starts afresh, and must not adopt another run's directory.
+        Checked on rank 0 (the other ranks would see the records rank 0 is writing)."""
+        if not distributed.is_main() or not self.run_dir.is_dir():
+            return []
+        found = run_records_in(self.run_dir)
+        if not found:
+            return []
+        resume = OmegaConf.select(self.cfg, "resume", default=None)
+        if resume in (None, "", False):
+            return [
+                ConfigIssue(
+                    "hydra.run.dir",
+                    str(self.run_dir),
+                    f"holds another run ({', '.join(found)}); a fresh run here would overwrite its "
+                    "records and settings fingerprint",
+                    "choose a new hydra.run.dir, or continue that run with resume=auto and its settings",
+                )
+            ]
+        if (
+            self.resume is not None
+            and self.resume[1].parent.parent.parent.resolve() == self.run_dir.resolve()
+        ):
+            return []  # resolve_resume compared the settings with the checkpoint's own fingerprint
+        allow = bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False))
+        diffs = check_fingerprint(self.run_dir, self.fingerprint(), allow)
+        if (self.run_dir / FINGERPRINT).is_file() and diffs:
+            return [
+                ConfigIssue(
+                    "hydra.run.dir",
+                    str(self.run_dir),
+                    "holds a run with other critical settings: " + "; ".join(diffs),
+                    "restore them, choose a new hydra.run.dir, or set resume_allow_changes=true",
                 )
             ]
         return []
@@ -574,6 +621,7 @@ class PipelineOrchestrator:
         issues = (
             check_targets(self.cfg, runtime_args(self.cfg))
             + self.resolve_resume()
+            + self.run_dir_issues()
             + keep_checkpoints_issues(self.cfg.keep_checkpoints)
         )
         broken = {

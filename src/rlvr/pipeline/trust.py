@@ -370,6 +370,192 @@ def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
     return issues
 
 
+# -- launcher settings that reach a shell ------------------------------------------------------------
+# submitit writes every SLURM launcher setting into the job script as an "#SBATCH --<key>=<value>"
+# line (quoted, but sbatch acts on the option: --export sets the job's environment, BASH_ENV
+# included, which bash runs before the script; --output/--error write anywhere; --chdir, --wrap,
+# --prolog...), and the keys it does not know as settings (srun_args, teardown, setup) become srun
+# arguments or shell lines. So a config may set only the settings below, each to a value of a strict
+# shape (SECURITY.md "Launchers and infrastructure"); everything else is refused with the key.
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_VALUE_RULES: dict[str, tuple[str, Any]] = {
+    "name": ("a plain name: letters, digits, '_', '.', '-' (at most 64)", _SLURM_NAME),
+    "names": (
+        "plain names separated by commas",
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(,[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,15}"),
+    ),
+    "hosts": (
+        "a SLURM host list such as node[01-04],gpu7",
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,\[\]-]{0,255}"),
+    ),
+    "features": (
+        "SLURM node features joined by & | , (e.g. a100&ib)",
+        re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.&|,*\[\]:-]{0,255}"),
+    ),
+    "gres": ("a generic resource such as gpu:a100:2", re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.:,-]{0,127}")),
+    "memory": ("a memory size such as 16G or 4000M", re.compile(r"[0-9]{1,9}[KMGT]?B?")),
+    "text": (
+        "plain words (letters, digits, space, _ . , : = + -)",
+        re.compile(r"[A-Za-z0-9 _.,:=+-]{0,200}"),
+    ),
+    "duration": (
+        "a SLURM time such as 90, 1:30:00 or 1-00:00",
+        re.compile(r"[0-9]{1,6}|[0-9]{1,6}:[0-9]{2}(:[0-9]{2})?|[0-9]{1,4}-[0-9]{1,2}(:[0-9]{2}){0,2}"),
+    ),
+    "open_mode": ("append or truncate", re.compile(r"append|truncate")),
+    "exclusive": ("true, user or mcs", re.compile(r"user|mcs")),
+}
+# The launcher's own settings (hydra-submitit's SlurmQueueConf / LocalQueueConf), by value rule.
+_LAUNCHER_KEYS: dict[str, str] = {
+    **dict.fromkeys(
+        ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes",
+         "cpus_per_gpu", "gpus_per_task", "signal_delay_s", "max_num_timeout", "array_parallelism"),
+        "count",
+    ),
+    "stderr_to_stdout": "bool",
+    "name": "name",
+    "partition": "names",
+    "qos": "name",
+    "account": "name",
+    "comment": "text",
+    "constraint": "features",
+    "exclude": "hosts",
+    "gres": "gres",
+    "mem_per_gpu": "memory",
+    "mem_per_cpu": "memory",
+}  # fmt: skip
+# additional_parameters: SLURM options that only choose where and when the job runs.
+SBATCH_OPTIONS: dict[str, str] = {
+    "account": "name",
+    "qos": "name",
+    "partition": "names",
+    "reservation": "name",
+    "wckey": "name",
+    "constraint": "features",
+    "nodelist": "hosts",
+    "exclude": "hosts",
+    "gres": "gres",
+    "mem-per-cpu": "memory",
+    "mem-per-gpu": "memory",
+    "time-min": "duration",
+    "comment": "text",
+    "exclusive": "exclusive",
+    "requeue": "flag",
+    "no-requeue": "flag",
+    "open-mode": "open_mode",
+}
+SUBMITIT_FOLDER = "${hydra.sweep.dir}/.submitit/%j"
+_SUBMITIT_FOLDER = re.compile(r"\$\{hydra\.sweep\.dir\}(/(?!\.\.?/|\.\.?$)[A-Za-z0-9_.%-]+)+")
+SUBMITIT_LAUNCHERS = frozenset(t for t in LAUNCHERS if t.startswith("hydra_plugins.hydra_submitit"))
+
+
+def _value_problem(rule: str, value: Any) -> str | None:
+    """None when ``value`` has the shape ``rule`` asks for, else what shape that is."""
+    if value is None:
+        return None
+    if rule == "count":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a whole number >= 0"
+    if rule == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if rule == "flag":
+        return None if value is True else "true (a switch without a value)"
+    if rule == "exclusive" and value is True:
+        return None
+    what, pattern = _VALUE_RULES[rule]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return what
+    return None if pattern.fullmatch(str(value)) else what
+
+
+def _resolved_item(node: Any, key: Any, raw: Any) -> Any:
+    """``node[key]`` resolved (as submitit will get it); as written when it cannot resolve yet."""
+    try:
+        value = node[key]
+    except (OmegaConfBaseException, KeyError, TypeError, AttributeError):
+        return raw
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _launcher_issues(hydra_node: Any, h: dict[str, Any]) -> list[ConfigIssue]:
+    """Every setting of a submitit launcher is on :data:`_LAUNCHER_KEYS` (additional_parameters on
+    :data:`SBATCH_OPTIONS`) with a value of its shape; the job files stay in the sweep directory."""
+    launcher = h.get("launcher") or {}
+    if launcher.get("_target_") not in SUBMITIT_LAUNCHERS:
+        return []
+    node = hydra_node.launcher if OmegaConf.is_config(hydra_node) else None
+    fix_keys = f"remove it; a config may set {sorted(_LAUNCHER_KEYS)} and additional_parameters"
+    issues = []
+    for key, raw in launcher.items():
+        path = f"hydra.launcher.{key}"
+        if key in ("_target_", "setup"):
+            continue  # judged in check_hydra_node
+        if key == "submitit_folder":
+            if not (isinstance(raw, str) and _SUBMITIT_FOLDER.fullmatch(raw)):
+                issues.append(
+                    ConfigIssue(
+                        path,
+                        raw,
+                        "submitit writes the job scripts and their logs there: it must stay inside "
+                        "hydra.sweep.dir (written as ${hydra.sweep.dir}/<folder>, no '..')",
+                        f"keep the default {SUBMITIT_FOLDER}",
+                    )
+                )
+            continue
+        value = _resolved_item(node, key, raw) if node is not None else raw
+        if key == "additional_parameters":
+            issues.extend(_sbatch_option_issues(node, value, raw))
+            continue
+        rule = _LAUNCHER_KEYS.get(key) if isinstance(key, str) else None
+        if rule is None:
+            issues.append(
+                ConfigIssue(
+                    path,
+                    raw,
+                    "not a launcher setting a config may pass to submitit (srun arguments, teardown "
+                    "lines and sbatch options outside the list reach the job's shell or environment)",
+                    fix_keys,
+                )
+            )
+        elif (problem := _value_problem(rule, value)) is not None:
+            issues.append(ConfigIssue(path, value, f"must be {problem}", f"write {key} as {problem}"))
+    return issues
+
+
+def _sbatch_option_issues(launcher_node: Any, value: Any, raw: Any) -> list[ConfigIssue]:
+    base = "hydra.launcher.additional_parameters"
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [ConfigIssue(base, raw, "must be a mapping of SLURM options", "write option: value lines")]
+    node = None
+    if launcher_node is not None:
+        with contextlib.suppress(OmegaConfBaseException, KeyError, AttributeError):
+            node = launcher_node.additional_parameters
+    issues = []
+    for key, item in value.items():
+        # submitit writes the key with '_' turned into '-': "open_mode" is --open-mode
+        option = key.replace("_", "-") if isinstance(key, str) else key
+        rule = SBATCH_OPTIONS.get(option) if isinstance(option, str) else None
+        resolved = _resolved_item(node, key, item) if node is not None else item
+        if rule is None:
+            issues.append(
+                ConfigIssue(
+                    f"{base}.{key}",
+                    resolved,
+                    "becomes an #SBATCH option of the job script; only options that choose where and "
+                    "when the job runs are allowed (--export sets the job's environment, --output/--error "
+                    "write files anywhere, others run programs)",
+                    f"remove it; allowed: {sorted(SBATCH_OPTIONS)}",
+                )
+            )
+        elif (problem := _value_problem(rule, resolved)) is not None:
+            issues.append(
+                ConfigIssue(f"{base}.{key}", resolved, f"must be {problem}", f"write {option} as {problem}")
+            )
+    return issues
+
+
 def _strings_with_newlines(node: Any, path: str) -> list[tuple[str, Any]]:
     if isinstance(node, dict):
         found = [(f"{path}.{k}", k) for k in node if isinstance(k, str) and ("\n" in k or "\r" in k)]
@@ -454,6 +640,7 @@ def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
                 "letters, digits, '_', '-' and '.', not starting with '.'; or leave it unset",
             )
         )
+    issues.extend(_launcher_issues(hydra_node, h))
     launcher = h.get("launcher") or {}
     # Judged resolved where it resolves; a value that cannot resolve yet is judged as written.
     with contextlib.suppress(OmegaConfBaseException, AttributeError):
@@ -565,7 +752,17 @@ def preflight(argv: list[str], script: Path, default_config_path: str, default_c
             if (issue.key, str(issue.value)) not in seen:
                 seen.add((issue.key, str(issue.value)))
                 issues.append(issue)
-    issues += _run_dir_issues(cfg, mode == RunMode.MULTIRUN)
+    multirun = mode == RunMode.MULTIRUN
+    task_overrides = list(args.overrides) + _sweeper_param_overrides(cfg)
+    for node in [cfg.hydra, *job_hydra_nodes] if multirun else []:
+        for issue in _sweep_subdir_issues(node, task_overrides) + _launcher_folder_issues(node):
+            if (issue.key, str(issue.value)) not in seen:
+                seen.add((issue.key, str(issue.value)))
+                issues.append(issue)
+    issues += _location_issues(
+        cfg, multirun, list(args.overrides), script, default_config_path, config_name, mode
+    )
+    issues += _run_dir_issues(cfg, multirun)
     if issues:
         raise ConfigValidationError(issues)
 
@@ -642,9 +839,11 @@ def _output_dir_issues() -> list[ConfigIssue]:
 
 
 def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
-    """The run (or sweep) directory must not hold a secret, and an existing one holding a symlink is
-    refused before Hydra opens its log file there (in append mode, which would follow a planted link)."""
-    from rlvr.io import SymlinkRefused, refuse_symlinks_in
+    """The run (or sweep) directory must not hold a secret; an existing one holding a symlink is
+    refused before Hydra opens its log file there (in append mode, which would follow a planted link);
+    so is a fresh run (``resume`` unset) in a directory, or a sweep over one, that holds another run's
+    records: it would overwrite them."""
+    from rlvr.io import SymlinkRefused, refuse_symlinks_in, run_records_in
 
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
     # A sweep point's subdir names its job number, which exists once Hydra launches the job.
@@ -672,4 +871,211 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         refuse_symlinks_in(folder)
     except SymlinkRefused as exc:
         return [ConfigIssue(key, str(folder), str(exc), "remove the link or choose another directory")]
-    return []
+    from rlvr.distributed import is_main
+
+    if not is_main():
+        return []  # under accelerate launch rank 0 may already be writing this run's own records
+    with contextlib.suppress(OmegaConfBaseException):
+        if OmegaConf.select(cfg, "resume", default=None) not in (None, "", False):
+            return []  # a continued run: the app compares its settings with the run's fingerprint
+    runs = [folder] if multirun is False else [folder, *_point_dirs(folder)]
+    held = [(run, found) for run in runs if (found := run_records_in(run))]
+    if not held:
+        return []
+    run, found = held[0]
+    what = "a run" if run == folder else f"an earlier sweep (e.g. {run.name}/)"
+    return [
+        ConfigIssue(
+            key,
+            str(folder),
+            f"holds {what} ({', '.join(found)}); a fresh run here would overwrite its records",
+            f"choose a new {key}, or continue that run with resume=auto and its settings",
+        )
+    ]
+
+
+def _point_dirs(sweep_dir: Path, depth: int = 3) -> list[Path]:
+    """Folders up to ``depth`` levels below a sweep directory (where its points' run dirs are)."""
+    found, level = [], [sweep_dir]
+    for _ in range(depth):
+        level = [p for d in level for p in d.iterdir() if p.is_dir() and not p.is_symlink()]
+        found += level
+    return found
+
+
+# -- where a run writes ------------------------------------------------------------------------------
+# hydra.sweep.subdir may hold only these interpolations: each sweep point gets its own folder.
+_SUBDIR_PARTS = re.compile(r"\$\{hydra\.job\.(num|override_dirname)\}")
+
+
+def _sweeper_param_overrides(cfg: DictConfig) -> list[str]:
+    params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
+    return [f"{k}={v}" for k, v in params.items()]
+
+
+def _sweep_subdir_issues(hydra_node: DictConfig, task_overrides: list[str]) -> list[ConfigIssue]:
+    """``hydra.sweep.subdir`` names each point's folder under the sweep directory: one that does not
+    differ between points (a constant, or an interpolation of anything but the job number) makes the
+    points overwrite each other, and an absolute one or one with ``..`` leaves the sweep directory.
+    ``${hydra.job.override_dirname}`` differs between points only if no key is excluded from it,
+    and stays inside only if no override value holds a path separator or ``..``."""
+    h = OmegaConf.to_container(hydra_node, resolve=False)
+    subdir = (h.get("sweep") or {}).get("subdir")
+    job = h.get("job") or {}
+    fix = "keep Hydra's default hydra.sweep.subdir=${hydra.job.num} (one folder per sweep point)"
+    text = subdir if isinstance(subdir, str) else ""
+    used = set(_SUBDIR_PARTS.findall(text))
+    rest = _SUBDIR_PARTS.sub("x", text)
+    problem = None
+    if not used:
+        problem = "is the same for every sweep point, so the points overwrite each other's run directory"
+    elif "${" in rest:
+        problem = "may hold only ${hydra.job.num} and ${hydra.job.override_dirname}"
+    elif Path(rest).is_absolute() or rest.startswith("~") or ".." in rest.replace("\\", "/").split("/"):
+        problem = "leaves the sweep directory (absolute or '..')"
+    elif "override_dirname" in used:
+        excluded = (((job.get("config") or {}).get("override_dirname") or {}).get("exclude_keys")) or []
+        separators = [
+            o
+            for o in task_overrides
+            if not o.lstrip("+~").startswith("hydra") and _path_like(o.split("=", 1)[-1])
+        ]
+        if excluded and "num" not in used:
+            problem = (
+                f"uses ${{hydra.job.override_dirname}} with keys excluded from it ({excluded}): points "
+                "that differ only in those share a folder"
+            )
+        elif separators:
+            problem = (
+                f"uses ${{hydra.job.override_dirname}} and an override value is a path ({separators[0]}): "
+                "it would name folders outside the sweep directory"
+            )
+    if problem is None:
+        return []
+    return [ConfigIssue("hydra.sweep.subdir", subdir, problem, fix)]
+
+
+def _launcher_folder_issues(hydra_node: DictConfig) -> list[ConfigIssue]:
+    """submitit writes its job files (pickles, logs) to ``hydra.launcher.submitit_folder``: a folder
+    of the sweep directory, never one a config file points elsewhere."""
+    launcher = OmegaConf.to_container(hydra_node, resolve=False).get("launcher") or {}
+    folder = launcher.get("submitit_folder")
+    if folder is None:
+        return []
+    prefix = "${hydra.sweep.dir}/"
+    rest = folder[len(prefix) :] if isinstance(folder, str) and folder.startswith(prefix) else None
+    if rest is not None and "${" not in rest and ".." not in rest and "\\" not in rest:
+        return []
+    return [
+        ConfigIssue(
+            "hydra.launcher.submitit_folder",
+            folder,
+            "submitit writes its job files there; it must be a folder of the sweep directory",
+            "keep the default ${hydra.sweep.dir}/.submitit/%j",
+        )
+    ]
+
+
+def _path_like(value: str) -> bool:
+    return "/" in value or "\\" in value or ".." in value
+
+
+def _location_issues(
+    cfg: DictConfig,
+    multirun: bool,
+    overrides: list[str],
+    script: Path,
+    default_config_path: str,
+    config_name: str,
+    mode: Any,
+) -> list[ConfigIssue]:
+    """The run (or sweep) directory and the benchmark's output directory are chosen on the command
+    line or by the shipped defaults, never by a config file (an experiment file from a colleague):
+    each must resolve to what the shipped config with the command line's own location overrides
+    gives, or to a folder inside its ``paths.output_dir``. A config file could otherwise point a
+    run at any folder (``~/.bashrc.d``: every file in it is run by the next shell)."""
+    keys = ["hydra.sweep.dir" if multirun else "hydra.run.dir"]
+    if OmegaConf.select(cfg, "benchmark.output_dir", default=None) is not None:
+        keys.append("benchmark.output_dir")
+    expected = _shipped_locations(cfg, overrides, script, default_config_path, config_name, mode)
+    issues = []
+    for key in keys:
+        problem = _location_problem(cfg, expected, key)
+        if problem:
+            issues.append(
+                ConfigIssue(
+                    key,
+                    _raw(cfg, key),
+                    problem,
+                    f"remove it from the config file and name the folder on the command line ({key}=<folder>)",
+                )
+            )
+    return issues
+
+
+def _location_problem(cfg: DictConfig, expected: DictConfig | None, key: str) -> str | None:
+    try:
+        value = str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True))
+    except OmegaConfBaseException as exc:
+        return f"cannot be resolved before the run ({type(exc).__name__})"
+    if expected is None:
+        return "the shipped config cannot be composed with the command line's overrides to compare"
+    raw = _raw(cfg, key)
+    if raw is not None and raw == _raw(expected, key) and not re.sub(r"\$\{now:[^}]*\}", "", raw).count("${"):
+        return None  # the shipped (or typed) text, with no interpolation a config file could change
+    want = str(OmegaConf.select(expected, key, default=""))
+    outputs = str(OmegaConf.select(expected, "paths.output_dir", default=""))
+    here = os.path.abspath(value)
+    if here == os.path.abspath(want):
+        return None
+    for root in (os.path.abspath(outputs),) if outputs else ():
+        real_root = os.path.realpath(root)
+        if (
+            os.path.commonpath([root, here]) == root
+            and os.path.commonpath([real_root, os.path.realpath(here)]) == real_root
+        ):
+            return None
+    return (
+        f"resolves to {value}: a config file chose it (or a setting it is built from, such as "
+        f"paths.root_dir or paths.output_dir); the folder is the command line's or the default's ({want}), "
+        f"or one inside {outputs or 'paths.output_dir'}"
+    )
+
+
+def _raw(cfg: DictConfig, key: str) -> str | None:
+    node: Any = OmegaConf.to_container(cfg, resolve=False)
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def _shipped_locations(
+    cfg: DictConfig, overrides: list[str], script: Path, default_config_path: str, config_name: str, mode: Any
+) -> DictConfig | None:
+    """The shipped config (conf/ beside the script, no --config-dir) composed with only the command
+    line's overrides of location settings: what the user, not a config file, chose."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_automatic_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    shipped = script.parent / default_config_path
+    name = config_name if (shipped / f"{config_name}.yaml").is_file() else None
+    name = name or (
+        "benchmark" if "benchmark" in cfg and (shipped / "benchmark.yaml").is_file() else "config"
+    )
+    prefixes = ("hydra.run.", "hydra.sweep.", "paths.", "benchmark.output_dir")
+    typed = [
+        o.input_line
+        for o in OverridesParser.create().parse_overrides(overrides)
+        if not o.is_sweep_override() and o.key_or_group.startswith(prefixes)
+    ]
+    search_path = create_automatic_config_search_path(str(script), None, default_config_path)
+    try:
+        hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
+        return hydra.compose_config(name, typed, run_mode=mode, with_log_configuration=False)
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError):
+        return None
+    finally:
+        GlobalHydra.instance().clear()

