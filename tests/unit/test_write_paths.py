@@ -192,6 +192,14 @@ def test_the_command_line_and_folders_inside_outputs_may_choose(tmp_path, monkey
     preflight(["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"], SCRIPT, "conf", "config")
 
 
+def test_a_typed_location_that_names_a_config_key_is_judged_by_where_it_lands(tmp_path, monkeypatch):
+    """`hydra.run.dir=.../${name}` reads a key a config file can set: no crash, inside outputs/ only."""
+    monkeypatch.chdir(tmp_path)
+    preflight(["hydra.run.dir=outputs/${name}", "+name=mine", "validate_only=true"], SCRIPT, "conf", "config")
+    issues = _refused([f"hydra.run.dir={tmp_path}/home/${{name}}", "+name=mine", "validate_only=true"])
+    assert "config keys that a config file can set" in issues["hydra.run.dir"].problem
+
+
 def test_a_config_file_cannot_choose_the_benchmark_output_or_sweep_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = _experiment(tmp_path, "evil", f"benchmark:\n  output_dir: {tmp_path}/home\n")

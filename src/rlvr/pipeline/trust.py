@@ -1023,10 +1023,13 @@ def _location_problem(cfg: DictConfig, expected: DictConfig | None, key: str) ->
     raw = _raw(cfg, key)
     if raw is not None and raw == _raw(expected, key) and not re.sub(r"\$\{now:[^}]*\}", "", raw).count("${"):
         return None  # the shipped (or typed) text, with no interpolation a config file could change
-    want = str(OmegaConf.select(expected, key, default=""))
+    try:
+        want = str(OmegaConf.select(expected, key, default=""))
+    except OmegaConfBaseException:  # the typed value names keys only the full config holds
+        want = ""  # (e.g. hydra.run.dir=outputs/${name} with +name=...): judged by where it lands
     outputs = str(OmegaConf.select(expected, "paths.output_dir", default=""))
     here = os.path.abspath(value)
-    if here == os.path.abspath(want):
+    if want and here == os.path.abspath(want):
         return None
     for root in (os.path.abspath(outputs),) if outputs else ():
         real_root = os.path.realpath(root)
@@ -1035,6 +1038,11 @@ def _location_problem(cfg: DictConfig, expected: DictConfig | None, key: str) ->
             and os.path.commonpath([real_root, os.path.realpath(here)]) == real_root
         ):
             return None
+    if not want:
+        return (
+            f"resolves to {value}, built from config keys that a config file can set; write the folder "
+            f"out on the command line, or keep it inside {outputs or 'paths.output_dir'}"
+        )
     return (
         f"resolves to {value}: a config file chose it (or a setting it is built from, such as "
         f"paths.root_dir or paths.output_dir); the folder is the command line's or the default's ({want}), "
