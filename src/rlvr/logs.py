@@ -27,6 +27,25 @@ def route_library_loggers() -> None:
         for handler in file_handlers:
             if handler not in logger.handlers:
                 logger.addHandler(handler)
+    # DeepSpeed gives its logger a stdout handler of its own when imported (accelerate imports it when
+    # the package is present): a logger-level filter hands its records to the log file instead.
+    deepspeed = logging.getLogger("DeepSpeed")
+    if not any(isinstance(f, _ToFiles) for f in deepspeed.filters):
+        deepspeed.addFilter(_ToFiles(file_handlers))
+
+
+class _ToFiles(logging.Filter):
+    """Sends a record to the given handlers only: the logger's own handlers never see it."""
+
+    def __init__(self, handlers: list[logging.Handler]):
+        super().__init__()
+        self.handlers = handlers
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for handler in self.handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+        return False
 
 
 def library_output_to_log_file() -> None:
