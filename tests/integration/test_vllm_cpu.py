@@ -104,6 +104,24 @@ def test_vllm_evaluation_scores_the_weights_being_trained(vllm_run: Path):
     assert agreement(base_by_vllm, base_by_hf) >= 0.75, list(zip(base_by_vllm, base_by_hf, strict=True))
 
 
+def test_vllm_evaluation_scores_a_lora_adapter_merged(tmp_path_factory):
+    """The adapter is merged while vLLM reads the weights, then unmerged for training."""
+    run_dir = tmp_path_factory.mktemp("vllm-lora") / "run"
+    lora = "model.lora={r: 8, lora_alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj]}"
+    proc = run(
+        run_dir, *ENGINE, lora, "training_loop.sft.learning_rate=5e-2", "training_loop.grpo.max_steps=2",
+        "evaluation.every_n_steps=0", "evaluation.sampled=null",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (run_dir / "final" / "adapter_config.json").is_file()
+    final = eval_file(run_dir, "final")
+    questions = [s["question"] for s in final["samples"]]
+    by_vllm = [s["completions"][0] for s in final["samples"]]
+    by_hf = hf_completions(run_dir, "final", questions)  # base + adapter, through peft
+    assert agreement(by_hf, hf_completions(run_dir, "base", questions)) <= 0.25
+    assert agreement(by_vllm, by_hf) >= 0.75, list(zip(by_vllm, by_hf, strict=True))
+
+
 def test_one_in_process_engine_serves_every_evaluation(vllm_proc):
     run_dir, out = vllm_proc
     labels = {p.stem.rsplit("_step", 1)[0] for p in (run_dir / "eval").glob("*.json")}
