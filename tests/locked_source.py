@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import tarfile
@@ -236,27 +235,26 @@ def locked_release(dist: str) -> Source:
     return installed(dist) if same else archive(dist)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
+@functools.cache
+def _gpu_sources():
+    """scripts/gpu_sources.py: it put the files in the cache, and finds them there by the lock's hashes."""
+    spec = importlib.util.spec_from_file_location("gpu_sources", ROOT / "scripts" / "gpu_sources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @functools.cache
 def archive(dist: str, skip: frozenset[str] = frozenset()) -> Source:
     """The GPU lock's own file of ``dist`` (a wheel or an sdist) from .cache/gpu-sources/."""
     entry = gpu_lock_entry(dist)
-    stem = dist.replace("-", "_")
-    candidates = [*CACHE.glob(f"{stem}-{entry['version']}*"), *CACHE.glob(f"{dist}-{entry['version']}*")]
-    files = [p for p in candidates if _sha256(p) in entry["hashes"]]
-    if not files:
+    path = _gpu_sources().cached(CACHE, entry)
+    if path is None:
+        found = sorted(p.name for p in CACHE.glob(f"*{entry['version']}*")) if CACHE.is_dir() else []
         pytest.fail(
             f"no file of {dist}=={entry['version']} with a hash of requirements/gpu.txt in .cache/gpu-sources/ "
-            f"(found {sorted(p.name for p in candidates)}): run `make gpu-sources` (make test runs it)"
+            f"(found {found}): run `make gpu-sources` (make test runs it)"
         )
-    path = files[0]
     if path.suffix == ".whl":
         zf = zipfile.ZipFile(path)
         members = set(zf.namelist())
