@@ -25,6 +25,7 @@ from rlvr import events as ev
 from rlvr import hardware
 from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.training.callbacks import EventBridge
+from rlvr.distributed import world_size as distributed_processes
 from rlvr.training.checkpoints import CompletionMarker, Preempted
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
@@ -315,9 +316,12 @@ class GRPOPhase(_Phase):
 
     name, key = "grpo", "training_loop.grpo"
 
-    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any):
+    def __init__(
+        self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any, signal: dict[str, Any]
+    ):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
+        self.signal_node = dict(signal)
         self.curriculum: Any = None  # the session's CurriculumSource while this phase runs
 
     @property
@@ -335,6 +339,9 @@ class GRPOPhase(_Phase):
         g = self.fields
         if g.get("use_vllm"):
             issues.extend(_vllm_rollout_issues(g, self._hardware().device))
+        from rlvr.training.grpo_signal import SignalSettings
+
+        issues.extend(SignalSettings.issues(self.signal_node, g, distributed_processes()))
         if g.get("num_generations", 8) < 2:
             issues.append(
                 ConfigIssue(
@@ -376,21 +383,25 @@ class GRPOPhase(_Phase):
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
         from trl import GRPOTrainer
 
+        from rlvr.training import grpo_signal
+
         self.rewards.group_size = args.num_generations
         extra: dict[str, Any] = {}
-        trainer_cls: type = GRPOTrainer
+        base: type = GRPOTrainer
         if session.curriculum is not None:
             from rlvr.training.curriculum import trainer_class
 
-            trainer_cls = trainer_class()
+            base = trainer_class()
             extra = {"curriculum": session.curriculum, "rewards": self.rewards}
-        return trainer_cls(
+        return grpo_signal.trainer_class(base)(
             model=model,
             reward_funcs=self.rewards.functions,
             args=args,
             train_dataset=session.train_dataset,
             processing_class=session.tokenizer,
             callbacks=callbacks,
+            signal=grpo_signal.SignalSettings.from_config(self.signal_node),
+            warn=lambda message: session.emit(ev.Warning_(message)),
             **extra,
         )
 
@@ -402,6 +413,8 @@ class GRPOLoop:
         sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
         grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
             per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
+        signal: GRPO's use of rollouts without signal (rlvr.training.grpo_signal.SignalSettings):
+            ``skip_zero_advantage``, ``dynamic_sampling``, ``max_rounds``.
         seed: training seed (sampling order, dropout, generation).
         device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
         precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
@@ -414,6 +427,7 @@ class GRPOLoop:
         self,
         sft: dict[str, Any],
         grpo: dict[str, Any],
+        signal: dict[str, Any],
         seed: int = 0,
         device: str = "auto",
         precision: str = "auto",
@@ -425,7 +439,7 @@ class GRPOLoop:
         self.device = device
         self.precision = precision
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
-        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards)
+        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
 
     # The phases' config fields, as the pre-flight reads them (rlvr.preflight).
     @property
