@@ -155,7 +155,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
             f"hydra.sweep.dir={sweep}",
             *BASE,
             "training_loop.grpo.save_steps=1000",  # the only checkpoint before the end is the signal's
-            "resume=auto",  # as the README's SLURM command: the requeued task continues
+            "resume=auto",  # as the SLURM command of docs/scaling.md: the requeued task continues
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -73,7 +73,7 @@ def test_account_and_qos_reach_sbatch(tmp_path, monkeypatch):
 
 def test_benchmark_models_fan_out_as_slurm_array_tasks(tmp_path, monkeypatch):
     """One array task per model, with the same launcher settings; the cells land in the shared
-    benchmark.output_dir, and a final run over all models only draws the report (README "SLURM")."""
+    benchmark.output_dir, and a final run over all models only draws the report (docs/scaling.md "SLURM")."""
     models = ("benchmark.models=[smollm2_135m]", "benchmark.models=[Qwen/Qwen2.5-0.5B-Instruct]")
     text, job_overrides, _ = render(tmp_path, monkeypatch, sweep=models, config="benchmark")
     assert "#SBATCH --gpus-per-node=1" in text.splitlines() and "#SBATCH --requeue" in text.splitlines()
