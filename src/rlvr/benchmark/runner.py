@@ -372,7 +372,12 @@ def run(cfg: DictConfig) -> list[Path]:
     unused = sorted(set(bench.task_params) - set(bench.tasks))
     if unused:
         print(f"note: benchmark.task_params for {unused} ignored (not in benchmark.tasks)")
-    paths = write_reports(CellStore(bench.output_dir).requested(bench.models, bench.tasks), bench.output_dir)
+    from rlvr.benchmark import plot  # matplotlib is slow to import and only needed here
+
+    reports = write_reports(
+        CellStore(bench.output_dir).requested(bench.models, bench.tasks), bench.output_dir
+    )
+    paths = reports + plot.draw_files(reports)
     for p in paths:
         print(p)
     return paths
