@@ -11,10 +11,11 @@ process generates in batches.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -297,6 +298,22 @@ def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
     return built["benchmark"], built["evaluation"], built["prompts"], built["verifier"]
 
 
+def _progress(total: int) -> Callable[[CellResult], None]:
+    """One console line per finished cell: ``[2/6] tiny | leg_counting: accuracy 50.0% (...)``."""
+    done = itertools.count(1)
+
+    def report(cell: CellResult) -> None:
+        s = cell.summary
+        flag = f"  TRAINED ON {cell.train_overlap} OF THESE QUESTIONS" if cell.train_overlap else ""
+        print(
+            f"[{next(done)}/{total}] {cell.model} | {cell.task}: accuracy {s.accuracy:.1%} "
+            f"({s.ci_low:.1%}-{s.ci_high:.1%}), {cell.samples_per_second:.2f} samples/s{flag}",
+            flush=True,
+        )
+
+    return report
+
+
 def run(cfg: DictConfig) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
     from rlvr.app import run_dir_of
@@ -312,19 +329,7 @@ def run(cfg: DictConfig) -> list[Path]:
         return []
     devices = visible_devices(bench.devices)
     plan = {d: ms for d, ms in assign_devices(bench.names, devices).items() if ms}
-    total = len(bench.cells())
-    done = [0]
-
-    def report(cell: CellResult) -> None:
-        done[0] += 1
-        s = cell.summary
-        flag = f"  TRAINED ON {cell.train_overlap} OF THESE QUESTIONS" if cell.train_overlap else ""
-        print(
-            f"[{done[0]}/{total}] {cell.model} | {cell.task}: accuracy {s.accuracy:.1%} "
-            f"({s.ci_low:.1%}-{s.ci_high:.1%}), {cell.samples_per_second:.2f} samples/s{flag}",
-            flush=True,
-        )
-
+    report = _progress(len(bench.cells()))
     try:
         if len(plan) == 1:
             [(device, models)] = plan.items()
