@@ -144,6 +144,11 @@ def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
     return _instantiate(node)
 
 
+def build_component(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
+    """:func:`_build` for the other apps: the benchmark builds its components with the pipeline's rules."""
+    return _build(key, node, built)
+
+
 def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
     """A curriculum moves on the verifier's verdicts, which only a correctness-type term computes."""
     if not getattr(data, "needs_success_term", False) or reward is None or reward.success_term():
