@@ -19,6 +19,11 @@ from typing import TYPE_CHECKING, Any
 from rlvr import events as ev
 
 if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerBase
+
+    from rlvr.distributed import Distributed
+    from rlvr.evaluation.evaluator import Evaluator
     from rlvr.observers.base import ObserverHub
     from rlvr.run_history import RunHistory
 
@@ -129,14 +134,14 @@ class EvalSchedule:
     full-weight copy (rlvr.distributed.Distributed.on_rank0).
     """
 
-    evaluator: Any  # rlvr.evaluation.evaluator.Evaluator
+    evaluator: Evaluator
     hub: ObserverHub
-    tokenizer: Any
-    eval_data: Any  # the held-out split (datasets.Dataset)
+    tokenizer: PreTrainedTokenizerBase
+    eval_data: Dataset  # the held-out split
     out_dir: Path
     meta: dict[str, Any]  # what every evaluation file records about the run
     main: bool  # rank 0 (or the only process)
-    distributed: Any = None  # rlvr.distributed.Distributed; None = one process
+    distributed: Distributed | None = None  # None = one process
     evaluations: list[ev.EvalResult] = field(default_factory=list)
     # What earlier attempts of this run left (rlvr.run_history); its evaluations are in ``evaluations``.
     history: RunHistory | None = None
@@ -205,7 +210,7 @@ class EvalSchedule:
         self.hub.emit(event)
         self.evaluations.append(event)
 
-    def _generate_and_score(self, evaluator: Any, model: Any, label: str, step: int) -> ev.EvalResult:
+    def _generate_and_score(self, evaluator: Evaluator, model: Any, label: str, step: int) -> ev.EvalResult:
         n = len(self.eval_data)
         bar = self.hub.progress(
             f"eval {label}", n if evaluator.max_examples is None else min(n, evaluator.max_examples)

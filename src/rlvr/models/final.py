@@ -4,11 +4,14 @@ written by rank 0 once every rank agrees on the weights."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr.data.identity import MANIFEST
 from rlvr.io import atomic_write_json
 from rlvr.models.loader import QUANTIZATION_FILE, LoadedModel
+
+if TYPE_CHECKING:
+    from rlvr.distributed import Distributed
 
 FINAL = "final"
 # The weights hash of every rank (written beside the final model when several replicated ranks ran).
@@ -16,11 +19,16 @@ RANK_WEIGHTS = "rank_weights.json"
 
 
 def save_final(
-    model: Any, loaded: LoadedModel, manifest: dict[str, Any], run_dir: Path, setup: Any, main: bool
+    model: Any,
+    loaded: LoadedModel,
+    manifest: dict[str, Any],
+    run_dir: Path,
+    setup: Distributed | None,
+    main: bool,
 ) -> Path | None:
     """Write ``<run_dir>/final``; returns it on rank 0, None on the other ranks.
 
-    ``setup`` is the run's rlvr.distributed.Distributed (None: one process). With several replicated
+    ``setup`` is the run's distributed setup (None: one process). With several replicated
     processes, first check that every rank ended with the same weights; under FSDP / ZeRO-3 (each
     rank holds a shard, no two alike) every rank gathers and rank 0 saves the full-weight copy.
     """
