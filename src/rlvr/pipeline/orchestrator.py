@@ -39,6 +39,7 @@ from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
 from rlvr.events import RunResult
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.models.final import save_final
+from rlvr.models.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
 from rlvr.run_history import AttemptLog, RunHistory
@@ -156,7 +157,7 @@ class RunContext:
     start: float = field(default_factory=time.perf_counter)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
     data: Any = None
-    loaded: Any = None
+    loaded: LoadedModel | None = None
     evals: EvalSchedule | None = None  # once the model is loaded
     outcome: TrainOutcome | None = None
 
@@ -206,9 +207,15 @@ def load_model(ctx: RunContext) -> None:
     ctx.loaded = c.model.load()
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
-        c.evaluation, ctx.hub, ctx.loaded.tokenizer, ctx.data.eval, ctx.run_dir / "eval", ctx.meta, ctx.main,
-        c.distributed,
-    )  # fmt: skip
+        c.evaluation,
+        ctx.hub,
+        ctx.loaded.tokenizer,
+        ctx.data.eval,
+        out_dir=ctx.run_dir / "eval",
+        meta=ctx.meta,
+        main=ctx.main,
+        distributed=c.distributed,
+    )
     if ctx.main:
         ctx.result.files["provenance"] = _write_provenance(ctx)
 
@@ -249,7 +256,8 @@ def load_history(ctx: RunContext) -> None:
         sampled_identity=None if sampled is None else sampled.identity(ctx.data.eval, ctx.meta),
     )
     ctx.evals.continue_from(ctx.history)
-    for note in [*filter(None, [ctx.attempts.problem]), *ctx.history.notes]:
+    problems = [ctx.attempts.problem] if ctx.attempts.problem else []
+    for note in [*problems, *ctx.history.notes]:
         ctx.hub.emit(ev.Warning_(f"resume: {note}"))
     if ctx.history.evaluations:
         names = ", ".join(f"{e.label} step {e.step}" for e in ctx.history.evaluations)
