@@ -203,7 +203,7 @@ class Distributed:
             )
         return issues
 
-    def model_issues(self, model: Any) -> list[ConfigIssue]:
+    def model_issues(self, model: object) -> list[ConfigIssue]:
         """The model component this setup can run (``model``: the built component, or None when it
         could not be built). Under FSDP / ZeRO-3 rank 0 rebuilds the model from gathered weights
         (:func:`full_copy`) in the dtype they arrive in; a bitsandbytes-quantised base would need the

@@ -20,6 +20,7 @@ from rlvr import events as ev
 
 if TYPE_CHECKING:
     from datasets import Dataset
+    from torch import nn
     from transformers import PreTrainedTokenizerBase
 
     from rlvr.distributed import Distributed
@@ -146,11 +147,11 @@ class EvalSchedule:
     # What earlier attempts of this run left (rlvr.run_history); its evaluations are in ``evaluations``.
     history: RunHistory | None = None
 
-    def baseline(self, model: Any) -> ev.EvalResult | None:
+    def baseline(self, model: nn.Module) -> ev.EvalResult | None:
         return self.evaluate(model, Stage.BASELINE, 0)
 
     def on_weights(
-        self, model: Any, phase: str, step: int, next_phase: str | None = None
+        self, model: nn.Module, phase: str, step: int, next_phase: str | None = None
     ) -> ev.EvalResult | None:
         """The training loop's report of new weights: every ``every_n_steps`` steps of ``phase``, and
         when ``phase`` ended and hands its weights to ``next_phase``. The weights SFT hands to GRPO
@@ -169,7 +170,7 @@ class EvalSchedule:
         self.history = history
         self.evaluations.extend(history.evaluations)
 
-    def final(self, model: Any, steps: dict[str, int], trained: int) -> ev.EvalResult | None:
+    def final(self, model: nn.Module, steps: dict[str, int], trained: int) -> ev.EvalResult | None:
         """The final weights' evaluation at step ``trained`` (the run's steps, earlier attempts'
         included), reusing one of the same weights if this attempt's training (``steps``: phase ->
         last step) ended on one, or the baseline when nothing was trained."""
@@ -179,7 +180,7 @@ class EvalSchedule:
         return self.evaluate(model, Stage.FINAL, trained, same_weights)
 
     def evaluate(
-        self, model: Any, label: Stage, step: int, reuse: ev.EvalResult | None = None
+        self, model: nn.Module, label: Stage, step: int, reuse: ev.EvalResult | None = None
     ) -> ev.EvalResult | None:
         """Evaluate ``model`` (rank 0 only; other ranks get None); ``reuse`` = an evaluation of these
         same weights (greedy decoding repeats it exactly), recorded under ``label`` without
@@ -191,7 +192,7 @@ class EvalSchedule:
         return self._evaluate_here(model, label, step, reuse) if self.main else None
 
     def _evaluate_here(
-        self, model: Any, label: Stage, step: int, reuse: ev.EvalResult | None
+        self, model: nn.Module, label: Stage, step: int, reuse: ev.EvalResult | None
     ) -> ev.EvalResult:
         earlier = self.history.find(label, step) if self.history is not None else None
         if earlier is not None:
@@ -210,7 +211,9 @@ class EvalSchedule:
         self.hub.emit(event)
         self.evaluations.append(event)
 
-    def _generate_and_score(self, evaluator: Evaluator, model: Any, label: str, step: int) -> ev.EvalResult:
+    def _generate_and_score(
+        self, evaluator: Evaluator, model: nn.Module, label: str, step: int
+    ) -> ev.EvalResult:
         n = len(self.eval_data)
         bar = self.hub.progress(
             f"eval {label}", n if evaluator.max_examples is None else min(n, evaluator.max_examples)
@@ -222,7 +225,7 @@ class EvalSchedule:
         finally:
             bar.close()
 
-    def _evaluate_sampled(self, model: Any, label: Stage, step: int) -> None:
+    def _evaluate_sampled(self, model: nn.Module, label: Stage, step: int) -> None:
         """The GRPO stage's start (after SFT) and end (final) sampled at the training temperature
         (``evaluation.sampled``), so the report pairs what GRPO optimises, not only greedy accuracy.
         The final one only when its start was sampled in this run: no GRPO stage, nothing to pair."""

@@ -11,6 +11,8 @@ from rlvr.io import atomic_write_json
 from rlvr.models.loader import QUANTIZATION_FILE, LoadedModel
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from rlvr.distributed import Distributed
 
 FINAL = "final"
@@ -19,7 +21,7 @@ RANK_WEIGHTS = "rank_weights.json"
 
 
 def save_final(
-    model: Any,
+    model: nn.Module,
     loaded: LoadedModel,
     manifest: dict[str, Any],
     run_dir: Path,
@@ -43,7 +45,7 @@ def save_final(
 
 
 def _write(
-    model: Any, loaded: LoadedModel, manifest: dict[str, Any], run_dir: Path, hashes: list[str] | None
+    model: nn.Module, loaded: LoadedModel, manifest: dict[str, Any], run_dir: Path, hashes: list[str] | None
 ) -> Path:
     final_dir = run_dir / FINAL
     atomic_write_json(final_dir / MANIFEST, manifest, root=run_dir)
