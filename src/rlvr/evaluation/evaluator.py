@@ -21,8 +21,6 @@ from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
 
 SAMPLED_KEYS = {"num_samples", "temperature", "max_examples"}
-# Stage evaluations that also get a sampled evaluation (the GRPO stage's start and end).
-SAMPLED_LABELS = ("after_sft", "final")
 
 
 class Evaluator:

@@ -46,12 +46,11 @@ def _quiet(trainer: Any) -> Any:
 
 
 def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
-    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time, evaluations, history."""
+    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time and history."""
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
     outcome.seconds[phase] = time.perf_counter() - start
     outcome.steps[phase] = trainer.state.global_step
-    outcome.evals.extend(bridge.evals)
     outcome.history.extend(bridge.history)
     return trainer.model
 
@@ -61,22 +60,8 @@ class TrainOutcome:
     model: Any
     steps: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    evals: list[ev.EvalResult] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
     hardware: dict[str, str] = field(default_factory=dict)
-
-    def eval_of_last_weights(self) -> ev.EvalResult | None:
-        """The in-training evaluation made on the weights training ended with, if there was one.
-
-        An evaluation at a phase's last step already measured the model that the after-SFT or
-        final evaluation would measure again (greedy, same questions), so callers reuse it.
-        """
-        if not self.steps:
-            return None
-        phase, last_step = list(self.steps.items())[-1]
-        labels = {"sft", "after_sft"} if phase == "sft" else {phase}
-        same = [e for e in self.evals if e.label in labels and e.step == last_step]
-        return same[-1] if same else None
 
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
@@ -161,8 +146,10 @@ class Session:
     tokenizer: Any
     train_dataset: Any
     emit: Callable[[Any], None]
-    # evaluate(model, label, step, reuse=None) -> EvalResult, or None on processes that do not evaluate
-    evaluate: Callable[..., ev.EvalResult | None]
+    # on_weights(model, phase, step, next_phase=None): new weights, every ``eval_every`` steps of a phase
+    # and when a phase hands them to the next (rlvr.evaluation.schedule.EvalSchedule.on_weights, which
+    # decides what to evaluate); returns the evaluation made, or None.
+    on_weights: Callable[..., ev.EvalResult | None]
     eval_every: int
     run_dir: Path
     # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
@@ -261,7 +248,7 @@ class _Phase:
             self.name,
             args.max_steps,
             session.eval_every,
-            lambda step: session.evaluate(model, self.name, step),
+            lambda step: session.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
         )
         callbacks = [bridge, *self.callbacks(session, checkpoint), CompletionMarker()] + (
@@ -498,12 +485,10 @@ class GRPOLoop:
         for i, phase in enumerate(phases):
             model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
             _stop_if_preempted(session.guard, phase.name, outcome)
-            if phase.name == "sft" and i + 1 < len(phases):
-                after = session.evaluate(
-                    model, "after_sft", outcome.steps["sft"], outcome.eval_of_last_weights()
+            if i + 1 < len(phases):
+                session.on_weights(
+                    model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name
                 )
-                if after is not None:
-                    outcome.evals.append(after)
         outcome.model = model
         return outcome
 
