@@ -41,7 +41,12 @@ def make_loop(**kwargs):
     """A GRPOLoop built with :func:`loop_collaborators`."""
     from rlvr.training import GRPOLoop
 
+    kwargs.setdefault("signal", SIGNAL)
     return GRPOLoop(**loop_collaborators(), **kwargs)
+
+
+# conf/training_loop/sft_grpo.yaml's training_loop.signal
+SIGNAL = {"skip_zero_advantage": True, "dynamic_sampling": False, "max_rounds": 4}
 
 
 def make_eval_result(label: str, step: int, correct: int, n: int = 200):

@@ -142,7 +142,7 @@ def test_dynamic_sampling_says_when_the_round_cap_leaves_groups_without_signal(t
 def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantage(tiny, tmp_path):
     """The update's direction: sum of advantage x change in log-likelihood over the batch is positive.
 
-    Broken on purpose (advantages negated in TRL's _compute_loss), the sum turned negative.
+    Broken on purpose (advantages negated before the loss), the sum turned negative.
     """
     from trl import GRPOTrainer
 

@@ -12,7 +12,7 @@ import pytest
 from hydra.utils import instantiate
 from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
 from reasoning_gym.factory import create_curriculum
-from tests.conftest import compose_config
+from tests.conftest import SIGNAL, compose_config
 
 from rlvr.data import CurriculumData, identity
 from rlvr.data.curriculum import SLOT, STATE_FILE, Curriculum
@@ -281,7 +281,7 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
 
 def test_grpo_step_metrics_carry_the_difficulty():
     rewards = RewardSet({"format": FormatReward(prompt=PROMPT)}, prompt=PROMPT, scorer=None)
-    phase = GRPOPhase({}, 0, lambda: None, rewards)
+    phase = GRPOPhase({}, 0, lambda: None, rewards, SIGNAL)
     source = (
         data(start_levels={"basic_arithmetic": {"num_terms": 2, "num_digits": 1}}).load(PROMPT).curriculum
     )

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SIGNAL
 
 from rlvr import events as ev
 from rlvr import secrets
@@ -202,7 +202,7 @@ def test_trainer_arguments_are_pickled_masked(tmp_path):
 
     secrets.mark_secret(SECRET)
     hardware = lambda: SimpleNamespace(trainer_args=lambda: {"use_cpu": True, "bf16": False})  # noqa: E731
-    phase = GRPOPhase({"run_name": f"run-{SECRET}", "max_steps": 1}, 0, hardware, rewards=None)
+    phase = GRPOPhase({"run_name": f"run-{SECRET}", "max_steps": 1}, 0, hardware, rewards=None, signal=SIGNAL)
     args = phase.config(tmp_path)
     torch.save(args, tmp_path / "training_args.bin")  # what transformers does in every checkpoint
     assert SECRET.encode() not in (tmp_path / "training_args.bin").read_bytes()

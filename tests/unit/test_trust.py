@@ -34,7 +34,7 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
         "subprocess.Popen",
         "importlib.import_module",
         # a path spelt inside rlvr that walks into another module's attribute
-        "rlvr.pipeline.orchestrator.shutil.copyfile",
+        "rlvr.disk.shutil.copyfile",
         "rlvr.pipeline.trust.importlib.import_module",
         "rlvr.pipeline.orchestrator.instantiate",
         "rlvr.models.loader.Path",
@@ -79,7 +79,7 @@ def test_every_node_is_judged_including_app_lists_and_args():
                     "a": {"_target_": "rlvr.rewards.CorrectnessReward", "_args_": [{"_target_": "os.system"}]}
                 },
             },
-            "extra": [{"_target_": "rlvr.pipeline.orchestrator.shutil.rmtree"}],
+            "extra": [{"_target_": "rlvr.disk.shutil.rmtree"}],
         }
     )
     keys = {i.key for i in check_targets(cfg, targets_only=True)}
