@@ -257,8 +257,16 @@ def test_sampled_scores_get_a_paired_interval_but_no_flip_count():
     change = paired_change([0.5] * 10, [0.75] * 10)
     assert (change.delta, change.ci_low, change.ci_high) == (0.25, 0.25, 0.25)
     assert not change.binary
-    assert change.text() == "+25.0 points [+25.0, +25.0] (per-question means of samples, n=10)"
+    assert change.text() == "+25.0 points (every question changed by this much, n=10)"
     assert paired_change([0.0, 1.0], [1.0, 1.0]).binary
+
+
+def test_a_stage_that_changed_no_question_says_so_instead_of_a_zero_width_interval():
+    from rlvr.evaluation.metrics import paired_change
+
+    assert paired_change([1.0, 0.0, 0.0], [1.0, 0.0, 0.0]).text() == "+0.0 points (no question changed, n=3)"
+    assert paired_change([0.5, 0.25], [0.5, 0.25]).text() == "+0.0 points (no question changed, n=2)"
+    assert "[" in paired_change([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]).text()  # changes that cancel out
 
 
 def test_paired_change_refuses_unpaired_inputs():

@@ -287,6 +287,9 @@ class PairedChange:
         return asdict(self)
 
     def text(self) -> str:
+        if self.ci_low == self.ci_high:  # every question changed by the same amount: no interval to give
+            same = "no question changed" if self.delta == 0 else "every question changed by this much"
+            return f"{self.delta * 100:+.1f} points ({same}, n={self.n})"
         change = f"{self.delta * 100:+.1f} points [{self.ci_low * 100:+.1f}, {self.ci_high * 100:+.1f}] "
         if not self.binary:
             return change + f"(per-question means of samples, n={self.n})"
