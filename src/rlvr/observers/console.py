@@ -118,7 +118,7 @@ class ConsoleObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         summary = event.evaluation.summary
-        if max(summary.pass_at_k, default=1) > 1:  # sampled: the mean over samples, not the first one
+        if max(summary.pass_at_k, default=1) > 1:  # sampled: its accuracy is pass@1, named so
             at_k = ", ".join(f"pass@{k} {v:.1%}" for k, v in summary.pass_at_k.items())
             self.console.print(
                 f"  eval {escape('[' + event.label + ']')} {self.at(event.label, event.step)}: {at_k} "
@@ -167,7 +167,7 @@ class ConsoleObserver(Observer):
                 table.add_column(col)
             for row in evals:
                 at_k = row.get("pass_at_k") or {}
-                sampled = any(int(k) > 1 for k in at_k)  # mean over the samples, not the first one
+                sampled = any(int(k) > 1 for k in at_k)  # accuracy = pass@1 of the samples
                 table.add_row(
                     row["label"],
                     self.at(row["label"], row["step"]),
