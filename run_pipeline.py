@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
-from rlvr.logs import route_library_loggers
+from rlvr.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
 from rlvr.pipeline.trust import checked_config, preflight
 from rlvr.secrets import redact_console, redact_logging
 
@@ -59,6 +59,10 @@ def main(cfg: DictConfig) -> float | None:
     except ConfigValidationError as exc:
         _refuse(exc)
         return None
+    except KeyboardInterrupt as exc:  # a training run's own Ctrl-C is handled in rlvr.app
+        traceback_to_log_file(exc)
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT_CODE)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr import distributed
+from rlvr.config_errors import ConfigValidationError
 from rlvr.evaluation.schedule import Stage
 from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.training.checkpoints import Preempted
+from rlvr.training.checkpoints import Preempted, latest_checkpoint
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -30,11 +31,24 @@ def objective(result: object) -> float | None:
     return None
 
 
+def resume_hint(run_dir: Path) -> str:
+    """After Ctrl-C: where a rerun would continue, and the command that does it."""
+    found = latest_checkpoint(run_dir)
+    if found is None:
+        return "no checkpoint was saved yet: running the same command again starts fresh"
+    phase, path = found
+    step = path.name.rsplit("-", 1)[-1]
+    return (
+        f"the last checkpoint is {phase} step {step}. Resume with: "
+        f"python run_pipeline.py resume=auto hydra.run.dir={run_dir}"
+    )
+
+
 def train(cfg: DictConfig) -> RunResult | None:
     """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
     import datasets
 
-    from rlvr.logs import library_output_to_log_file
+    from rlvr.logs import INTERRUPTED_EXIT_CODE, library_output_to_log_file, traceback_to_log_file
 
     # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
@@ -56,6 +70,15 @@ def train(cfg: DictConfig) -> RunResult | None:
             print("handing the signal back to the job's own handler (submitit: requeue)")
             exc.hand_over()
         raise SystemExit(exc.exit_code) from exc
+    except (ConfigValidationError, KeyboardInterrupt) as exc:
+        # Handled: the console observer has shown the problem (or where Ctrl-C stopped the run), and
+        # the traceback would bury it; it goes to the run's log file.
+        traceback_to_log_file(exc)
+        if isinstance(exc, ConfigValidationError):
+            raise SystemExit(2) from exc
+        if distributed.is_main():
+            print(f"interrupted (Ctrl-C): {resume_hint(orchestrator.run_dir)}")
+        raise SystemExit(INTERRUPTED_EXIT_CODE) from exc
     except Exception as exc:
         # Under accelerate launch: this rank only noticed that another one failed. Its error (and
         # traceback) is the cause and is printed by that rank; one line here instead of a second trace.

@@ -3,7 +3,9 @@
 transformers and TRL emit a deprecation warning per training phase and a "Writing model
 shards" bar per save, bitsandbytes and vLLM their start-up notes; interleaved with the console observer's progress they bury it. They
 still matter when something goes wrong, so they are written to the run's log file (Hydra's
-``<run_dir>/<job>.log``) instead of being dropped. Errors and tracebacks are not affected.
+``<run_dir>/<job>.log``) instead of being dropped. Other warnings and errors still reach the console;
+the traceback of an error the console already showed as a message goes to the log file only
+(:func:`traceback_to_log_file`).
 """
 
 from __future__ import annotations
@@ -11,22 +13,41 @@ from __future__ import annotations
 import logging
 import os
 
+# The loggers whose records go to the log file only. bitsandbytes logs (not warns) at import on CPUs
+# with AVX512-BF16 that lack the optional `kernels` package ("Failed to load CPU gemm_4bit_forward from
+# kernels-community"), from its logger "bitsandbytes.backends.cpu.ops": a child of "bitsandbytes".
+LIBRARY_LOGGERS = ("py.warnings", "transformers", "bitsandbytes", "vllm")
+# What a shell reports for a process ended by SIGINT (128 + 2): scripts and schedulers read it as Ctrl-C.
+INTERRUPTED_EXIT_CODE = 130
+# The traceback of a handled error (rlvr.app): the console has its message already.
+TRACEBACKS = "rlvr.traceback"
+
+
+def _file_handlers() -> list[logging.Handler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+
+
+def _to_log_file_only(name: str, file_handlers: list[logging.Handler]) -> None:
+    logger = logging.getLogger(name)
+    logger.propagate = False
+    for handler in file_handlers:
+        if handler not in logger.handlers:
+            logger.addHandler(handler)
+    if not logger.handlers:  # no log file (hydra/job_logging=disabled): dropped, not Python's last resort
+        logger.addHandler(logging.NullHandler())
+
 
 def route_library_loggers() -> None:
     """The library loggers write to the run's log file only (cheap: imports no library). Called
     before anything imports bitsandbytes, which warns at import on CPUs without `kernels`."""
-    file_handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    file_handlers = _file_handlers()
     logging.captureWarnings(True)  # warnings.warn(...) -> the "py.warnings" logger
     # vLLM would add its own console handler at import; its records reach the root logger instead,
     # and, like bitsandbytes' (a warning per run on CPUs without the optional `kernels` package),
     # go to the log file only.
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    for name in ("py.warnings", "transformers", "bitsandbytes", "vllm"):
-        logger = logging.getLogger(name)
-        logger.propagate = False
-        for handler in file_handlers:
-            if handler not in logger.handlers:
-                logger.addHandler(handler)
+    for name in LIBRARY_LOGGERS:
+        _to_log_file_only(name, file_handlers)
     # DeepSpeed gives its logger a stdout handler of its own when imported (accelerate imports it when
     # the package is present): a logger-level filter hands its records to the log file instead.
     deepspeed = logging.getLogger("DeepSpeed")
@@ -46,6 +67,15 @@ class _ToFiles(logging.Filter):
             if record.levelno >= handler.level:
                 handler.handle(record)
         return False
+
+
+def traceback_to_log_file(exc: BaseException) -> None:
+    """The full traceback of ``exc`` in the run's log file only: for an error whose message the
+    console already showed (a configuration problem found while running, Ctrl-C)."""
+    _to_log_file_only(TRACEBACKS, _file_handlers())
+    logging.getLogger(TRACEBACKS).error(
+        "%s: %s", type(exc).__name__, exc, exc_info=(type(exc), exc, exc.__traceback__)
+    )
 
 
 def library_output_to_log_file() -> None:

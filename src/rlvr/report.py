@@ -9,6 +9,7 @@ training curves and wall time of its earlier attempts come from rlvr.run_history
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,36 @@ def _curriculum_lines(curve: list[dict[str, float]]) -> list[str]:
     ]
 
 
+def lora_summary(final_dir: Path) -> dict[str, Any] | None:
+    """The LoRA adapter that ``final/`` holds (PEFT's adapter_config.json), or None for full weights.
+    The pipeline saves an adapter unmerged: it loads on its base model (``base``)."""
+    from rlvr.models.loader import adapter_quantization
+
+    config = final_dir / "adapter_config.json"
+    if not config.is_file():
+        return None
+    adapter = json.loads(config.read_text())
+    targets = adapter.get("target_modules")
+    return {
+        "r": adapter.get("r"),
+        "alpha": adapter.get("lora_alpha"),
+        "target_modules": sorted(targets) if isinstance(targets, list) else targets,
+        "base": adapter.get("base_model_name_or_path"),
+        "quantization": adapter_quantization(final_dir),
+        "merged": False,
+    }
+
+
+def _lora_text(lora: dict[str, Any]) -> str:
+    targets = lora["target_modules"]
+    targets = ", ".join(targets) if isinstance(targets, list) else str(targets)
+    base = f"a {lora['quantization']} base" if lora["quantization"] else "its base"
+    return (
+        f"Trained with LoRA (rank {lora['r']}, alpha {lora['alpha']}, on {targets}) on {base} "
+        f"({lora['base']}); final/ holds the adapter only, not merged into the base weights."
+    )
+
+
 def _hardware_text(hw: dict[str, str]) -> str:
     return f" on {hw['device']} in {hw['precision']} ({hw['reason']})" if hw else ""
 
@@ -239,8 +270,10 @@ def write_report(
     changes = [c.record() for c in stage_changes(evaluations + sampled)]
     groups = group_rows(evaluations)
     curve = difficulty_curve(history.train_history(outcome.history))
+    lora = lora_summary(run_dir / "final")
     report = {
         **meta,
+        **({"lora": lora} if lora else {}),
         "accuracy": rows,
         "groups": groups,
         "paired_changes": changes,
@@ -258,6 +291,7 @@ def write_report(
     lines = [
         f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
         "",
+        *([_lora_text(lora), ""] if lora else []),
         "| stage | step | accuracy | 95% CI | n |",
         "|---|---|---|---|---|",
         *[

@@ -137,3 +137,29 @@ def test_qlora_on_cpu_trains_and_the_benchmark_loads_the_adapter_on_its_4bit_bas
     assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
     [cell] = (out / "cells").glob("*.json")
     assert json.loads(cell.read_text())["evaluation"]["summary"]["n"] == 4
+
+
+def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
+    """The adapter's base is the tiny model's cached checkpoint (TinyRandomModel.model_path), so a
+    later run loads final/ on it from disk (once: an empty base id, and a hub lookup that fails offline)."""
+    run_dir = tmp_path / "lora"
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", "experiment=smoke", LORA,
+           "training_loop.sft.max_steps=1", "training_loop.grpo.max_steps=1", "evaluation.every_n_steps=0",
+           "evaluation.baseline=false", "data.eval_size=4"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    final = run_dir / "final"
+    base = json.loads((final / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert base and (Path(base) / "config.json").is_file(), base
+    assert "Trained with LoRA (rank 8, alpha 16" in (run_dir / "report.md").read_text()
+
+    out = tmp_path / "bench"
+    bench = subprocess.run(
+        [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
+         f"benchmark.models=[{final}]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
+         f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
+    [cell] = (out / "cells").glob("*.json")
+    assert json.loads(cell.read_text())["evaluation"]["summary"]["n"] == 4

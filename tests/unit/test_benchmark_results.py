@@ -258,15 +258,16 @@ def test_write_reports_files_and_contents(tmp_path: Path) -> None:
     )
     assert list(task["models"]) == ["org/a", "org/b"]
     a = task["models"]["org/a"]
-    assert (a["n"], a["accuracy"], a["samples_per_second"], a["k"]) == (4, 0.75, 8.0, 2)
+    # accuracy = pass@1, the mean over both samples of each question (1, 0.5, 0, 1)
+    assert (a["n"], a["accuracy"], a["samples_per_second"], a["k"]) == (4, 0.625, 8.0, 2)
     assert a["pass_at_k"]["2"] == pytest.approx(0.75)
-    assert a["ci_low"] < 0.75 < a["ci_high"]
+    assert a["ci_low"] < 0.625 < a["ci_high"]
 
     both = json.loads((out / "results_all_tasks.json").read_text())
     assert both["kind"] == "all_tasks" and both["timestamp"] == STAMP
     assert list(both["tasks"]) == ["basic_arithmetic", "leg_counting"]
     assert both["tasks"]["basic_arithmetic"]["models"] == task["models"]
-    assert both["average"] == pytest.approx({"org/a": (0.75 + 0.0) / 2, "org/b": 0.25})
+    assert both["average"] == pytest.approx({"org/a": (0.625 + 0.25) / 2, "org/b": 0.25})
     assert both["average_tasks"] == {
         "org/a": ["basic_arithmetic", "leg_counting"],
         "org/b": ["basic_arithmetic"],

@@ -152,16 +152,25 @@ def test_summarize_values() -> None:
     scores = [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
     answers = [["4", "5", "6"], ["1", "2", "2"], [None, None, None], ["9", "9", "9"]]
     s = summarize(scores, answers, ks=(1, 2, 3))
-    assert (s.n, s.correct, s.accuracy) == (4, 2.0, 0.5)  # first sample only
+    assert (s.n, s.correct, s.accuracy) == pytest.approx((4, 2.0, 0.5))  # per-question means 1/3, 2/3, 0, 1
     assert (s.ci_low, s.ci_high) == pytest.approx(wilson_interval(2, 4))
     expected = {k: sum(_pass_at_k_closed_form(3, c, k) for c in (1, 2, 0, 3)) / 4 for k in (1, 2, 3)}
     assert s.pass_at_k == pytest.approx(expected)
     assert s.majority_vote == pytest.approx((1.0 + 1.0 + 0.0 + 1.0) / 4)
 
 
+def test_the_accuracy_of_several_samples_is_their_mean_pass_at_1_not_the_first_samples() -> None:
+    """A sampled evaluation's file and the report must say the same number (issue: the file's
+    accuracy counted the first sample only while the report showed pass@1)."""
+    s = summarize([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]], None, ks=(1, 4))
+    assert s.accuracy == pytest.approx(s.pass_at_k[1]) == pytest.approx(0.375)
+    assert s.correct == pytest.approx(0.75)
+    assert (s.ci_low, s.ci_high) == pytest.approx(wilson_interval(0.75, 2))
+
+
 def test_summarize_partial_credit_counts_for_accuracy_not_pass_at_k() -> None:
     s = summarize([[0.5, 0.99], [1.0, 0.5]], None, ks=(1, 2))
-    assert s.accuracy == pytest.approx(0.75)
+    assert s.accuracy == pytest.approx((0.745 + 0.75) / 2)
     assert s.pass_at_k == pytest.approx({1: 0.25, 2: 0.5})
     assert s.majority_vote is None  # no answers given
     assert summarize([[0.5, 0.99]], None, ks=(1,), success_threshold=0.9).pass_at_k == {1: 0.5}
@@ -248,8 +257,16 @@ def test_sampled_scores_get_a_paired_interval_but_no_flip_count():
     change = paired_change([0.5] * 10, [0.75] * 10)
     assert (change.delta, change.ci_low, change.ci_high) == (0.25, 0.25, 0.25)
     assert not change.binary
-    assert change.text() == "+25.0 points [+25.0, +25.0] (per-question means of samples, n=10)"
+    assert change.text() == "+25.0 points (every question changed by this much, n=10)"
     assert paired_change([0.0, 1.0], [1.0, 1.0]).binary
+
+
+def test_a_stage_that_changed_no_question_says_so_instead_of_a_zero_width_interval():
+    from rlvr.evaluation.metrics import paired_change
+
+    assert paired_change([1.0, 0.0, 0.0], [1.0, 0.0, 0.0]).text() == "+0.0 points (no question changed, n=3)"
+    assert paired_change([0.5, 0.25], [0.5, 0.25]).text() == "+0.0 points (no question changed, n=2)"
+    assert "[" in paired_change([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]).text()  # changes that cancel out
 
 
 def test_paired_change_refuses_unpaired_inputs():

@@ -87,7 +87,7 @@ def test_task_chart_bars_labels_and_rename() -> None:
     assert bar_heights(fig) == [42.0, 10.0]
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["42.0%", "10.0%"]
-    assert fig.axes[0].get_title() == "gsm8k: accuracy of the first sample"
+    assert fig.axes[0].get_title() == "gsm8k: accuracy (pass@1)"
     assert fig.axes[0].get_xlabel() == "n = 50 questions per model"
     assert task_chart(TASK_REPORT, title="Mine").axes[0].get_title() == "Mine"
 

@@ -54,6 +54,39 @@ def test_write_report_files(tmp_path):
     assert set(files.values()) >= {str(tmp_path / "report.md"), str(png)}
 
 
+def test_the_report_says_that_lora_was_used_and_how(tmp_path):
+    outcome = SimpleNamespace(steps={"sft": 2, "grpo": 4}, seconds={}, history=[])
+    meta = {"model": "tiny", "tasks": ["leg_counting"]}
+    write_report(tmp_path, EVALS, outcome, meta, seconds=1.0)
+    assert "LoRA" not in (tmp_path / "report.md").read_text()  # full weights: nothing to say
+    assert "lora" not in json.loads((tmp_path / "report.json").read_text())
+
+    final = tmp_path / "final"
+    final.mkdir()
+    adapter = {
+        "r": 8,
+        "lora_alpha": 16,
+        "target_modules": ["v_proj", "q_proj"],
+        "base_model_name_or_path": "b",
+    }
+    (final / "adapter_config.json").write_text(json.dumps(adapter))  # what PEFT writes (trimmed)
+    (final / "rlvr_quantization.json").write_text(json.dumps({"quantization": "4bit"}))
+    write_report(tmp_path, EVALS, outcome, meta, seconds=1.0)
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "Trained with LoRA (rank 8, alpha 16, on q_proj, v_proj) on a 4bit base (b); final/ holds the "
+        "adapter only, not merged into the base weights." in md
+    )
+    assert json.loads((tmp_path / "report.json").read_text())["lora"] == {
+        "r": 8,
+        "alpha": 16,
+        "target_modules": ["q_proj", "v_proj"],
+        "base": "b",
+        "quantization": "4bit",
+        "merged": False,
+    }
+
+
 def test_report_states_each_stages_paired_change(tmp_path):
     """make_eval_result marks the first `correct` questions right, so SFT flips 61 questions to right
     (none back) and GRPO 69 more: the paired numbers follow from that, not from two Wilson intervals."""

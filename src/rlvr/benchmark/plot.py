@@ -265,9 +265,7 @@ def task_chart(
     task = str(report.get("task", ""))
     ns = {entry.get("n") for entry in report["models"].values()}
     xlabel = f"n = {ns.pop()} questions per model" if len(ns) == 1 and None not in ns else None
-    default = (
-        f"{rename.get(task, task)}: accuracy of the first sample" if task else "Accuracy of the first sample"
-    )
+    default = f"{rename.get(task, task)}: accuracy (pass@1)" if task else "Accuracy (pass@1)"
     return draw_comparison(scores, title=title or default, xlabel=xlabel)
 
 

@@ -212,7 +212,7 @@ class FileData:
 
     def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
         """Entries of one side of the content-hash split: ``test`` distinct and in a fixed order
-        (by question id), ``train`` shuffled by ``seed``; ValueError naming ``key`` if too few."""
+        (by question id), ``train`` shuffled by ``seed``; ConfigValidationError naming ``key`` if too few."""
         picked = [it for it in self.items() if identity.split_of(self.name, it.question) == split]
         if split == "test":
             unique = {identity.question_id(self.name, it.question): it for it in picked}
@@ -220,10 +220,16 @@ class FileData:
         else:
             random.Random(self.seed).shuffle(picked)
         if size is not None and len(picked) < size:
-            raise ValueError(
-                f"{key}={size}: {self.path} has only {len(picked)} {split}-side questions for "
-                f"{self.name!r} (the {split} side is a fixed share of the questions by content hash). "
-                f"Fix: lower {key}, or set it to null for all of them"
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        key,
+                        size,
+                        f"{self.path} has only {len(picked)} {split}-side questions for {self.name!r} "
+                        f"(the {split} side is a fixed share of the questions by content hash)",
+                        f"lower {key}, or set it to null for all of them",
+                    )
+                ]
             )
         return [self._entry(it) for it in picked[:size]]
 

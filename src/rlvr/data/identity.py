@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
+
 SPLIT_RULE = {
     "version": 1,
     "hash": "sha256(task + '\\n' + question.strip())",
@@ -93,13 +95,19 @@ def _too_small(
     share: float,
     distinct: bool,
     exhausted: bool,
-) -> ValueError:
+) -> ConfigValidationError:
     why = f", none new in the last {STALL_DRAWS}: the task holds no more" if exhausted else ""
-    return ValueError(
-        f"{key}={size}: task {task!r} gave only {len(picked)} {'distinct ' if distinct else ''}"
-        f"{split}-side questions in {drawn} draws{why} (the {split} side is "
-        f"{share:.0%} of the task's questions by content hash). Fix: lower {key}, or widen the "
-        "task's parameters so it has more distinct questions"
+    return ConfigValidationError(
+        [
+            ConfigIssue(
+                key,
+                size,
+                f"task {task!r} gave only {len(picked)} {'distinct ' if distinct else ''}"
+                f"{split}-side questions in {drawn} draws{why} (the {split} side is "
+                f"{share:.0%} of the task's questions by content hash)",
+                f"lower {key}, or widen the task's parameters so it has more distinct questions",
+            )
+        ]
     )
 
 

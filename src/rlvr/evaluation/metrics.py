@@ -130,9 +130,11 @@ class AccuracySummary:
     n: int
     """Number of questions."""
     correct: float
-    """Sum of the first sample's scores over questions (fractional with partial credit)."""
+    """Sum over questions of each question's mean sample score (fractional with several samples or
+    partial credit)."""
     accuracy: float
-    """correct / n: mean score of the first (greedy) sample."""
+    """correct / n: the mean score of a sample, i.e. pass@1 when questions have several samples (the
+    greedy answer's score when each has one)."""
     ci_low: float
     """Lower bound of the 95% Wilson interval of accuracy."""
     ci_high: float
@@ -176,8 +178,8 @@ def summarize(
 ) -> AccuracySummary:
     """Summarise per-question sample scores.
 
-    - accuracy: mean over questions of the FIRST sample's score (the greedy or first sampled
-      answer), with a Wilson interval on the summed scores;
+    - accuracy: mean over questions of the mean of their samples' scores (one sample: its score;
+      k samples: pass@1, not the first sample's luck), with a Wilson interval on the summed means;
     - pass@k for each k in ``ks``: unbiased estimator averaged over questions, where a sample is
       a success when its score >= ``success_threshold`` (1.0: partial credit is not a pass);
     - majority vote: when answers are given and some question has more than one sample.
@@ -187,7 +189,7 @@ def summarize(
 
     >>> s = summarize([[1.0, 0.0], [0.0, 0.0]], [["4", "5"], ["7", "7"]], ks=(1, 2))
     >>> s.accuracy, s.pass_at_k, s.majority_vote
-    (0.5, {1: 0.25, 2: 0.5}, 0.5)
+    (0.25, {1: 0.25, 2: 0.5}, 0.5)
     """
     n = len(scores_per_question)
     for i, scores in enumerate(scores_per_question):
@@ -209,7 +211,7 @@ def summarize(
                 f"has {len(scores_per_question[fewest])}; sample more or drop k={max(ks)} from ks"
             )
 
-    correct = float(sum(float(scores[0]) for scores in scores_per_question))
+    correct = float(sum(sum(map(float, scores)) / len(scores) for scores in scores_per_question))
     accuracy = correct / n if n else 0.0
     ci_low, ci_high = wilson_interval(min(max(correct, 0.0), float(n)), n, z=z)
 
@@ -285,6 +287,9 @@ class PairedChange:
         return asdict(self)
 
     def text(self) -> str:
+        if self.ci_low == self.ci_high:  # every question changed by the same amount: no interval to give
+            same = "no question changed" if self.delta == 0 else "every question changed by this much"
+            return f"{self.delta * 100:+.1f} points ({same}, n={self.n})"
         change = f"{self.delta * 100:+.1f} points [{self.ci_low * 100:+.1f}, {self.ci_high * 100:+.1f}] "
         if not self.binary:
             return change + f"(per-question means of samples, n={self.n})"

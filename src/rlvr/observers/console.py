@@ -1,4 +1,9 @@
-"""Console observer: stage lines, rich progress bars for training and evaluation, a closing table."""
+"""Console observer: stage lines, rich progress bars for training and evaluation, a closing table.
+
+Every step it prints counts within its training phase ("grpo step 2"), as TRL's trainer and the
+``checkpoints/<phase>/checkpoint-N`` folders do; a stage evaluation's step (the run's total) is shown
+as the step of the phase it followed.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,10 @@ from rich.progress import (
 from rich.table import Table
 
 from rlvr import events as ev
+from rlvr.config_errors import ConfigValidationError
 from rlvr.observers.base import Observer
+
+PHASES = ("sft", "grpo")  # in run order (rlvr.run_history.PHASES, which imports this package)
 
 
 class _Bar:
@@ -52,6 +60,22 @@ class ConsoleObserver(Observer):
         )
         self._bars: dict[str, Any] = {}
         self._started = False
+        self._phase_steps: dict[str, int] = {}  # phases that ended, in run order
+        self._last_step: ev.TrainStep | None = None
+
+    def at(self, label: str, step: int) -> str:
+        """Where evaluation ``label`` was made, counted within its phase. In-training evaluations
+        (labelled by their phase) carry the phase's step; stage evaluations the run's total."""
+        if label in PHASES:
+            return f"{label} step {step}"
+        if step == 0:
+            return "before training"
+        done = 0
+        for phase, steps in self._phase_steps.items():
+            done += steps
+            if done == step:
+                return f"{phase} step {steps}"
+        return f"step {step} of all phases"  # phases an earlier attempt ran: not seen by this process
 
     def _ensure_started(self) -> None:
         if not self._started:
@@ -72,7 +96,11 @@ class ConsoleObserver(Observer):
         color = "green" if event.status == "ok" else "red"
         self.console.print(f"[{color}]■ {event.stage} {event.status}[/{color}] ({event.seconds:.1f}s)")
 
+    def on_phase_end(self, event: ev.PhaseEnd) -> None:
+        self._phase_steps[event.phase] = event.steps
+
     def on_train_step(self, event: ev.TrainStep) -> None:
+        self._last_step = event
         key = event.phase
         if key not in self._bars:
             self._bars[key] = self.progress(f"{event.phase} steps", event.max_steps)
@@ -90,14 +118,16 @@ class ConsoleObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         summary = event.evaluation.summary
-        if max(summary.pass_at_k, default=1) > 1:  # sampled: the mean over samples, not the first one
+        if max(summary.pass_at_k, default=1) > 1:  # sampled: its accuracy is pass@1, named so
             at_k = ", ".join(f"pass@{k} {v:.1%}" for k, v in summary.pass_at_k.items())
             self.console.print(
-                f"  eval {escape('[' + event.label + ']')} step {event.step}: {at_k} (n={event.n})"
+                f"  eval {escape('[' + event.label + ']')} {self.at(event.label, event.step)}: {at_k} "
+                f"(n={event.n})"
             )
             return
         self.console.print(
-            f"  eval {escape('[' + event.label + ']')} step {event.step}: accuracy {event.accuracy:.1%} "
+            f"  eval {escape('[' + event.label + ']')} {self.at(event.label, event.step)}: "
+            f"accuracy {event.accuracy:.1%} "
             f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
         )
         for name, g in event.evaluation.groups().items():
@@ -109,13 +139,24 @@ class ConsoleObserver(Observer):
         self.console.print(f"  checkpoint ({event.phase} step {event.step}): {event.path}")
 
     def on_warning(self, event: ev.Warning_) -> None:
-        where = f" (step {event.step})" if event.step is not None else ""
+        # A step-numbered warning comes from the training phase that is running.
+        phase = f"{self._last_step.phase} " if self._last_step is not None else ""
+        where = f" ({phase}step {event.step})" if event.step is not None else ""
         self.console.print(f"[yellow]warning{where}: {escape(event.message)}[/yellow]")
 
     def on_error(self, event: ev.ErrorEvent) -> None:
-        self.console.print(
-            f"[red]error in {event.stage}: {type(event.error).__name__}: {escape(str(event.error))}[/red]"
-        )
+        if isinstance(event.error, KeyboardInterrupt):
+            last = self._last_step
+            at = (
+                f" at {last.phase} step {last.step}/{last.max_steps}"
+                if last and event.stage == "train"
+                else ""
+            )
+            self.console.print(f"[red]stopped by Ctrl-C in {event.stage}{at}[/red]")
+            return
+        # A configuration problem found while running says key, value and fix: its type adds nothing.
+        kind = "" if isinstance(event.error, ConfigValidationError) else f"{type(event.error).__name__}: "
+        self.console.print(f"[red]error in {event.stage}: {kind}{escape(str(event.error))}[/red]")
 
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
         self.close()
@@ -125,14 +166,14 @@ class ConsoleObserver(Observer):
         )
         if evaluations:
             table = Table(title="Held-out accuracy")
-            for col in ("stage", "step", "accuracy", "95% CI", "n"):
+            for col in ("stage", "at", "accuracy", "95% CI", "n"):
                 table.add_column(col)
             for e in evaluations:
                 at_k = e.evaluation.summary.pass_at_k
                 sampled = max(at_k, default=1) > 1  # mean over the samples, not the first one
                 table.add_row(
                     str(e.label),
-                    str(e.step),
+                    self.at(str(e.label), e.step),
                     f"pass@1 {at_k[1]:.1%}" if sampled else f"{e.accuracy:.1%}",
                     "(paired below)" if sampled else f"{e.ci_low:.1%} - {e.ci_high:.1%}",
                     str(e.n),
