@@ -46,7 +46,9 @@ def dataset(n=16, flat_share=0.5):
     return Dataset.from_dict({"prompt": [f"Question {i}: say something." for i in range(n)], "kind": kinds})
 
 
-def run(tiny, tmp_path, *, skip=False, dynamic=False, max_rounds=1, loss_type="dapo", steps=1, data=None, **args):
+def run(
+    tiny, tmp_path, *, skip=False, dynamic=False, max_rounds=1, loss_type="dapo", steps=1, data=None, **args
+):
     from trl import GRPOConfig, GRPOTrainer
 
     model, tokenizer = tiny
@@ -151,7 +153,12 @@ def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantag
     class Recording(GRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
-            seen.update({k: out[k].clone() for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")})
+            seen.update(
+                {
+                    k: out[k].clone()
+                    for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
+                }
+            )
             seen["advantages"] = out["advantages"].clone()
             seen["before"] = self._logps(out)
             return out
@@ -173,10 +180,21 @@ def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantag
         model=model,
         reward_funcs=varied_reward,
         args=GRPOConfig(
-            output_dir=str(tmp_path / "direction"), report_to="none", use_cpu=True, bf16=False, seed=0,
-            max_steps=1, learning_rate=0.05, optim="sgd", per_device_train_batch_size=8,
-            gradient_accumulation_steps=2, num_generations=GROUP, max_completion_length=8, beta=0.0,
-            save_strategy="no", gradient_checkpointing=False,
+            output_dir=str(tmp_path / "direction"),
+            report_to="none",
+            use_cpu=True,
+            bf16=False,
+            seed=0,
+            max_steps=1,
+            learning_rate=0.05,
+            optim="sgd",
+            per_device_train_batch_size=8,
+            gradient_accumulation_steps=2,
+            num_generations=GROUP,
+            max_completion_length=8,
+            beta=0.0,
+            save_strategy="no",
+            gradient_checkpointing=False,
         ),  # fmt: skip
         train_dataset=dataset(flat_share=0.0),
         processing_class=tokenizer,

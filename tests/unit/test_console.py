@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.conftest import make_eval_result
 
@@ -41,10 +43,9 @@ def test_every_step_the_console_shows_counts_within_its_phase(console, capsys):
     assert "eval [final] grpo step 4:" in lines  # not "step 8" beside "grpo step 2"
     assert "step 8" not in lines
 
-    evaluations = [
-        make_eval_result(label, step, 1, n=4).record() for label, step in (("grpo", 2), ("final", 8))
-    ]
-    console.on_pipeline_end(ev.PipelineEnd("COMPLETED", 1.0, {"evaluations": evaluations}))
+    evaluations = [make_eval_result(label, step, 1, n=4) for label, step in (("grpo", 2), ("final", 8))]
+    result = ev.RunResult("COMPLETED", Path("run"), evaluations=evaluations)
+    console.on_pipeline_end(ev.PipelineEnd("COMPLETED", 1.0, result))
     table = capsys.readouterr().out
     assert "grpo step 2" in table and "grpo step 4" in table and " 8 " not in table
 

@@ -24,8 +24,8 @@ from typing import Any
 from rlvr import events as ev
 from rlvr import hardware
 from rlvr.config_errors import ConfigIssue, suggest
-from rlvr.training.callbacks import EventBridge
 from rlvr.distributed import world_size as distributed_processes
+from rlvr.training.callbacks import EventBridge
 from rlvr.training.checkpoints import CompletionMarker, Preempted
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
@@ -304,7 +304,12 @@ class GRPOPhase(_Phase):
     name, key = "grpo", "training_loop.grpo"
 
     def __init__(
-        self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any, signal: dict[str, Any]
+        self,
+        fields: dict[str, Any],
+        seed: int,
+        hardware: Callable[[], Any],
+        rewards: Any,
+        signal: dict[str, Any],
     ):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
