@@ -220,7 +220,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
 
     full, again = steps(uninterrupted), steps(run_dir)
     for step in range(k + 1, 5):
-        for key in keys:
+        for key in ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"):
             assert again[step][key] == pytest.approx(full[step][key], abs=1e-6), (step, key)
     a = load_file(uninterrupted / "final" / "model.safetensors")
     b = load_file(run_dir / "final" / "model.safetensors")
