@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -93,15 +94,25 @@ def bench(
 
     out.mkdir(parents=True, exist_ok=True)
     store = CellStore(out)
-    specs = {name: str(path.resolve()) for name, path in models.items()}
-    if not all(store.path(spec, task).is_file() for spec in specs.values() for task in tasks):
+    # Each model is a conf/model node (model/hf on its directory) keyed by its name as an identifier.
+    keys = {name: re.sub(r"\W+", "_", name).strip("_") for name in models}
+    nodes = [
+        override
+        for name, path in models.items()
+        for override in (
+            f"+model@benchmark.models.{keys[name]}=hf",
+            f"benchmark.models.{keys[name]}.name_or_path={path.resolve()}",
+        )
+    ]
+    if not all(store.path(key, task).is_file() for key in keys.values() for task in tasks):
         cmd = [
             sys.executable,
             str(ROOT / "run_pipeline.py"),
             "--config-name",
             "benchmark",
             f"hydra.run.dir={out}/hydra",
-            f"benchmark.models=[{','.join(specs.values())}]",
+            "~model@benchmark.models.smollm2_135m",
+            *nodes,
             f"benchmark.tasks=[{','.join(tasks)}]",
             f"benchmark.num_examples={size}",
             f"benchmark.output_dir={out}",
@@ -112,7 +123,7 @@ def bench(
         print("$", " ".join(cmd[1:]), flush=True)
         with (out.parent / f"{out.name}.log").open("w") as log:
             subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    return {task: {name: store.load(spec, task).evaluation for name, spec in specs.items()} for task in tasks}
+    return {task: {name: store.load(key, task).evaluation for name, key in keys.items()} for task in tasks}
 
 
 def main() -> None:

@@ -156,7 +156,8 @@ def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
     out = tmp_path / "bench"
     bench = subprocess.run(
         [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
-         f"benchmark.models=[{final}]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
+         "+model@benchmark.models.lora=hf", f"benchmark.models.lora.name_or_path={final}",
+         "benchmark.only=[lora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
          f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
