@@ -56,3 +56,15 @@ def make_eval_result(label: str, step: int, correct: int, n: int = 200):
         for i in range(n)
     ]
     return ev.EvalResult(label, step, Evaluation(samples, ks=[1], seconds=1.0, samples_per_second=10.0))
+
+
+def make_evaluator(overrides: list[str] | None = None, config_name: str = "config", **kwargs):
+    """The Evaluator conf/evaluation/default.yaml builds (``overrides`` compose into it), with a plain
+    prompt and no scorer unless ``kwargs`` give them; other ``kwargs`` replace YAML values."""
+    from hydra.utils import instantiate
+
+    from rlvr.prompts import PromptTemplate
+
+    node = compose_config(overrides, config_name).evaluation
+    kwargs = {"prompt": PromptTemplate("{question}"), "scorer": None, **kwargs}
+    return instantiate(node, _convert_="all", _partial_=True)(**kwargs)

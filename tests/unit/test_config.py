@@ -10,7 +10,9 @@ from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
-OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF / g).glob("*.yaml"))]
+# Nested groups too (evaluation/generator, data/checker, data/processor): each option composes.
+SUBGROUPS = sorted(str(p.relative_to(CONF)) for g in GROUPS for p in (CONF / g).iterdir() if p.is_dir())
+OPTIONS = [(g, f.stem) for g in GROUPS + SUBGROUPS for f in sorted((CONF / g).glob("*.yaml"))]
 EXPERIMENTS = sorted(f.stem for f in (CONF / "experiment").glob("*.yaml"))
 
 
@@ -21,9 +23,11 @@ def test_every_group_option_composes_and_binds(group, option):
         overrides.append("model.name_or_path=some/model")
     if group == "source":  # no default: each option is placed under a name in data.eval_sets
         overrides = [f"+source@data.eval_sets.extra={option}"]
+    if group.startswith("data/"):  # a file source's checker and processor
+        overrides.insert(0, "data=qa_file")
     cfg = compose_config(overrides)
     assert check_targets(cfg, runtime_args(cfg)) == []
-    node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group)
+    node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group.replace("/", "."))
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
         return
