@@ -125,3 +125,17 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
     assert (fast.value, fast.status) == (1.0, "ok")
     assert slow.status == "timeout"
     assert (after.value, after.status) == (1.0, "ok")
+
+
+def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
+    """The worker instantiates a checker as the pipeline instantiates any _target_ (Hydra, after
+    rlvr.pipeline.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
+    for where it is defined, and an rlvr class that is no Checker is not built."""
+    smuggled = {**entry("1", MathVerify()), "checker": {"_target_": "rlvr.verify.checkers.asdict"}}
+    not_a_checker = {**entry("1", MathVerify()), "checker": {"_target_": "rlvr.prompts.PromptTemplate"}}
+    with VerifierPool(num_workers=0) as pool:
+        first, second = pool.score(
+            [ScoreRequest("qa", "1", smuggled), ScoreRequest("qa", "1", not_a_checker)]
+        )
+    assert first.status == "error" and "dataclasses.asdict, which is defined outside" in first.detail
+    assert second.status == "error" and "not a rlvr.verify.checkers.Checker subclass" in second.detail

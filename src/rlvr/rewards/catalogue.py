@@ -21,7 +21,8 @@ from typing import Any
 
 from rlvr.config_errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
-from rlvr.rewards.terms import CorrectnessReward, _Term, completion_text
+from rlvr.prompts import PromptTemplate
+from rlvr.rewards.terms import CorrectnessReward, Scorer, _Term, completion_text
 
 
 class AnswerMatchReward(CorrectnessReward):
@@ -45,10 +46,12 @@ class AnswerMatchReward(CorrectnessReward):
         correct_reward: float,
         wrong_penalty: float,
         no_answer_reward: float,
-        weight: float = 1.0,
-        **collaborators: Any,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
     ):
-        super().__init__(weight, partial_credit=False, **collaborators)
+        super().__init__(weight, partial_credit=False, prompt=prompt, scorer=scorer)
         self.correct_reward = float(correct_reward)
         self.wrong_penalty = float(wrong_penalty)
         self.no_answer_reward = float(no_answer_reward)
@@ -83,15 +86,23 @@ class ApproxFormatReward(_Term):
     term (all or nothing) does not give early in training.
 
     >>> from rlvr.prompts import PromptTemplate
-    >>> r = ApproxFormatReward(present_once=0.5, otherwise=-1.0, prompt=PromptTemplate("{question}"))
+    >>> r = ApproxFormatReward(present_once=0.5, otherwise=-1.0, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["<answer>4</answer>", "<answer>4", "4", "<answer>4</answer><answer>"])
     [1.0, -0.5, -2.0, -0.5]
     """
 
     name = "format_approx"
 
-    def __init__(self, present_once: float, otherwise: float, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        present_once: float,
+        otherwise: float,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.present_once = float(present_once)
         self.otherwise = float(otherwise)
 
@@ -168,8 +179,16 @@ class NumericToleranceReward(_Term):
 
     name = "numeric"
 
-    def __init__(self, rel_tol: float, abs_tol: float, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        rel_tol: float,
+        abs_tol: float,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.rel_tol = float(rel_tol)
         self.abs_tol = float(abs_tol)
 
@@ -199,15 +218,23 @@ class OverlongPenalty(_Term):
 
     It reads TRL's ``completion_ids``; called without them (outside a GRPO step) it abstains.
 
-    >>> r = OverlongPenalty(max_tokens=16, buffer_tokens=4)
+    >>> r = OverlongPenalty(max_tokens=16, buffer_tokens=4, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["a"] * 4, completion_ids=[[0] * 12, [0] * 13, [0] * 14, [0] * 16])
     [0.0, -0.25, -0.5, -1.0]
     """
 
     name = "overlong"
 
-    def __init__(self, max_tokens: int, buffer_tokens: int, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        max_tokens: int,
+        buffer_tokens: int,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.max_tokens = max_tokens
         self.buffer_tokens = buffer_tokens
 
@@ -249,9 +276,14 @@ class FunctionReward(_Term):
     name = "function"
 
     def __init__(
-        self, function: Callable[..., list[float | None]], weight: float = 1.0, **collaborators: Any
+        self,
+        function: Callable[..., list[float | None]],
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
     ):
-        super().__init__(weight, **collaborators)
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.function = function
 
     def validate(self, key: str) -> list[ConfigIssue]:
