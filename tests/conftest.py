@@ -68,3 +68,14 @@ def make_evaluator(overrides: list[str] | None = None, config_name: str = "confi
     node = compose_config(overrides, config_name).evaluation
     kwargs = {"prompt": PromptTemplate("{question}"), "scorer": None, **kwargs}
     return instantiate(node, _convert_="all", _partial_=True)(**kwargs)
+
+
+def verifier_pool(**kwargs):
+    """A VerifierPool with conf/verifier/sandbox.yaml's limits, ``kwargs`` replacing them."""
+    from omegaconf import OmegaConf
+
+    from rlvr.verify import VerifierPool
+
+    limits = OmegaConf.to_container(OmegaConf.load(CONF / "verifier" / "sandbox.yaml"))
+    limits.pop("_target_")
+    return VerifierPool(**{**limits, **kwargs})

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, verifier_pool
 
 from rlvr.config_errors import ConfigValidationError
 from rlvr.pipeline.trust import PLUGINS_ENV
-from rlvr.verify import ScoreRequest, VerifierPool
+from rlvr.verify import ScoreRequest
 from rlvr.verify.checkers import ExactMatch, MathVerify, build
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
@@ -90,7 +90,7 @@ def test_checkers_score_inside_sandbox_workers():
         ScoreRequest("gsm8k", "1,200", entry("1200", ExactMatch())),
         ScoreRequest("gsm8k", None, entry("1200", MathVerify())),
     ]
-    with VerifierPool(num_workers=1, timeout_s=20.0) as pool:
+    with verifier_pool(num_workers=1, timeout_s=20.0) as pool:
         scores = pool.score(requests)
     assert [(s.value, s.status) for s in scores] == [
         (1.0, "ok"),
@@ -103,7 +103,7 @@ def test_checkers_score_inside_sandbox_workers():
 
 def test_checker_outside_allowed_packages_is_not_built():
     bad = {**entry("1", MathVerify()), "checker": {"_target_": "os.system", "command": "touch pwned"}}
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         (score,) = pool.score([ScoreRequest("qa", "1", bad)])
     assert score.status == "error" and "outside the allowed packages" in score.detail
 
@@ -114,7 +114,7 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     from rlvr_example_plugin.data import SlowChecker
 
-    with VerifierPool(num_workers=1, timeout_s=3.0) as pool:
+    with verifier_pool(num_workers=1, timeout_s=3.0) as pool:
         fast, slow, after = pool.score(
             [
                 ScoreRequest("qa", "ok", entry("ok", SlowChecker(0.0))),
@@ -133,7 +133,7 @@ def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
     for where it is defined, and an rlvr class that is no Checker is not built."""
     smuggled = {**entry("1", MathVerify()), "checker": {"_target_": "rlvr.verify.checkers.asdict"}}
     not_a_checker = {**entry("1", MathVerify()), "checker": {"_target_": "rlvr.prompts.PromptTemplate"}}
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         first, second = pool.score(
             [ScoreRequest("qa", "1", smuggled), ScoreRequest("qa", "1", not_a_checker)]
         )

@@ -10,7 +10,7 @@ import pytest
 import reasoning_gym
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from tests.conftest import CONF, ROOT, compose_config
+from tests.conftest import CONF, ROOT, compose_config, verifier_pool
 
 from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.trust import PLUGINS_ENV
@@ -27,7 +27,6 @@ from rlvr.rewards import (
     RewardSet,
 )
 from rlvr.rewards.catalogue import parse_number
-from rlvr.verify import VerifierPool
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 TERM_FILES = sorted(f.stem for f in (CONF / "reward" / "terms").glob("*.yaml"))
@@ -50,7 +49,7 @@ PLAIN, THINK, WORKING_OUT = family("plain"), family("think"), family("working_ou
 
 def build_rewards(cfg, prompt, scorer=None) -> RewardSet:
     """The reward set with its collaborators passed at instantiation, as the orchestrator does."""
-    run = {"prompt": prompt, "scorer": scorer if scorer is not None else VerifierPool(num_workers=0)}
+    run = {"prompt": prompt, "scorer": scorer if scorer is not None else verifier_pool(num_workers=0)}
     # Partial, then called: Hydra's config merge would turn the PromptTemplate dataclass into a dict.
     terms = {n: instantiate(t, _convert_="all", _partial_=True)(**run) for n, t in cfg.reward.terms.items()}
     return instantiate(cfg.reward, _convert_="all", _partial_=True, _recursive_=False)(**run, terms=terms)
@@ -70,7 +69,7 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
         f"<SOLUTION>{int(gold[1]) + 1}</SOLUTION>",
         f"the answer is {gold[2]}",  # right number, but no answer markers: nothing to check
     ]
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         term = AnswerMatchReward(
             correct_reward=3.0,
             wrong_penalty=-1.0,
@@ -86,7 +85,7 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
 def test_answer_match_refuses_a_penalty_above_the_reward():
     issues = AnswerMatchReward(
         prompt=PLAIN,
-        scorer=VerifierPool(num_workers=0),
+        scorer=verifier_pool(num_workers=0),
         correct_reward=-1.0,
         wrong_penalty=3.0,
         no_answer_reward=0.0,
@@ -207,7 +206,7 @@ def test_every_term_file_is_a_drop_in_and_scores_the_gold_answer_best_for_every_
         "length": 0.0,
         "overlong": None,  # no token ids outside GRPO
     }
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         for fam in FAMILIES:
             prompt = family(fam)
             # The collaborators as the orchestrator passes them at instantiation.
