@@ -79,3 +79,12 @@ def verifier_pool(**kwargs):
     limits = OmegaConf.to_container(OmegaConf.load(CONF / "verifier" / "sandbox.yaml"))
     limits.pop("_target_")
     return VerifierPool(**{**limits, **kwargs})
+
+
+def conf_checker(name: str, **kwargs):
+    """The answer checker conf/data/checker/<name>.yaml builds, ``kwargs`` replacing its values."""
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(OmegaConf.load(CONF / "data" / "checker" / f"{name}.yaml"))
+    return get_object(values.pop("_target_"))(**{**values, **kwargs})

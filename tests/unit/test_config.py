@@ -25,9 +25,12 @@ def test_every_group_option_composes_and_binds(group, option):
         overrides = [f"+source@data.eval_sets.extra={option}"]
     if group.startswith("data/"):  # a file source's checker and processor
         overrides.insert(0, "data=qa_file")
+    if group == "reward/terms":  # terms are keyed by name: reward.terms.<name>
+        overrides = [f"+reward/terms@reward.terms.extra={option}"]
     cfg = compose_config(overrides)
     assert check_targets(cfg, runtime_args(cfg)) == []
-    node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group.replace("/", "."))
+    where = {"source": "data.eval_sets.extra", "reward/terms": "reward.terms.extra"}
+    node = OmegaConf.select(cfg, where.get(group, group.replace("/", ".")))
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
         return

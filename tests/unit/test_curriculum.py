@@ -49,6 +49,13 @@ def data(**kw) -> CurriculumData:
         lower_at=0.3,
         window=1,
         task_params={"basic_arithmetic": {"operators": ["+", "-"]}},
+        start_levels=None,
+        attributes=None,
+        min_level=0,
+        max_level=None,
+        range_mode="inclusive",
+        eval_levels=None,
+        eval_sets=None,
     )
     return CurriculumData(**{**args, **kw})
 

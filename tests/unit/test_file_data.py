@@ -7,7 +7,7 @@ import json
 import datasets
 import pytest
 from hydra.utils import instantiate
-from tests.conftest import ROOT, compose_config, verifier_pool
+from tests.conftest import ROOT, compose_config, conf_checker, verifier_pool
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
 from rlvr.data import FileData, identity
@@ -27,11 +27,14 @@ def gsm8k_data(source, **kw) -> FileData:
     args = dict(
         name="gsm8k",
         path=str(source),
-        processor=GSM8K(),
-        checker=MathVerify(),
+        processor=GSM8K(question_field="question", answer_field="answer"),
+        checker=conf_checker("math_verify"),
         train_size=None,
         eval_size=None,
         seed=0,
+        split=None,
+        subset=None,
+        eval_sets=None,
     )
     return FileData(**{**args, **kw})
 
@@ -99,6 +102,9 @@ def test_finqa_reads_the_original_release_format(tmp_path):
         None,
         None,
         0,
+        split=None,
+        subset=None,
+        eval_sets=None,
     ).load(PROMPT)
     row = rows[0]
     both = datasets.concatenate_datasets([data.train, data.eval])

@@ -86,9 +86,9 @@ class FileData:
         train_size: int | None,
         eval_size: int | None,
         seed: int,
-        split: str | None = None,
-        subset: str | None = None,
-        eval_sets: dict[str, Any] | None = None,
+        split: str | None,
+        subset: str | None,
+        eval_sets: dict[str, Any] | None,
     ):
         self.name = name
         self.path = path

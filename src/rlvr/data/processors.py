@@ -52,8 +52,8 @@ class QuestionAnswer:
     QAItem(question='2+2?', answer='4', metadata={})
     """
 
-    question_field: str = "question"
-    answer_field: str = "answer"
+    question_field: str
+    answer_field: str
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         return QAItem(
@@ -73,8 +73,8 @@ class GSM8K:
     '7'
     """
 
-    question_field: str = "question"
-    answer_field: str = "answer"
+    question_field: str
+    answer_field: str
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         solution = str(_field(row, self.answer_field))

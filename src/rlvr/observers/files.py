@@ -34,7 +34,7 @@ class JsonlObserver(Observer):
             refused: a config file must not choose where outside the run a line is appended).
     """
 
-    def __init__(self, path: str = "metrics.jsonl"):
+    def __init__(self, *, path: str):
         self.path = Path(path)
         self._raw = path
         self._fh: Any = None

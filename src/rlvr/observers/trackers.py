@@ -23,11 +23,12 @@ class WandbObserver(Observer):
 
     def __init__(
         self,
-        project: str = "rlvr",
-        mode: str = "auto",
-        entity: str | None = None,
-        name: str | None = None,
-        tags: list[str] | None = None,
+        *,
+        project: str,
+        mode: str,
+        entity: str | None,
+        name: str | None,
+        tags: list[str] | None,
     ):
         self.project, self.mode, self.entity, self.name = project, mode, entity, name
         self.tags = list(tags or [])
@@ -99,7 +100,7 @@ class WandbObserver(Observer):
 class TensorBoardObserver(Observer):
     """Scalars for TensorBoard under ``<run_dir>/<log_dir>`` (``log_dir`` relative, never out of the run)."""
 
-    def __init__(self, log_dir: str = "tensorboard"):
+    def __init__(self, *, log_dir: str):
         self.log_dir = log_dir
         self._writer: Any = None
 

@@ -76,16 +76,16 @@ class MathVerify(Checker):
         percent_scale: also accept a number that equals the gold times 100 (``14.1`` for a gold
             of 0.141): FinQA asks "what percentage ..." and keeps the fraction as the gold.
 
-    >>> check = MathVerify()
+    >>> check = MathVerify(float_rounding=6, rel_tol=0.0, percent_scale=False)
     >>> [check(a, {"answer": "1000"}) for a in ("1,000", "\\\\boxed{1000}", "999")]
     [1.0, 1.0, 0.0]
-    >>> MathVerify(rel_tol=0.01)("14.1%", {"answer": "0.14136"})
+    >>> MathVerify(float_rounding=6, rel_tol=0.01, percent_scale=False)("14.1%", {"answer": "0.14136"})
     1.0
     """
 
-    float_rounding: int = 6
-    rel_tol: float = 0.0
-    percent_scale: bool = False
+    float_rounding: int
+    rel_tol: float
+    percent_scale: bool
 
     def __post_init__(self) -> None:
         from rlvr.config_errors import ConfigIssue, ConfigValidationError
@@ -150,11 +150,11 @@ class MathVerify(Checker):
 class ExactMatch(Checker):
     """String equality of the stripped answer and gold; ``ignore_case`` folds case.
 
-    >>> [ExactMatch()(a, {"answer": "Paris"}) for a in (" Paris ", "paris", "1,000")]
+    >>> [ExactMatch(ignore_case=False)(a, {"answer": "Paris"}) for a in (" Paris ", "paris", "1,000")]
     [1.0, 0.0, 0.0]
     """
 
-    ignore_case: bool = False
+    ignore_case: bool
 
     def __call__(self, answer: str, entry: dict) -> float:
         a, g = answer.strip(), str(entry["answer"]).strip()
