@@ -17,6 +17,7 @@ the data component reports it with the row number and the config key to change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,10 @@ def _field(row: dict[str, Any], dotted: str) -> Any:
             raise KeyError(dotted)
         value = value[part]
     return value
+
+
+# A processor turns one source row into a question and gold answer (None: skip the row).
+Processor = Callable[[dict[str, Any]], "QAItem | None"]
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
 
-if TYPE_CHECKING:  # heavy imports (torch, transformers) stay out of config checks
+if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of config checks
+    from datasets import Dataset
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from rlvr.generation import Generator, SamplingConfig
+    from rlvr.observers.base import ProgressHandle
     from rlvr.verify import Score, ScoreRequest
 
 
@@ -230,7 +232,7 @@ class Evaluator:
         first, so in-training evaluations score them)."""
         return self.generator(model, tokenizer, self.sampling())
 
-    def rows(self, dataset: Any) -> Any:
+    def rows(self, dataset: Dataset) -> Dataset:
         """The questions an evaluation of ``dataset`` scores: all of them, or ``max_examples`` shared
         among its tasks and extra evaluation sets (rlvr.data.base) in proportion to their sizes, at
         least one each, the first of each in dataset order. Taking the first ``max_examples`` rows of
@@ -245,7 +247,7 @@ class Evaluator:
         """The sampling settings every evaluation file records."""
         return {k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")}
 
-    def identity(self, dataset: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    def identity(self, dataset: Dataset, meta: dict[str, Any]) -> dict[str, Any]:
         """What an evaluation of ``dataset`` by this evaluator writes into its file beside the scores
         (``meta``, prompt hash, sampling) plus the identity of its question set: an evaluation file
         whose values differ measured something else (rlvr.run_history compares them on resume)."""
@@ -260,7 +262,11 @@ class Evaluator:
         }
 
     def evaluate_questions(
-        self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        dataset: Dataset,
+        progress: ProgressHandle | None = None,
     ) -> Evaluation:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
         from rlvr.verify import ScoreRequest
@@ -314,14 +320,14 @@ class Evaluator:
 
     def evaluate(
         self,
-        model: Any,
-        tokenizer: Any,
-        dataset: Any,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        dataset: Dataset,
         label: str,
         step: int,
         out_dir: Path,
         meta: dict[str, Any],
-        progress: Any = None,
+        progress: ProgressHandle | None = None,
     ) -> ev.EvalResult:
         """Evaluate and write ``<out_dir>/<label>_step<step>.json`` (summary, provenance, per-sample records)."""
         result = self.evaluate_questions(model, tokenizer, dataset, progress)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
 from rlvr.io import config_path_problem, inside
 from rlvr.observers.base import Observer
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class WandbObserver(Observer):
@@ -102,7 +105,7 @@ class TensorBoardObserver(Observer):
 
     def __init__(self, *, log_dir: str):
         self.log_dir = log_dir
-        self._writer: Any = None
+        self._writer: SummaryWriter | None = None
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
