@@ -88,3 +88,21 @@ def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
     assert "num_samples" in typo.fix and "unknown key" in typo.problem
     [missing] = _evaluator(sampled={"num_samples": 4, "temperature": 1.0}).validate()
     assert (missing.key, missing.problem) == ("evaluation.sampled.max_examples", "missing")
+
+
+def test_the_vllm_generators_settings_are_checked_under_its_own_key(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    bad = ["evaluation/generator=vllm", "evaluation.generator.gpu_memory_utilization=1.5"]
+    evaluator = _evaluator_from(bad + ["evaluation.generator.cpu_kv_cache_gb=0"])
+    issues = {i.key: i for i in evaluator.validate()}
+    assert evaluator.backend == "vllm"
+    assert issues["evaluation.generator.gpu_memory_utilization"].value == 1.5
+    assert issues["evaluation.generator.cpu_kv_cache_gb"].value == 0
+    assert "evaluation/generator=hf" in issues["evaluation.generator"].fix  # one process only
+    assert _evaluator_from([]).backend == "hf" and _evaluator_from([]).validate() == []
+
+
+def _evaluator_from(overrides):
+    from tests.conftest import make_evaluator
+
+    return make_evaluator(overrides)
