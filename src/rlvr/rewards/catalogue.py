@@ -85,6 +85,11 @@ class ApproxFormatReward(_Term):
     A model that gets half the format right earns half the credit, a signal the strict format
     term (all or nothing) does not give early in training.
 
+    Args:
+        present_once: reward per marker found exactly once.
+        otherwise: reward per marker missing or repeated.
+        weight: weight of this term in the summed reward.
+
     >>> from rlvr.prompts import PromptTemplate
     >>> r = ApproxFormatReward(present_once=0.5, otherwise=-1.0, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["<answer>4</answer>", "<answer>4", "4", "<answer>4</answer><answer>"])
@@ -218,6 +223,11 @@ class OverlongPenalty(_Term):
 
     It reads TRL's ``completion_ids``; called without them (outside a GRPO step) it abstains.
 
+    Args:
+        max_tokens: the length at which the penalty reaches -1 (conf: the GRPO completion budget).
+        buffer_tokens: the tokens before ``max_tokens`` over which the penalty ramps from 0 to -1.
+        weight: weight of this term in the summed reward.
+
     >>> r = OverlongPenalty(max_tokens=16, buffer_tokens=4, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["a"] * 4, completion_ids=[[0] * 12, [0] * 13, [0] * 14, [0] * 16])
     [0.0, -0.25, -0.5, -1.0]
@@ -271,6 +281,10 @@ class FunctionReward(_Term):
 
     The function receives what TRL passes (``prompts``, ``completions``, ``completion_ids``, the
     dataset's columns, ``trainer_state``, ...) and returns one float or None per completion.
+
+    Args:
+        function: the reward function (a ``_partial_`` node, called as TRL calls reward functions).
+        weight: weight of this term in the summed reward.
     """
 
     name = "function"

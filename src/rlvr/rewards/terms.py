@@ -36,6 +36,11 @@ class _Term:
     """Base of the reward terms: a weight, the run's prompt and its scorer (the verifier sandbox).
 
     Subclasses with options of their own pass the collaborators (prompt, scorer) on to it.
+
+    Args:
+        weight: weight of this term in the summed reward (``reward.terms.<name>.weight``).
+        prompt: the run's PromptTemplate (answer markers, extraction); passed at instantiation.
+        scorer: the run's verifier sandbox, for terms that run the task's verifier.
     """
 
     name = "term"
@@ -140,6 +145,11 @@ class FormatReward(_Term):
 class LengthPenalty(_Term):
     """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
 
+    Args:
+        weight: weight of this term in the summed reward.
+        free_chars: completion length in characters that costs nothing.
+        scale_chars: characters beyond ``free_chars`` at which the penalty reaches -1.
+
     >>> r = LengthPenalty(1.0, free_chars=10, scale_chars=10, prompt=PromptTemplate("{question}"))
     >>> r(["short", "x" * 15, "x" * 100])
     [0.0, -0.5, -1.0]
@@ -193,6 +203,11 @@ class RewardSet:
     (``reward/zero_std_groups_frac``, set ``group_size`` to num_generations). TRL 1.16's own
     ``frac_reward_zero_std`` misses such groups when the shared value is not exact in float32
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
+
+    Args:
+        terms: name -> reward term (``reward.terms``), each built with the run's prompt and scorer.
+        prompt: the run's PromptTemplate; passed at instantiation.
+        scorer: the run's verifier sandbox; passed at instantiation.
     """
 
     def __init__(self, terms: dict[str, _Term], *, prompt: PromptTemplate, scorer: Scorer | None = None):

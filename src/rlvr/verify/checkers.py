@@ -150,6 +150,9 @@ class MathVerify(Checker):
 class ExactMatch(Checker):
     """String equality of the stripped answer and gold; ``ignore_case`` folds case.
 
+    Args:
+        ignore_case: compare case-folded strings.
+
     >>> [ExactMatch(ignore_case=False)(a, {"answer": "Paris"}) for a in (" Paris ", "paris", "1,000")]
     [1.0, 0.0, 0.0]
     """
