@@ -9,6 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr import distributed
+from rlvr.evaluation.schedule import Stage
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.training.checkpoints import Preempted
 
@@ -24,7 +25,7 @@ def objective(result: object) -> float | None:
     """What ``run_pipeline.py`` returns to Hydra: the final held-out accuracy of a completed training
     run (a sweeper maximises it), None for anything else (validate_only, the benchmark app)."""
     if isinstance(result, RunResult) and result.status == "COMPLETED":
-        final = [e for e in result.evaluations if e.label == "final"]
+        final = [e for e in result.evaluations if e.label == Stage.FINAL]
         return final[-1].accuracy if final else None
     return None
 

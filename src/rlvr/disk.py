@@ -1,4 +1,5 @@
-"""Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size.
+"""Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size;
+after a failure, say when the disk is nearly full (:func:`low_disk_hint`).
 
 A default run writes several GB of checkpoints (weights + optimizer state per save, SFT and GRPO)
 beside a 0.5 GB final model, and a sweep multiplies that. ``keep_checkpoints`` (top level):
@@ -70,3 +71,19 @@ def finish_run_dir(run_dir: Path, keep: str) -> str:
     removed = prune_checkpoints(run_dir, keep)
     note = f", {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
     return f"run directory {run_dir}: {human(dir_size(run_dir))}{note}"
+
+
+def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
+    """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
+    path = run_dir
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    if free >= min_free:
+        return None
+    return (
+        f"only {free / 2**20:.0f} MiB free on the disk holding {run_dir}: the error below is likely a full "
+        "disk (a checkpoint of the 135M default with optimizer state takes about 1.6 GB). Free space, lower "
+        "training_loop.sft.save_total_limit / training_loop.grpo.save_total_limit, or set hydra.run.dir "
+        "to a larger disk; resume=auto continues from the newest complete checkpoint."
+    )

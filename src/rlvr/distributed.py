@@ -203,6 +203,25 @@ class Distributed:
             )
         return issues
 
+    def model_issues(self, model: object) -> list[ConfigIssue]:
+        """The model component this setup can run (``model``: the built component, or None when it
+        could not be built). Under FSDP / ZeRO-3 rank 0 rebuilds the model from gathered weights
+        (:func:`full_copy`) in the dtype they arrive in; a bitsandbytes-quantised base would need the
+        same quantisation rebuilt around its packed tensors, which the copy does not do."""
+        quantization = getattr(model, "quantization", None)
+        if not quantization or not self.sharded:
+            return []
+        return [
+            ConfigIssue(
+                "model.quantization",
+                quantization,
+                f"{self.strategy} shards the weights and rank 0 evaluates and saves an unquantised copy "
+                "rebuilt from the gathered weights; a quantised base cannot be rebuilt that way",
+                "use distributed=ddp or distributed=deepspeed_zero2 for QLoRA (each GPU holds the 4-bit "
+                "base), or model.quantization=null",
+            )
+        ]
+
     def _zero_stage(self) -> int | None:
         if self.strategy != "DEEPSPEED":
             return None

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlvr.evaluation.metrics import PairedChange
 from rlvr.evaluation.results import Evaluation
 
 
@@ -39,7 +40,7 @@ class TrainStep:
 class EvalResult:
     """One held-out evaluation: the stage label and step, the Evaluation itself, and its file."""
 
-    label: str  # baseline | sft | after_sft | grpo | final
+    label: str  # an rlvr.evaluation.schedule.Stage
     step: int
     evaluation: Evaluation
     path: Path | None = None
@@ -109,7 +110,43 @@ class ErrorEvent:
 
 
 @dataclass(frozen=True)
+class StageChange:
+    """What one stage changed: accuracy before and after, paired on the same questions."""
+
+    stage: str  # SFT | GRPO | whole run
+    before: str  # evaluation labels (rlvr.evaluation.schedule.Stage)
+    after: str
+    change: PairedChange
+
+    @property
+    def text(self) -> str:
+        return self.change.text()
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-ready form (report.json's ``paired_changes``)."""
+        return {
+            "stage": self.stage,
+            "from": self.before,
+            "to": self.after,
+            **self.change.to_dict(),
+            "text": self.text,
+        }
+
+
+@dataclass
+class RunResult:
+    """What a run produced: its status, its evaluations in run order (earlier attempts' included),
+    the paired change of each stage, and the files worth opening (name -> path)."""
+
+    status: str  # COMPLETED | FAILED | INTERRUPTED | PREEMPTED
+    run_dir: Path
+    evaluations: list[EvalResult] = field(default_factory=list)
+    changes: list[StageChange] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PipelineEnd:
-    status: str  # COMPLETED | FAILED | INTERRUPTED
+    status: str  # COMPLETED | FAILED | INTERRUPTED | PREEMPTED
     seconds: float
-    summary: dict[str, Any] = field(default_factory=dict)
+    result: RunResult | None = None  # None when the run ended before it had one

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
+from rlvr.evaluation.schedule import Stage, run_order, stage_changes
 from rlvr.io import atomic_write_json, atomic_write_text
 
-STAGE_NAMES = {"baseline": "base model", "after_sft": "after SFT", "final": "final"}
+STAGE_NAMES = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
-SAMPLED_NAMES = {"after_sft_sampled": "after SFT", "final_sampled": "final"}
+SAMPLED_NAMES = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FINAL_SAMPLED: "final"}
 
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
@@ -94,11 +95,11 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     ax_r.set_title("Training signal")
     if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
         ax_r.legend(loc="best")
-    points = sorted(evaluations, key=lambda e: (e.label != "baseline", e.label == "final"))
+    points = sorted(evaluations, key=lambda e: (e.label != Stage.BASELINE, e.label == Stage.FINAL))
     xs, ys, lo, hi = [], [], [], []
-    sft_steps = max([e.step for e in evaluations if e.label == "after_sft"], default=0)
+    sft_steps = max([e.step for e in evaluations if e.label == Stage.AFTER_SFT], default=0)
     for e in points:
-        x = e.step + (sft_steps if e.label == "grpo" else 0)
+        x = e.step + (sft_steps if e.label == Stage.GRPO else 0)
         xs.append(x)
         ys.append(e.accuracy)
         lo.append(e.accuracy - e.ci_low)
@@ -124,33 +125,6 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-# What each stage did, paired on the same held-out questions: (name, from label, to label).
-STAGE_CHANGES = (
-    ("SFT", "baseline", "after_sft"),
-    ("GRPO", "after_sft", "final"),
-    ("whole run", "baseline", "final"),
-    ("GRPO, sampled at the training temperature", "after_sft_sampled", "final_sampled"),
-)
-
-
-def stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
-    """Paired change of each stage that ran (same questions before and after), for report and console."""
-    from rlvr.evaluation.results import paired
-
-    by_label = {e.label: e for e in evaluations}
-    rows = []
-    for name, before, after in STAGE_CHANGES:
-        if before in by_label and after in by_label:
-            try:
-                change = paired(by_label[before].evaluation, by_label[after].evaluation)
-            except ValueError:  # different question sets (e.g. eval size changed on resume): no pairing
-                continue
-            rows.append(
-                {"stage": name, "from": before, "to": after, **change.to_dict(), "text": change.text()}
-            )
-    return rows
 
 
 def group_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
@@ -246,7 +220,7 @@ def write_report(
     attempts; ``attempt`` is this attempt's entry of attempts.json (else one of ``seconds``).
     ``wall_seconds`` is the sum over the attempts, each attempt's own is in ``attempts``.
     """
-    from rlvr.run_history import RunHistory, run_order
+    from rlvr.run_history import RunHistory
 
     history = history or RunHistory()
     evaluations = run_order(evaluations)
@@ -262,7 +236,7 @@ def write_report(
     sampled = [e for e in evaluations if e.label in SAMPLED_NAMES]
     evaluations = [e for e in evaluations if e.label not in SAMPLED_NAMES]
     rows = report_rows(evaluations)
-    changes = stage_changes(evaluations + sampled)
+    changes = [c.record() for c in stage_changes(evaluations + sampled)]
     groups = group_rows(evaluations)
     curve = difficulty_curve(history.train_history(outcome.history))
     report = {

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlvr import events as ev
 from rlvr.evaluation.results import Evaluation
+from rlvr.evaluation.schedule import PHASES, SAMPLED_SUFFIX, on_resumed_path, run_order
 from rlvr.io import atomic_write_json
 from rlvr.observers.base import Observer
 
@@ -37,10 +38,6 @@ ATTEMPTS = "attempts.json"
 # Each attempt names the config record it ran under (sha256 of config_resolved.yaml as written), and
 # the report copies the last attempt: rlvr.sweep_report ties a report to its config by it.
 CONFIG_SHA256 = "config_sha256"
-PHASES = ("sft", "grpo")
-# Evaluation labels in the order a run makes them (the report lists its evaluations in this order).
-LABEL_ORDER = ("baseline", "sft", "after_sft", "after_sft_sampled", "grpo", "final", "final_sampled")
-SAMPLED_SUFFIX = "_sampled"  # the GRPO stage's start and end sampled at T (evaluation.sampled)
 # How often a long phase refreshes the attempt's "last seen" time on disk (a killed attempt's end).
 HEARTBEAT_SECONDS = 30.0
 
@@ -148,26 +145,6 @@ class AttemptLog(Observer):
             self._touch()
 
 
-def on_resumed_path(label: str, step: int, resume: tuple[str, int] | None) -> bool:
-    """Whether an evaluation (``label`` at ``step``) measured weights the resumed run continues from.
-
-    ``resume`` is (phase, checkpoint step), or None for a restart from scratch. The base model is on
-    every path; a GRPO checkpoint was trained from the finished SFT phase, so all of SFT is on its
-    path; within the resumed phase, steps up to the checkpoint. A later step's evaluation belongs to
-    work after the checkpoint, which the resumed run does again (and evaluates again).
-    """
-    if label == "baseline":
-        return True
-    if resume is None or label == "final":
-        return False
-    phase, at = resume
-    if label in ("sft", "after_sft"):
-        return phase == "grpo" or step <= at
-    if label == "grpo":
-        return phase == "grpo" and step <= at
-    return False
-
-
 def _mismatch(payload: dict[str, Any], identity: dict[str, Any]) -> str | None:
     """Why an evaluation file is not this run's (None = it is): the first differing identity field."""
     from rlvr.data.identity import ids_of, set_hash
@@ -182,16 +159,6 @@ def _mismatch(payload: dict[str, Any], identity: dict[str, Any]) -> str | None:
                 return f"it records no {key} (written by an older version), this run's is {want!r}"
             return f"its {key} is {got!r}, this run's is {want!r}"
     return None
-
-
-def run_order(evaluations: list[ev.EvalResult]) -> list[ev.EvalResult]:
-    """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
-    a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
-
-    def key(e: ev.EvalResult) -> tuple[int, int]:
-        return (LABEL_ORDER.index(e.label) if e.label in LABEL_ORDER else len(LABEL_ORDER), e.step)
-
-    return sorted(evaluations, key=key)
 
 
 def reload_evaluations(
@@ -290,16 +257,6 @@ class RunHistory:
     def find(self, label: str, step: int) -> ev.EvalResult | None:
         """The reused evaluation of ``label`` at ``step``, if an earlier attempt made it."""
         return next((e for e in self.evaluations if (e.label, e.step) == (label, step)), None)
-
-    def eval_of_last_weights(self, outcome: Any) -> ev.EvalResult | None:
-        """An evaluation of the weights training ended with: this attempt's (TrainOutcome), else one
-        an earlier attempt made at the step this attempt resumed at and did not train past (e.g. a
-        run stopped during its final evaluation resumes at its last checkpoint and trains no step)."""
-        made = outcome.eval_of_last_weights()
-        if made is not None or not outcome.steps:
-            return made
-        phase, step = list(outcome.steps.items())[-1]
-        return self.find(phase, step) or (self.find("after_sft", step) if phase == "sft" else None)
 
     def _earlier_phases(self) -> list[dict[str, dict[str, Any]]]:
         return [a.get("phases") or {} for a in self.attempts]

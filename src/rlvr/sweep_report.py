@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
 from rlvr.io import atomic_write_json, atomic_write_text
 from rlvr.run_history import ATTEMPTS, CONFIG_SHA256
@@ -198,8 +201,9 @@ def _rows(points: list[SweepPoint]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"point": p.num, "status": p.status, **p.overrides}
         for stage in STAGES:
             acc = p.accuracy.get(stage)
-            row[f"{stage} acc"] = acc["accuracy"] if acc else None
-            row[f"{stage} 95% CI"] = f"[{acc['ci_low']:.3f}, {acc['ci_high']:.3f}]" if acc else None
+            # Percent, as the console, report.md and the benchmark print accuracies.
+            row[f"{stage} acc"] = f"{acc['accuracy']:.1%}" if acc else None
+            row[f"{stage} 95% CI"] = f"{acc['ci_low']:.1%} - {acc['ci_high']:.1%}" if acc else None
         row["steps"] = " + ".join(f"{k} {v}" for k, v in p.steps.items()) or None
         row["wall s"] = p.wall_seconds
         row["attempts"] = p.attempts
@@ -254,14 +258,13 @@ def to_csv(points: list[SweepPoint]) -> str:
     return buf.getvalue()
 
 
-def plot(points: list[SweepPoint], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def chart(points: list[SweepPoint]) -> Figure:
+    """Accuracy per completed point and stage, with 95% CIs. Labels name each point's swept values;
+    they stand upright and the layout is constrained, so long keys neither overlap nor leave the figure."""
     done = [p for p in points if p.status == "COMPLETED"]
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(done) + 2), 4))
+    fig = Figure(figsize=(max(5, 1.2 * len(done) + 2), 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     width = 0.8 / len(STAGES)
     for i, stage in enumerate(STAGES):
         xs, ys, err = [], [], [[], []]
@@ -273,17 +276,18 @@ def plot(points: list[SweepPoint], path: Path) -> Path:
                 err[0].append(acc["accuracy"] - acc["ci_low"])
                 err[1].append(acc["ci_high"] - acc["accuracy"])
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=stage)
-    ax.set_xticks(range(len(done)))
-    ax.set_xticklabels(
-        ["\n".join(f"{k}={v}" for k, v in p.overrides.items()) or str(p.num) for p in done], fontsize=8
-    )
+    labels = ["\n".join(f"{k}={v}" for k, v in p.overrides.items()) or str(p.num) for p in done]
+    ax.set_xticks(range(len(done)), labels, fontsize=8, rotation=90)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("held-out accuracy (95% CI)")
     ax.set_ylim(0, 1)
     ax.legend()
     ax.set_title("Sweep: accuracy per point")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot(points: list[SweepPoint], path: Path) -> Path:
+    chart(points).savefig(path, dpi=120)
     return path
 
 

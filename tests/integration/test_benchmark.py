@@ -54,43 +54,66 @@ def models(tmp_path_factory):
     return base, adapter, overlap
 
 
+def model_overrides(models: dict[str, str]) -> list[str]:
+    """Each name -> a conf/model option (``tiny``) or a model directory through model/hf, as
+    conf/benchmark.yaml tells a user to write them; the default model is dropped."""
+    overrides = ["~model@benchmark.models.smollm2_135m"]
+    for name, spec in models.items():
+        if spec == "tiny":
+            overrides.append(f"+model@benchmark.models.{name}=tiny")
+        else:
+            overrides += [
+                f"+model@benchmark.models.{name}=hf",
+                f"benchmark.models.{name}.name_or_path={spec}",
+            ]
+    return overrides
+
+
 def bench(out, models, *extra):
+    """The benchmark with its results in this run's own directory (hydra.run.dir=out)."""
     cmd = [
         sys.executable,
         str(ROOT / "run_pipeline.py"),
         "--config-name",
         "benchmark",
-        f"hydra.run.dir={out}/hydra",
-        f"benchmark.models=[{','.join(models)}]",
+        f"hydra.run.dir={out}",
+        *model_overrides(models),
         "benchmark.tasks=[leg_counting,basic_arithmetic]",
         "benchmark.num_examples=6",
-        f"benchmark.output_dir={out}",
         "evaluation.max_new_tokens=8",
         *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
+def plot(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "rlvr.benchmark.plot", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
 def test_benchmark_two_models_two_tasks_and_resume(tmp_path, models):
     base, adapter_dir, _ = models
     out = tmp_path / "bench"
-    proc = bench(out, ["tiny", str(adapter_dir), str(base)])
+    three = {"tiny": "tiny", "adapter": str(adapter_dir), "base": str(base)}
+    proc = bench(out, three)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    cells = sorted((out / "cells").glob("*.json"))
+    cells = sorted((out / "cells").glob("*.json"))  # in hydra.run.dir: benchmark.output_dir is unset
     assert len(cells) == 6
-    per_task = sorted(out.glob("results_leg_counting_*.json"))
-    assert len(per_task) == 1
-    report = json.loads(per_task[0].read_text())
-    assert report["kind"] == "task" and set(report["models"]) == {"tiny", str(adapter_dir), str(base)}
+    report = json.loads((out / "results_leg_counting.json").read_text())
+    assert report["kind"] == "task" and set(report["models"]) == {"tiny", "adapter", "base"}
     assert len(report["prompt_hash"]) == 12
-    every = json.loads(next(out.glob("results_all_tasks_*.json")).read_text())
+    every = json.loads((out / "results_all_tasks.json").read_text())
     assert set(every["tasks"]) == {"leg_counting", "basic_arithmetic"}
-    for model in ("tiny", str(adapter_dir)):
+    for model in ("tiny", "adapter"):
         summary = every["tasks"]["leg_counting"]["models"][model]
         assert summary["n"] == 6 and 0 <= summary["ci_low"] <= summary["accuracy"] <= summary["ci_high"] <= 1
-    assert (
-        len(list(out.glob("comparison_*.png"))) == 2 and len(list(out.glob("summary_all_tasks_*.png"))) == 1
-    )
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "results_all_tasks.png", "results_basic_arithmetic.png", "results_leg_counting.png"
+    ]  # fmt: skip
     cell = json.loads(cells[0].read_text())
     samples = cell["evaluation"]["samples"]
     assert len(samples) == 6 and {"question", "completions", "answers", "scores", "status"} <= set(samples[0])
@@ -103,55 +126,64 @@ def test_benchmark_two_models_two_tasks_and_resume(tmp_path, models):
         return [s["completions"] for s in json.loads(path.read_text())["evaluation"]["samples"]]
 
     # the adapter's answers are its own, not its base's (same questions, same greedy decoding)
-    assert completions(str(adapter_dir)) != completions(str(base))
+    assert completions("adapter") != completions("base")
 
     # Rerun: every cell is already done, nothing is recomputed.
     mtimes = {c: c.stat().st_mtime_ns for c in cells}
-    again = bench(out, ["tiny", str(adapter_dir), str(base)])
+    again = bench(out, three)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {c: c.stat().st_mtime_ns for c in cells} == mtimes
     assert "accuracy" not in again.stdout.split("results_")[0]  # no cell line printed: nothing ran
 
     # Different task parameters: only that task's cells are recomputed, and the run says why.
-    changed = bench(out, ["tiny"], "+benchmark.task_params.leg_counting={min_animals: 2, max_animals: 4}")
+    changed = bench(
+        out, {"tiny": "tiny"}, "+benchmark.task_params.leg_counting={min_animals: 2, max_animals: 4}"
+    )
     assert changed.returncode == 0, changed.stderr[-3000:]
     assert "recomputing tiny on leg_counting: task_params" in changed.stdout + changed.stderr
     redone = {c for c in cells if c.stat().st_mtime_ns != mtimes[c]}
     assert {json.loads(c.read_text())["task"] for c in redone} == {"leg_counting"}
-    latest = json.loads(max(out.glob("results_all_tasks_*.json")).read_text())
-    assert set(latest["average"]) == {"tiny"}  # only the requested models are reported
 
-    # The plot command redraws from the result file with renamed models.
+    # After three benchmarks in one directory, the README's plot command names one file: the latest
+    # report, which covers only the requested models.
+    [latest] = out.glob("results_all_tasks*.json")
+    assert set(json.loads(latest.read_text())["average"]) == {"tiny"}
     png = tmp_path / "custom.png"
-    plot = subprocess.run(
-        [sys.executable, "-m", "rlvr.benchmark.plot", str(per_task[0]), "--rename", f"{adapter_dir}=LoRA",
-         "--title", "T", "--output", str(png)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert plot.returncode == 0, plot.stderr
+    drawn = plot(latest, "--rename", "tiny=Tiny", "--title", "T", "--output", png)
+    assert drawn.returncode == 0, drawn.stderr
     assert png.stat().st_size > 1000
+    unknown = plot(out / "results_leg_counting.json", "--rename", "adapter=LoRA")  # not in the latest report
+    assert unknown.returncode == 2 and "no model or task named 'adapter'" in unknown.stderr
+    assert "'tiny'" in unknown.stderr
 
 
-def test_unknown_task_and_bad_model_specs_fail_before_loading(tmp_path):
-    specs = ["tiny", "./no/such/checkpoint", "../model/tiny", "model/../../conf/model/tiny"]
-    proc = bench(tmp_path, specs, "benchmark.tasks=[leg_countin]")
+def test_unknown_task_model_name_and_bad_model_paths_fail_before_loading(tmp_path):
+    models = {"tiny": "tiny", "a": "./no/such/checkpoint", "b": "../model/tiny"}
+    proc = bench(tmp_path, models, "benchmark.tasks=[leg_countin]", "benchmark.only=[tiny,tinny]")
     assert proc.returncode == 2
     assert "leg_counting" in proc.stderr
-    for spec in specs[1:]:
-        assert f"benchmark.models='{spec}'" in proc.stderr
+    assert "benchmark.only='tinny': not a name in benchmark.models" in proc.stderr and "'tiny'" in proc.stderr
+    for name in ("a", "b"):
+        assert (
+            f"benchmark.models.{name}.name_or_path='{models[name]}': local path does not exist" in proc.stderr
+        )
+    assert not (tmp_path / "cells").exists()
 
 
 def test_a_model_trained_on_test_questions_is_refused_or_flagged(tmp_path, models):
     _, _, overlap = models
-    proc = bench(tmp_path, [str(overlap)], "benchmark.tasks=[leg_counting]")
+    proc = bench(tmp_path, {"run": str(overlap)}, "benchmark.tasks=[leg_counting]")
     assert proc.returncode == 2 and "was trained on 2 of the 6 leg_counting test questions" in proc.stderr
     allowed = bench(
-        tmp_path, [str(overlap)], "benchmark.tasks=[leg_counting]", "benchmark.allow_train_overlap=true"
+        tmp_path,
+        {"run": str(overlap)},
+        "benchmark.tasks=[leg_counting]",
+        "benchmark.allow_train_overlap=true",
     )
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     assert "TRAINED ON 2 OF THESE QUESTIONS" in allowed.stdout
-    report = json.loads(next(tmp_path.glob("results_leg_counting_*.json")).read_text())
-    assert report["models"][str(overlap)]["train_overlap"] == 2
+    report = json.loads((tmp_path / "results_leg_counting.json").read_text())
+    assert report["models"]["run"]["train_overlap"] == 2
 
 
 def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models):
@@ -159,6 +191,9 @@ def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models
     cells to the shared output_dir; a final run over all models reuses every cell and draws one report."""
     base, _, _ = models
     out = tmp_path / "bench"
+    both = model_overrides({"tiny": "tiny", "base": str(base)})
+    shared = ["benchmark.tasks=[leg_counting]", "benchmark.num_examples=6", f"benchmark.output_dir={out}",
+              "evaluation.max_new_tokens=8"]  # fmt: skip
     cmd = [
         sys.executable,
         str(ROOT / "run_pipeline.py"),
@@ -167,19 +202,17 @@ def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models
         "-m",
         "hydra/launcher=local_parallel",
         f"hydra.sweep.dir={tmp_path}/sweep",
-        f"benchmark.models=[tiny],[{base}]",
-        "benchmark.tasks=[leg_counting]",
-        "benchmark.num_examples=6",
-        f"benchmark.output_dir={out}",
-        "evaluation.max_new_tokens=8",
+        *both,
+        "benchmark.only=[tiny],[base]",
+        *shared,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = sorted((out / "cells").glob("*.json"))
-    assert sorted(json.loads(c.read_text())["model"] for c in cells) == sorted(["tiny", str(base)])
+    assert sorted(json.loads(c.read_text())["model"] for c in cells) == ["base", "tiny"]
     mtimes = {c: c.stat().st_mtime_ns for c in cells}
-    collect = bench(out, ["tiny", str(base)], "benchmark.tasks=[leg_counting]")
+    collect = bench(tmp_path / "collect", {"tiny": "tiny", "base": str(base)}, *shared)
     assert collect.returncode == 0, collect.stderr[-3000:]
     assert {c: c.stat().st_mtime_ns for c in cells} == mtimes  # nothing recomputed
-    every = json.loads(max(out.glob("results_all_tasks_*.json")).read_text())
-    assert set(every["average"]) == {"tiny", str(base)}
+    every = json.loads((out / "results_all_tasks.json").read_text())
+    assert set(every["average"]) == {"tiny", "base"}

@@ -129,7 +129,8 @@ def test_qlora_on_cpu_trains_and_the_benchmark_loads_the_adapter_on_its_4bit_bas
     out = tmp_path / "bench"
     bench = subprocess.run(
         [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
-         f"benchmark.models=[{final}]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
+         "+model@benchmark.models.qlora=hf", f"benchmark.models.qlora.name_or_path={final}",
+         "benchmark.only=[qlora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
          f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip

@@ -115,6 +115,18 @@ def test_parameters_changed_by_training(smoke_run, tmp_path):
     assert len(changed) > len(final) // 2
 
 
+def test_grpo_steps_carry_signal_and_gradient(smoke_run):
+    """Every GRPO step of the smoke run has reward variance and a nonzero gradient, so a broken policy
+    loss or advantage (zeroed, detached) fails here (mutation: advantages zeroed in the trainer)."""
+    run_dir, _ = smoke_run
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    grpo = [e["metrics"] for e in events if e["event"] == "train_step" and e["phase"] == "grpo"]
+    assert len(grpo) == 3
+    for step in grpo:
+        assert step["grpo/reward/length/std"] > 0 and step["grpo/frac_reward_zero_std"] < 1
+        assert step["grpo/grad_norm"] > 0
+
+
 def test_bad_config_fails_fast_with_named_key(tmp_path):
     proc = run_pipeline(tmp_path, "experiment=smoke", "data.task=leg_countin")
     assert proc.returncode == 2

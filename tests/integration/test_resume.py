@@ -18,10 +18,9 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-# Tiny model; the length reward gives GRPO non-zero advantages, so parameters really move.
+# Tiny model; the smoke file's length reward gives GRPO non-zero advantages, so parameters really move.
 BASE = [
     "experiment=smoke",
-    "reward=with_brevity",
     "reward.terms.length.free_chars=0",
     "reward.terms.length.scale_chars=40",
     "training_loop.sft.max_steps=2",
@@ -71,10 +70,38 @@ def uninterrupted(tmp_path_factory):
     return run_dir
 
 
+# Dynamic sampling on the tiny model: with 90 characters free, about one group in four has reward
+# variance, so most steps generate several rounds (prompts drawn per step and round).
+DYNAMIC = [
+    "reward.terms.length.free_chars=90",
+    "training_loop.signal.dynamic_sampling=true",
+    "training_loop.signal.max_rounds=8",
+]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_dynamic(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("full_dynamic")
+    proc = run(run_dir, *DYNAMIC)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run_dir
+
+
 def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
+    killed_and_resumed(uninterrupted, tmp_path, ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"))
+
+
+def test_killed_run_with_dynamic_sampling_resumes_exactly(uninterrupted_dynamic, tmp_path):
+    keys = ("grpo/num_tokens", "grpo/reward/mean", "grpo/signal/groups_generated", "grpo/signal/groups_kept")
+    full = killed_and_resumed(uninterrupted_dynamic, tmp_path, keys, *DYNAMIC)
+    assert max(s["grpo/signal/rounds"] for s in full.values()) > 1  # the resumed steps drew extra rounds
+
+
+def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...], *extra: str) -> dict:
+    """Kill a run after its GRPO checkpoint 2, resume it, and compare steps 3-4 and the final weights."""
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(
-        cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd(run_dir, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     marker = run_dir / "checkpoints" / "grpo" / "checkpoint-2" / "COMPLETE"
     wait_for(marker.exists, proc)
@@ -86,7 +113,7 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     phase, newest = latest_checkpoint(run_dir)  # what resume=auto must pick
     assert phase == "grpo"
 
-    resumed = run(run_dir, "resume=auto")
+    resumed = run(run_dir, *extra, "resume=auto")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     # it started from that checkpoint: provenance says so, and its first GRPO step is the next one
     assert json.loads((run_dir / "provenance.json").read_text())["resumed_from"] == str(newest)
@@ -98,7 +125,7 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     full, again = steps(uninterrupted), steps(run_dir)
     assert sorted(again) == [1, 2, 3, 4] or set(again) >= {3, 4}
     for step in (3, 4):  # same learning rate, same data (same tokens and rewards) per step
-        for key in ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"):
+        for key in keys:
             assert again[step][key] == pytest.approx(full[step][key], abs=1e-6), (step, key)
     a = load_file(uninterrupted / "final" / "model.safetensors")
     b = load_file(run_dir / "final" / "model.safetensors")
@@ -110,6 +137,7 @@ def test_killed_run_resumes_exactly(uninterrupted, tmp_path):
     init = tiny_model(seed=42).load().model.state_dict()
     moved = [k for k in a if k in init and not torch.equal(a[k], init[k])]
     assert len(moved) > len(a) // 2  # training really changed the parameters being compared
+    return {s: full[s] for s in (3, 4)}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR2], ids=["SIGTERM", "SIGUSR2"])
@@ -155,7 +183,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
             f"hydra.sweep.dir={sweep}",
             *BASE,
             "training_loop.grpo.save_steps=1000",  # the only checkpoint before the end is the signal's
-            "resume=auto",  # as the README's SLURM command: the requeued task continues
+            "resume=auto",  # as the SLURM command of docs/scaling.md: the requeued task continues
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -192,7 +220,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
 
     full, again = steps(uninterrupted), steps(run_dir)
     for step in range(k + 1, 5):
-        for key in ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"):
+        for key in keys:
             assert again[step][key] == pytest.approx(full[step][key], abs=1e-6), (step, key)
     a = load_file(uninterrupted / "final" / "model.safetensors")
     b = load_file(run_dir / "final" / "model.safetensors")

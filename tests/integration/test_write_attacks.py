@@ -87,11 +87,11 @@ def test_a_constant_sweep_subdir_is_refused_before_any_point_runs(tmp_path):
 def test_a_fresh_run_cannot_take_over_another_runs_checkpoints(tmp_path):
     """A fresh run with other settings used to rewrite the fingerprint of the run whose directory it
     was started in; resume=auto with those settings then continued that run's checkpoint."""
-    from rlvr.pipeline import PipelineOrchestrator
     from rlvr.training.checkpoints import FINGERPRINT, mark_complete, write_fingerprint
+    from rlvr.training.resume import fingerprint
 
     run_dir = tmp_path / "run"
-    write_fingerprint(run_dir, PipelineOrchestrator(compose_config(list(FAST)), run_dir).fingerprint())
+    write_fingerprint(run_dir, fingerprint(compose_config(list(FAST))))
     ckpt = run_dir / "checkpoints" / "grpo" / "checkpoint-1"
     ckpt.mkdir(parents=True)
     mark_complete(ckpt)

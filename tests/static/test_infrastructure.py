@@ -126,9 +126,9 @@ def test_yamllint_passes_on_the_kubernetes_manifests():
 
 
 def test_startup_runs_the_command_the_readme_documents():
-    """The VM's setup and run lines are README "Cloud GPUs" lines, so the two cannot drift."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Cloud GPUs") :]
+    """The VM's setup and run lines are docs/scaling.md "Cloud GPUs" lines, so the two cannot drift."""
+    scaling = (ROOT / "docs" / "scaling.md").read_text()
+    section = scaling[scaling.index("## Cloud GPUs") :]
     block = section[section.index("```bash") + 7 : section.index("```", section.index("```bash") + 7)]
     documented = [line.strip() for line in block.strip().splitlines()]
     script = [line.strip() for line in TEMPLATE.read_text().splitlines()]
@@ -155,13 +155,13 @@ def test_the_vm_identity_has_only_what_the_run_needs():
 
 
 def test_images_meet_the_gpu_lock():
-    """The container base and the VM's driver floor follow README's GPU lock requirements.
+    """The container base and the VM's driver floor follow the GPU lock requirements of the docs.
 
-    README "Install details" states the driver the GPU lock's CUDA torch needs; the startup script's
-    floor, the nvidia_driver validation and the Dockerfile's CUDA major must agree with it.
+    docs/install.md "Install details" states the driver the GPU lock's CUDA torch needs; the startup
+    script's floor, the nvidia_driver validation and the Dockerfile's CUDA major must agree with it.
     """
-    readme = (ROOT / "README.md").read_text()
-    needed = int(re.search(r"NVIDIA driver (\d+) or newer", readme).group(1))
+    install = (ROOT / "docs" / "install.md").read_text()
+    needed = int(re.search(r"NVIDIA driver (\d+) or newer", install).group(1))
     script = TEMPLATE.read_text()
     assert int(re.search(r"^MIN_DRIVER_MAJOR=(\d+)$", script, re.MULTILINE).group(1)) == needed
     variables = (TERRAFORM / "variables.tf").read_text()

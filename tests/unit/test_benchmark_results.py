@@ -241,20 +241,15 @@ def test_write_reports_files_and_contents(tmp_path: Path) -> None:
         store.save(cell)
     out = tmp_path / "reports"
     paths = write_reports(store, out, STAMP)
-    assert sorted(p.name for p in paths) == sorted(
-        [
-            f"results_basic_arithmetic_{STAMP}.json",
-            f"results_leg_counting_{STAMP}.json",
-            f"results_all_tasks_{STAMP}.json",
-            f"comparison_basic_arithmetic_{STAMP}.png",
-            f"comparison_leg_counting_{STAMP}.png",
-            f"summary_all_tasks_{STAMP}.png",
-        ]
-    )
+    assert [p.name for p in paths] == [
+        "results_basic_arithmetic.json",
+        "results_leg_counting.json",
+        "results_all_tasks.json",
+    ]
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
     assert sorted(os.listdir(out)) == sorted(p.name for p in paths)  # no temp files left
 
-    task = json.loads((out / f"results_basic_arithmetic_{STAMP}.json").read_text())
+    task = json.loads((out / "results_basic_arithmetic.json").read_text())
     assert (task["kind"], task["task"], task["timestamp"], task["prompt_hash"]) == (
         "task",
         "basic_arithmetic",
@@ -267,7 +262,7 @@ def test_write_reports_files_and_contents(tmp_path: Path) -> None:
     assert a["pass_at_k"]["2"] == pytest.approx(0.75)
     assert a["ci_low"] < 0.75 < a["ci_high"]
 
-    both = json.loads((out / f"results_all_tasks_{STAMP}.json").read_text())
+    both = json.loads((out / "results_all_tasks.json").read_text())
     assert both["kind"] == "all_tasks" and both["timestamp"] == STAMP
     assert list(both["tasks"]) == ["basic_arithmetic", "leg_counting"]
     assert both["tasks"]["basic_arithmetic"]["models"] == task["models"]
@@ -280,10 +275,35 @@ def test_write_reports_files_and_contents(tmp_path: Path) -> None:
 
 def test_write_reports_accepts_cells_and_datetime(tmp_path: Path) -> None:
     paths = write_reports([make_cell()], tmp_path, datetime(2025, 1, 2, 3, 4, 5))
-    assert {p.name for p in paths} >= {
-        f"results_basic_arithmetic_{STAMP}.json",
-        f"summary_all_tasks_{STAMP}.png",
+    assert json.loads(paths[-1].read_text())["timestamp"] == STAMP
+
+
+def test_a_second_report_into_the_same_directory_replaces_the_first(tmp_path: Path) -> None:
+    """One report per directory, so `rlvr.benchmark.plot <dir>/results_all_tasks.json` is unambiguous."""
+    write_reports([make_cell()], tmp_path, STAMP)
+    write_reports([make_cell("m/b")], tmp_path, "20250102_030406")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "results_all_tasks.json",
+        "results_basic_arithmetic.json",
+    ]
+    assert list(json.loads((tmp_path / "results_all_tasks.json").read_text())["average"]) == ["m/b"]
+
+
+def test_results_does_not_import_the_charts() -> None:
+    """plot.py reads results' report kinds; results must not import plot back (no import circle)."""
+    import ast
+
+    import rlvr.benchmark.results as results
+
+    tree = ast.parse(Path(results.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {
+        f"{n.module}.{a.name}" if n.module else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
     }
+    assert not {m for m in imported if m.startswith("rlvr.benchmark")}
 
 
 def test_write_reports_without_cells_writes_nothing(tmp_path: Path) -> None:

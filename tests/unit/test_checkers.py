@@ -12,7 +12,7 @@ from rlvr.verify.checkers import build
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 
-# (gold, answer, score): the table in rlvr.verify.checkers' docstring and the README.
+# (gold, answer, score): the table in rlvr.verify.checkers' docstring and docs/data.md.
 MATH_VERIFY_CASES = [
     ("1000", "1,000", 1.0),
     ("1,000", "1000", 1.0),

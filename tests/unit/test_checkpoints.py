@@ -79,30 +79,27 @@ def _checkpoint_of_run(run: Path, fingerprint: dict | None) -> Path:
 @pytest.mark.parametrize("how", ["path", "auto"])
 def test_resume_checks_settings_against_the_run_that_owns_the_checkpoint(tmp_path, compose_cfg, how):
     """resume=<path> used to compare with the NEW run dir (no fingerprint there), so any seed passed."""
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.training.resume import fingerprint, resolve_resume
 
     old = tmp_path / "old_run"
-    original = PipelineOrchestrator(compose_cfg(["seed=42"]), old).fingerprint()
+    original = fingerprint(compose_cfg(["seed=42"]))
     ckpt = _checkpoint_of_run(old, original)
     resume = str(ckpt) if how == "path" else "auto"
     new_dir = tmp_path / "new_run" if how == "path" else old
 
-    same = PipelineOrchestrator(compose_cfg(["seed=42", f"resume={resume}"]), new_dir)
-    assert same.resolve_resume() == [] and same.resume == ("grpo", ckpt)
-    changed = PipelineOrchestrator(
-        compose_cfg(["seed=7", "data.task=leg_counting", f"resume={resume}"]), new_dir
-    )
-    [issue] = changed.resolve_resume()
+    assert resolve_resume(compose_cfg(["seed=42", f"resume={resume}"]), new_dir) == (("grpo", ckpt), [])
+    changed = compose_cfg(["seed=7", "data.task=leg_counting", f"resume={resume}"])
+    _, [issue] = resolve_resume(changed, new_dir)
     assert "seed: 42 -> 7" in issue.problem and "data.task" in issue.problem
     allowed = compose_cfg(["seed=7", f"resume={resume}", "resume_allow_changes=true"])
-    assert PipelineOrchestrator(allowed, new_dir).resolve_resume() == []
+    assert resolve_resume(allowed, new_dir)[1] == []
 
 
 def test_resume_from_a_run_without_settings_record_is_refused(tmp_path, compose_cfg):
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.training.resume import resolve_resume
 
     ckpt = _checkpoint_of_run(tmp_path / "downloaded", None)
-    [issue] = PipelineOrchestrator(compose_cfg([f"resume={ckpt}"]), tmp_path / "new").resolve_resume()
+    _, [issue] = resolve_resume(compose_cfg([f"resume={ckpt}"]), tmp_path / "new")
     assert "cannot be checked" in issue.problem and "resume_allow_changes" in issue.fix
 
 
@@ -198,15 +195,11 @@ def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):
 )
 def test_resume_refuses_another_file_or_mixture(tmp_path, compose_cfg, before, after, key):
     """File datasets and mixtures have no data.task: their path and weights are what must not change."""
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.training.resume import fingerprint, resolve_resume
 
-    ckpt = _checkpoint_of_run(
-        tmp_path / "run", PipelineOrchestrator(compose_cfg(before), tmp_path).fingerprint()
-    )
-    assert (
-        PipelineOrchestrator(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n").resolve_resume() == []
-    )
-    [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
+    ckpt = _checkpoint_of_run(tmp_path / "run", fingerprint(compose_cfg(before)))
+    assert resolve_resume(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")[1] == []
+    _, [issue] = resolve_resume(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n")
     assert issue.problem.count(":") >= 2 and f"{key}:" in issue.problem
 
 
@@ -227,14 +220,14 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
     A's checkpoint under B's name."""
     from rlvr.pipeline import PipelineOrchestrator
     from rlvr.training.checkpoints import FINGERPRINT
+    from rlvr.training.resume import fingerprint, resolve_resume, run_dir_issues
 
     run = tmp_path / "run"
-    a = PipelineOrchestrator(compose_cfg(["seed=42"]), run)
-    write_fingerprint(run, a.fingerprint())
+    write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
     ckpt = make_ckpt(run, "grpo", 2)
     before = (run / FINGERPRINT).read_text()
 
-    [issue] = PipelineOrchestrator(compose_cfg(["seed=7"]), run).run_dir_issues()
+    [issue] = run_dir_issues(compose_cfg(["seed=7"]), run, None)
     assert issue.key == "hydra.run.dir" and "resume=auto" in issue.fix and FINGERPRINT in issue.problem
     with pytest.raises(ConfigValidationError, match="holds another run"):
         PipelineOrchestrator(compose_cfg(["seed=42"]), run).build()  # even with the same settings
@@ -242,28 +235,27 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
 
     # The attack's second half, with the run's record already overwritten (an older version, or by hand):
     # the checkpoint's own copy still says seed 42.
-    write_fingerprint(run, PipelineOrchestrator(compose_cfg(["seed=7"]), run).fingerprint())
-    b = PipelineOrchestrator(compose_cfg(["seed=7", "resume=auto"]), run)
-    [issue] = b.resolve_resume()
-    assert "seed: 42 -> 7" in issue.problem and b.resume == ("grpo", ckpt)
+    write_fingerprint(run, fingerprint(compose_cfg(["seed=7"])))
+    resume, [issue] = resolve_resume(compose_cfg(["seed=7", "resume=auto"]), run)
+    assert "seed: 42 -> 7" in issue.problem and resume == ("grpo", ckpt)
 
 
 def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(tmp_path, compose_cfg):
     """A run that died before its first checkpoint: resume=auto starts afresh in its directory, only
     with its settings."""
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.training.resume import fingerprint, resolve_resume, run_dir_issues
 
     run = tmp_path / "run"
-    write_fingerprint(run, PipelineOrchestrator(compose_cfg(["seed=42"]), run).fingerprint())
-    same = PipelineOrchestrator(compose_cfg(["seed=42", "resume=auto"]), run)
-    assert same.resolve_resume() == [] and same.run_dir_issues() == []
-    other = PipelineOrchestrator(compose_cfg(["seed=7", "resume=auto"]), run)
-    assert other.resolve_resume() == []  # no checkpoint: a fresh start ...
-    [issue] = other.run_dir_issues()  # ... but not in another run's directory
+    write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
+    same = compose_cfg(["seed=42", "resume=auto"])
+    assert resolve_resume(same, run) == (None, []) and run_dir_issues(same, run, None) == []
+    other = compose_cfg(["seed=7", "resume=auto"])
+    assert resolve_resume(other, run) == (None, [])  # no checkpoint: a fresh start ...
+    [issue] = run_dir_issues(other, run, None)  # ... but not in another run's directory
     assert "seed: 42 -> 7" in issue.problem and issue.key == "hydra.run.dir"
     allowed = compose_cfg(["seed=7", "resume=auto", "resume_allow_changes=true"])
-    assert PipelineOrchestrator(allowed, run).run_dir_issues() == []
-    assert PipelineOrchestrator(compose_cfg(["seed=7"]), tmp_path / "new").run_dir_issues() == []
+    assert run_dir_issues(allowed, run, None) == []
+    assert run_dir_issues(compose_cfg(["seed=7"]), tmp_path / "new", None) == []
 
 
 @pytest.mark.parametrize(
@@ -280,15 +272,12 @@ def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(
 )
 def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, before, after, key):
     """Removing ``model`` or ``training_loop.grpo.num_generations`` from the compared settings
-    (orchestrator.CRITICAL_KEYS) turns this red; before, no test did."""
-    from rlvr.pipeline import PipelineOrchestrator
+    (rlvr.training.resume.CRITICAL_KEYS) turns this red; before, no test did."""
+    from rlvr.training.resume import fingerprint, resolve_resume
 
-    ckpt = _checkpoint_of_run(
-        tmp_path / "run", PipelineOrchestrator(compose_cfg(before), tmp_path).fingerprint()
-    )
-    same = PipelineOrchestrator(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")
-    assert same.resolve_resume() == []
-    [issue] = PipelineOrchestrator(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n").resolve_resume()
+    ckpt = _checkpoint_of_run(tmp_path / "run", fingerprint(compose_cfg(before)))
+    assert resolve_resume(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")[1] == []
+    _, [issue] = resolve_resume(compose_cfg([*after, f"resume={ckpt}"]), tmp_path / "n")
     assert issue.problem.startswith("critical settings differ") and f"{key}:" in issue.problem
 
 

@@ -165,7 +165,7 @@ def test_conf_groups_compose_and_instantiate(gsm8k_file, tmp_path):
 
 
 def test_own_processor_from_a_plugin_package(monkeypatch, tmp_path):
-    """The README's worked example: a plugin processor, allowed only when RLVR_PLUGINS names it."""
+    """docs/data.md's worked example ("Your own data"): a plugin processor, allowed only when RLVR_PLUGINS names it."""
     rows = [{"prompt": f"Capital number {i}?", "target": f"city{i}", "topic": "geo"} for i in range(40)]
     rows.append({"prompt": "unanswered", "target": "", "topic": "geo"})
     path = write_jsonl(tmp_path / "trivia.jsonl", rows)

@@ -214,8 +214,9 @@ class ShardedLoop:
         from rlvr.training import TrainOutcome
 
         session.attach(self.trainer)
-        session.evaluate(model, "grpo", 1)
-        return TrainOutcome(model=model, steps={"grpo": 1})
+        session.on_weights(model, "grpo", 1)
+        # A step after that evaluation: the final weights are new, evaluated rather than reused.
+        return TrainOutcome(model=model, steps={"grpo": 2})
 
 
 def run_with(tmp_path, model, setup, trainer) -> list:
@@ -331,17 +332,12 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
 
 
 def test_a_quantised_base_under_weight_sharding_is_refused_before_loading():
-    from rlvr.pipeline.orchestrator import _sharded_quantization_issues
-
     model = SimpleNamespace(quantization="4bit")
-    (issue,) = _sharded_quantization_issues(model, Distributed(FSDP))
+    (issue,) = Distributed(FSDP).model_issues(model)
     assert issue.key == "model.quantization" and issue.value == "4bit" and "deepspeed_zero2" in issue.fix
-    assert (
-        _sharded_quantization_issues(model, Distributed("infrastructure/accelerate/deepspeed_zero2.yaml"))
-        == []
-    )
-    assert _sharded_quantization_issues(SimpleNamespace(quantization=None), Distributed(FSDP)) == []
-    assert _sharded_quantization_issues(model, None) == []
+    assert Distributed("infrastructure/accelerate/deepspeed_zero2.yaml").model_issues(model) == []
+    assert Distributed(FSDP).model_issues(SimpleNamespace(quantization=None)) == []
+    assert Distributed(FSDP).model_issues(None) == []  # the model component could not be built
 
 
 def test_a_zero2_run_evaluates_and_saves_the_model_itself_without_a_gather(tmp_path, monkeypatch):

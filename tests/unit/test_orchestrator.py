@@ -108,10 +108,10 @@ class FakeLoop:
 
 
 class FakeSFTThenGRPO(FakeLoop):
-    """SFT, the after-SFT evaluation (through the session, as GRPOLoop does), then GRPO."""
+    """SFT, whose weights it hands to GRPO (reported to the session, as GRPOLoop does), then GRPO."""
 
     def run(self, model, session, resume=None):
-        session.evaluate(model, "after_sft", 1)
+        session.on_weights(model, "sft", 1, next_phase="grpo")
         return TrainOutcome(model=model, steps={"sft": 1, "grpo": 1})
 
 
@@ -200,7 +200,7 @@ def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):
 
 
 def test_low_disk_hint_names_the_free_space_and_the_fix(tmp_path):
-    from rlvr.pipeline.orchestrator import low_disk_hint
+    from rlvr.disk import low_disk_hint
 
     run_dir = tmp_path / "not" / "created" / "yet"  # the nearest existing parent is measured
     assert low_disk_hint(run_dir, min_free=0) is None

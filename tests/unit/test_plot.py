@@ -210,6 +210,16 @@ def test_cli_rejects_bad_rename_and_output(tmp_path: Path, capsys: pytest.Captur
     assert "names one PNG but 2 files were given" in err
 
 
+def test_cli_refuses_a_rename_of_a_name_no_file_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path / "r.json", ALL_REPORT)
+    err = run_failing([str(src), "--rename", "org/model-c=C", "--rename", "gsm8k=GSM8K"], capsys)
+    assert "no model or task named 'org/model-c'" in err and "'org/model-a'" in err and "'gsm8k'" in err
+    assert "named 'gsm8k'" not in err  # a task is a known name too
+    assert not (tmp_path / "r.png").exists()
+
+
 def test_module_entry_point(tmp_path: Path) -> None:
     src = write(tmp_path / "r.json", TASK_REPORT)
     proc = subprocess.run(

@@ -211,8 +211,8 @@ def test_trainer_arguments_are_pickled_masked(tmp_path):
 
 
 def test_the_resume_fingerprint_is_masked_and_still_matches(tmp_path):
-    from rlvr.pipeline.orchestrator import fingerprint
     from rlvr.training.checkpoints import check_fingerprint, write_fingerprint
+    from rlvr.training.resume import fingerprint
 
     secrets.mark_secret(SECRET)
     cfg = OmegaConf.create({"data": {"name": f"gsm-{SECRET}", "path": f"/data/{SECRET}.jsonl"}, "seed": 1})

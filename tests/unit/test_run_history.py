@@ -12,12 +12,12 @@ from tests.conftest import make_eval_result
 
 from rlvr import events as ev
 from rlvr.data.identity import ids_of, set_hash
+from rlvr.evaluation.schedule import on_resumed_path
 from rlvr.report import write_report
 from rlvr.run_history import (
     ATTEMPTS,
     AttemptLog,
     RunHistory,
-    on_resumed_path,
     read_train_history,
     reload_evaluations,
 )
@@ -257,18 +257,16 @@ def test_report_of_a_resumed_run_covers_every_attempt(tmp_path):
 def test_the_final_evaluation_reuses_an_earlier_attempts_evaluation_of_the_same_weights():
     """A run stopped during its final evaluation resumes at its last GRPO checkpoint and trains no
     step: the GRPO evaluation an earlier attempt made at that step measured the final weights."""
-    from rlvr.training.loop import TrainOutcome
+    from rlvr.evaluation.schedule import eval_of_last_weights
 
     grpo4 = make_eval_result("grpo", 4, 5, N)
     history = RunHistory(evaluations=[make_eval_result("baseline", 0, 1, N), grpo4])
-    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 4})) is grpo4
-    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 3})) is None
+    assert eval_of_last_weights(history.evaluations, {"grpo": 4}) is grpo4
+    assert eval_of_last_weights(history.evaluations, {"grpo": 3}) is None
     made = make_eval_result("grpo", 4, 6, N)  # this attempt's own evaluation of those weights wins
-    assert history.eval_of_last_weights(TrainOutcome(model=None, steps={"grpo": 4}, evals=[made])) is made
+    assert eval_of_last_weights([*history.evaluations, made], {"grpo": 4}) is made
     after_sft = make_eval_result("after_sft", 2, 3, N)
-    assert (
-        RunHistory(evaluations=[after_sft]).eval_of_last_weights(TrainOutcome(None, {"sft": 2})) is after_sft
-    )
+    assert eval_of_last_weights([after_sft], {"sft": 2}) is after_sft
 
 
 def test_a_damaged_attempt_record_loses_the_earlier_attempts_not_the_run(tmp_path):

@@ -73,8 +73,12 @@ def test_account_and_qos_reach_sbatch(tmp_path, monkeypatch):
 
 def test_benchmark_models_fan_out_as_slurm_array_tasks(tmp_path, monkeypatch):
     """One array task per model, with the same launcher settings; the cells land in the shared
-    benchmark.output_dir, and a final run over all models only draws the report (README "SLURM")."""
-    models = ("benchmark.models=[smollm2_135m]", "benchmark.models=[Qwen/Qwen2.5-0.5B-Instruct]")
-    text, job_overrides, _ = render(tmp_path, monkeypatch, sweep=models, config="benchmark")
+    benchmark.output_dir, and a final run over all models only draws the report (docs/scaling.md "SLURM")."""
+    qwen = (
+        "+model@benchmark.models.qwen=hf",
+        "benchmark.models.qwen.name_or_path=Qwen/Qwen2.5-0.5B-Instruct",
+    )
+    models = ("benchmark.only=[smollm2_135m]", "benchmark.only=[qwen]")
+    text, job_overrides, _ = render(tmp_path, monkeypatch, *qwen, sweep=models, config="benchmark")
     assert "#SBATCH --gpus-per-node=1" in text.splitlines() and "#SBATCH --requeue" in text.splitlines()
     assert [o[-1] for o in job_overrides] == list(models)

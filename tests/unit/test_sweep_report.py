@@ -13,7 +13,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rlvr.sweep_report import collect, main, to_csv, to_markdown
+from rlvr.sweep_report import chart, collect, main, to_csv, to_markdown
 
 
 def _acc(stage: str, acc: float) -> dict:
@@ -87,13 +87,15 @@ def test_table_formats(tmp_path):
     points = collect(make_sweep(tmp_path))
     md = to_markdown(points)
     assert (
-        "| 0 | COMPLETED | 1 | 1e-05 | 0 | [-0.100, 0.100] | 0.5 | [0.400, 0.600] | 0.6 | [0.500, 0.700] | sft 4 + grpo 2 | 30.5 |"
-        in md
+        "| 0 | COMPLETED | 1 | 1e-05 | 0.0% | -10.0% - 10.0% | 50.0% | 40.0% - 60.0% | 60.0% | 50.0% - 70.0% "
+        "| sft 4 + grpo 2 | 30.5 |" in md
     )
     assert "| 1 | FAILED | 2 |" in md and "| 2 | RUNNING | 3 |" in md
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
     assert (
-        rows[0]["final acc"] == "0.6" and rows[0]["steps"] == "sft 4 + grpo 2" and rows[0]["wall s"] == "30.5"
+        rows[0]["final acc"] == "60.0%"
+        and rows[0]["steps"] == "sft 4 + grpo 2"
+        and rows[0]["wall s"] == "30.5"
     )
     assert rows[2]["status"] == "RUNNING" and rows[2]["final acc"] == ""
 
@@ -107,6 +109,22 @@ def test_command_writes_table_json_and_chart(tmp_path, capsys):
     assert (out / "sweep_report.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "sweep_report.md").read_text() == to_markdown(collect(sweep))
     assert "COMPLETED" in capsys.readouterr().out
+
+
+def test_chart_labels_do_not_overlap_and_the_axis_is_in_percent(tmp_path):
+    """Points whose labels name long keys (a learning rate under training_loop.grpo) side by side."""
+    sweep = make_sweep(tmp_path)
+    for num in (1, 2):
+        complete(sweep / str(num), final=0.5)
+    fig = chart(collect(sweep))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert len(boxes) == 3
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(fig.bbox.contains(b.x0, b.y0) and fig.bbox.contains(b.x1, b.y1) for b in boxes)
+    assert ax.yaxis.get_major_formatter().format_data(0.5) == "50%"
 
 
 # -- a results directory from elsewhere is data ------------------------------------------------------
@@ -163,7 +181,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path, value)
     )
     rows = list(csv.DictReader(io.StringIO(to_csv(collect(sweep)))))
     assert rows[1]["seed"] == "'" + value
-    assert rows[1]["training_loop.grpo.learning_rate"] == "-0.5" and rows[0]["final acc"] == "0.6"
+    assert rows[1]["training_loop.grpo.learning_rate"] == "-0.5" and rows[0]["final acc"] == "60.0%"
     assert to_markdown(collect(sweep)).count("\n|") == 4  # a header, a rule and three rows: no new row
 
 

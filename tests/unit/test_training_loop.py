@@ -70,9 +70,9 @@ def _eval(label, step):
     ],
 )
 def test_an_evaluation_of_the_final_weights_is_found_for_reuse(steps, evals, expected):
-    from rlvr.training.loop import TrainOutcome
+    from rlvr.evaluation.schedule import eval_of_last_weights
 
-    found = TrainOutcome(model=None, steps=steps, evals=evals).eval_of_last_weights()
+    found = eval_of_last_weights(evals, steps)
     if expected is None:
         assert found is None
     else:

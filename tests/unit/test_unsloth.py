@@ -232,12 +232,13 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
 
 
 def test_benchmark_refuses_an_unsloth_model_at_validation_without_cuda(tmp_path):
+    """The model node composed into the benchmark's config, built as the benchmark builds it."""
     _no_cuda()
-    from rlvr.benchmark.runner import Benchmark
+    from rlvr.pipeline.orchestrator import build_component
 
-    bench = Benchmark(
-        models=["unsloth_qwen2_5_1_5b"], tasks=["basic_arithmetic"], num_examples=2,
-        output_dir=str(tmp_path), seed=0,
-    )  # fmt: skip
-    [issue] = bench.validate()
-    assert issue.key == "benchmark.models[unsloth_qwen2_5_1_5b]: model" and "CUDA GPU" in issue.problem
+    cfg = compose_config(
+        ["+model@benchmark.models.qlora=unsloth_qwen2_5_1_5b", f"benchmark.output_dir={tmp_path}"],
+        config_name="benchmark",
+    )
+    [issue] = build_component("benchmark", cfg.benchmark, {}).validate()
+    assert issue.key == "benchmark.models.qlora" and "CUDA GPU" in issue.problem

@@ -5,7 +5,7 @@ bars grouped by task plus an "average" group. Drawing uses Figure + the Agg canv
 (no pyplot), so it needs no display, keeps no global figure registry and does not change the
 backend of a caller's interactive session.
 
-    python -m rlvr.benchmark.plot results_gsm8k_20250101_120000.json \\
+    python -m rlvr.benchmark.plot outputs/2025-01-01/12-00-00/results_gsm8k.json \\
         --rename Qwen/Qwen2.5-0.5B-Instruct=Qwen-0.5B --title "GSM8K" --output gsm8k.png
 """
 
@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
+from rlvr.config_errors import suggest
 from rlvr.io import atomic_write_bytes
 
 AVERAGE_LABEL = "average"
@@ -315,32 +316,6 @@ def all_tasks_chart(
     )
 
 
-def plot_task_report(
-    report: Mapping[str, Any],
-    output: str | os.PathLike[str],
-    *,
-    title: str | None = None,
-    rename: Mapping[str, str] | None = None,
-) -> Figure:
-    """Draw a ``{"kind": "task"}`` report to ``output`` (PNG) and return the figure."""
-    fig = task_chart(report, title=title, rename=rename)
-    save_figure(fig, output)
-    return fig
-
-
-def plot_all_tasks_report(
-    report: Mapping[str, Any],
-    output: str | os.PathLike[str],
-    *,
-    title: str | None = None,
-    rename: Mapping[str, str] | None = None,
-) -> Figure:
-    """Draw a ``{"kind": "all_tasks"}`` report to ``output`` (PNG) and return the figure."""
-    fig = all_tasks_chart(report, title=title, rename=rename)
-    save_figure(fig, output)
-    return fig
-
-
 def load_report(path: str | os.PathLike[str]) -> tuple[ReportKind, dict[str, Any]]:
     """Read a results file and detect its kind; ReportError names the file and the problem."""
     path = Path(path)
@@ -361,13 +336,39 @@ def plot_file(
     *,
     title: str | None = None,
     rename: Mapping[str, str] | None = None,
-) -> Figure:
+) -> Path:
     """Detect the kind of the results file at ``path`` and draw it to ``output``."""
     kind, report = load_report(path)
     chart = task_chart if kind == KIND_TASK else all_tasks_chart
-    fig = chart(report, title=title, rename=rename, source=str(path))
-    save_figure(fig, output)
-    return fig
+    return save_figure(chart(report, title=title, rename=rename, source=str(path)), output)
+
+
+def draw_files(paths: Sequence[Path]) -> list[Path]:
+    """Each results file drawn as ``rlvr-plot`` draws it by default: a PNG beside it, same name."""
+    return [plot_file(path, path.with_suffix(".png")) for path in paths]
+
+
+def names_in(kind: ReportKind, report: Mapping[str, Any]) -> set[str]:
+    """Every name a rename can apply to in a report: its models and tasks (and the average group)."""
+
+    def keys(value: Any) -> set[str]:
+        return set(value) if isinstance(value, dict) else set()
+
+    if kind == KIND_TASK:
+        return keys(report.get("models")) | {str(report.get("task", ""))}
+    tasks = report.get("tasks") if isinstance(report.get("tasks"), dict) else {}
+    models = set().union(*(keys(entry.get("models")) for entry in tasks.values() if isinstance(entry, dict)))
+    return set(tasks) | models | keys(report.get("average")) | {AVERAGE_LABEL}
+
+
+def _unknown_renames(olds: Sequence[str], loaded: Sequence[tuple[ReportKind, dict[str, Any]]]) -> list[str]:
+    known = set().union(*(names_in(kind, report) for kind, report in loaded))
+    return [
+        f"--rename {old}=...: no model or task named {old!r} in the given files "
+        f"({suggest(old, known)}); known names: {sorted(known)}"
+        for old in olds
+        if old not in known
+    ]
 
 
 def parse_renames(pairs: Sequence[str], rename_file: str | os.PathLike[str] | None = None) -> dict[str, str]:
@@ -417,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Draw benchmark results files (per-task or all-tasks JSON) as PNG bar charts.",
     )
     parser.add_argument(
-        "files", nargs="+", type=Path, help="results_<task>_*.json or results_all_tasks_*.json"
+        "files", nargs="+", type=Path, help="results_<task>.json or results_all_tasks.json of a benchmark"
     )
     parser.add_argument("--title", help="chart title (default: derived from the file)")
     parser.add_argument(
@@ -441,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loaded.append(load_report(path))
             except ReportError as e:
                 errors.append(str(e))
+        errors += _unknown_renames([pair.partition("=")[0] for pair in args.rename], loaded)
         if errors:
             raise ReportError("\n".join(errors))
         figures = []

@@ -4,12 +4,13 @@ Layout under a benchmark root::
 
     root/cells/<slug(model)>__<task>.json     one finished cell (CellResult.to_dict())
 
-and, written by :func:`write_reports` into an output directory::
+and, written by :func:`write_reports` into an output directory (each run replaces them: a report
+is recomputed from the cells the run asked for, so one directory holds one unambiguous report)::
 
-    results_<task>_<timestamp>.json            {"kind": "task", ...}: every model on one task
-    results_all_tasks_<timestamp>.json         {"kind": "all_tasks", ...}: every task + per-model average
-    comparison_<task>_<timestamp>.png          per-task bar chart
-    summary_all_tasks_<timestamp>.png          grouped bar chart with an "average" group
+    results_<task>.json                        {"kind": "task", ...}: every model on one task
+    results_all_tasks.json                     {"kind": "all_tasks", ...}: every task + per-model average
+
+(:func:`rlvr.benchmark.plot.draw_files` draws each beside it as ``.png``.)
 
 A cell file only exists once the cell has finished (writes are atomic), so a crashed benchmark
 resumes by skipping the cells for which :meth:`CellStore.done` is true.
@@ -337,29 +338,20 @@ def write_reports(
     out_dir: str | os.PathLike[str],
     timestamp: str | datetime | None = None,
 ) -> list[Path]:
-    """Write the per-task and all-tasks JSON reports and their charts; return the paths written.
+    """Write the per-task and all-tasks JSON reports; return their paths (the all-tasks one last).
 
-    ``timestamp`` is a ``%Y%m%d_%H%M%S`` string or a datetime (default: now). Models keep the
-    order in which their cells come. No cells means nothing is written.
+    ``timestamp`` (recorded in each report) is a ``%Y%m%d_%H%M%S`` string or a datetime (default:
+    now). Models keep the order in which their cells come. No cells means nothing is written.
     """
-    # matplotlib is slow to import and only needed here, not for saving or checking cells.
-    from rlvr.benchmark import plot
-
     stamp = _format_timestamp(timestamp)
     task_reports, all_report = build_reports(store_or_cells, stamp)
     if not task_reports:
         log.warning("no finished cells: no reports written")
         return []
     out = Path(out_dir)
-    written: list[Path] = []
-    for task, report in task_reports.items():
-        written.append(atomic_write_json(out / f"results_{safe_task_name(task)}_{stamp}.json", report))
-    written.append(atomic_write_json(out / f"results_all_tasks_{stamp}.json", all_report))
-    for task, report in task_reports.items():
-        png = out / f"comparison_{safe_task_name(task)}_{stamp}.png"
-        plot.plot_task_report(report, png)
-        written.append(png)
-    summary_png = out / f"summary_all_tasks_{stamp}.png"
-    plot.plot_all_tasks_report(all_report, summary_png)
-    written.append(summary_png)
+    written = [
+        atomic_write_json(out / f"results_{safe_task_name(task)}.json", report)
+        for task, report in task_reports.items()
+    ]
+    written.append(atomic_write_json(out / "results_all_tasks.json", all_report))
     return written

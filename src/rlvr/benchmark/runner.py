@@ -1,26 +1,26 @@
 """Benchmark: N models x M tasks, each (model, task) cell evaluated once, saved atomically, resumable.
 
-Every cell uses the same PromptTemplate, extraction and sandboxed verifiers as
-training, on a fixed test set per task (same seed for every model). Cells are
-grouped by model so each model loads once per worker. With several CUDA
-devices, models go to devices round-robin, one worker process per device; on
-CPU one process generates in batches.
+The models are conf/model nodes that Hydra composes under ``benchmark.models`` (conf/benchmark.yaml
+says how to add one), built by the pipeline's own component builder. Every cell uses the same
+PromptTemplate, extraction and sandboxed verifiers as training, on a fixed test set per task (same
+seed for every model). Cells are grouped by model so each model loads once per worker. With
+several CUDA devices, models go to devices round-robin, one worker process per device; on CPU one
+process generates in batches.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
-import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, write_reports
@@ -31,7 +31,6 @@ from rlvr.models import HFModel
 from rlvr.models.loader import adapter_base
 
 log = logging.getLogger(__name__)
-MODEL_CONF_DIR = Path(__file__).resolve().parents[3] / "conf" / "model"
 
 
 @dataclass(frozen=True)
@@ -40,56 +39,12 @@ class Cell:
     task: str
 
 
-_OPTION = re.compile(r"[A-Za-z0-9_]+")
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
-
-
-def spec_kind(spec: str, conf_dir: Path = MODEL_CONF_DIR) -> str | None:
-    """``option`` (a conf/model name), ``local`` (an existing model directory), ``hub`` (org/name), or
-    None. An option is a plain identifier, so a spec can never name a path into conf/."""
-    if _OPTION.fullmatch(spec) and (conf_dir / f"{spec}.yaml").is_file():
-        return "option"
-    if Path(spec).expanduser().is_dir():
-        return "local"
-    if _HUB_ID.fullmatch(spec) and ".." not in spec:
-        return "hub"
-    return None
-
-
-def model_component(spec: str, conf_dir: Path = MODEL_CONF_DIR) -> Any:
-    """A model component for ``spec``: a conf/model option composed like training's (and checked by
-    the same target rules before it is instantiated), else an HF model by local dir or hub id."""
-    kind = spec_kind(spec, conf_dir)
-    if kind is None:
-        raise ConfigValidationError([_spec_issue(spec)])
-    if kind == "option":
-        from hydra import compose, initialize_config_dir
-        from hydra.core.global_hydra import GlobalHydra
-
-        from rlvr.pipeline.validation import check_targets
-
-        if GlobalHydra.instance().is_initialized():  # inside the Hydra app: its search path has conf/
-            cfg = compose(config_name="config", overrides=[f"model={spec}"])
-        else:
-            with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
-                cfg = compose(config_name="config", overrides=[f"model={spec}"])
-        node = OmegaConf.create({"model": OmegaConf.to_container(cfg.model, resolve=True)})
-        issues = check_targets(node)
-        if issues:
-            raise ConfigValidationError(issues)
-        return instantiate(node.model, _convert_="all")
-    from rlvr.models import HFModel
-
-    return HFModel(name_or_path=spec)
-
-
-def _spec_issue(spec: str) -> ConfigIssue:
-    return ConfigIssue(
-        "benchmark.models",
-        spec,
-        "neither a conf/model option name, an existing model directory, nor a hub id (org/name)",
-        "use e.g. smollm2_135m, outputs/<date>/<time>/final or Qwen/Qwen2.5-0.5B-Instruct",
-    )
+def _under(name: str, issue: ConfigIssue) -> ConfigIssue:
+    """A model's own issue (``model.dtype``) at its place here (``benchmark.models.<name>.dtype``)."""
+    head, _, rest = issue.key.partition(".")
+    if head != "model":
+        return replace(issue, key=f"benchmark.models.{name}: {issue.key}")
+    return replace(issue, key=".".join(["benchmark.models", name, *([rest] if rest else [])]))
 
 
 def weights_hash(component: Any) -> str:
@@ -137,9 +92,10 @@ class Benchmark:
     """Evaluate ``models`` x ``tasks`` and write per-task and all-task JSON plus charts.
 
     Args:
-        models: conf/model option names, HF ids, local dirs, or training checkpoints (LoRA adapters auto-detected).
+        models: model components by name (conf/model nodes; the name labels their results).
+        only: the names this run evaluates (a fan-out job's share); None: all of ``models``.
         tasks: reasoning-gym task names.
-        task_params: optional generator parameters per task (``{basic_arithmetic: {max_digits: 1}}``);
+        task_params: generator parameters per task (``{basic_arithmetic: {max_digits: 1}}``);
             entries for tasks not in ``tasks`` are ignored.
         num_examples: test questions per task (distinct, all on the held-out side of the split rule).
         output_dir: where cells/, results_*.json and charts go; reruns resume from cells/.
@@ -151,16 +107,18 @@ class Benchmark:
 
     def __init__(
         self,
-        models: list[str],
+        models: dict[str, Any],
+        only: list[str] | None,
         tasks: list[str],
+        task_params: dict[str, dict[str, Any]] | None,
         num_examples: int,
         output_dir: str,
+        devices: str | list[str],
         seed: int,
-        task_params: dict[str, dict[str, Any]] | None = None,
-        devices: str | list[str] = "auto",
-        allow_train_overlap: bool = False,
+        allow_train_overlap: bool,
     ):
-        self.models = list(models)
+        self.models = dict(models)
+        self.names = list(models) if only is None else list(only)
         self.tasks = list(tasks)
         self.task_params = dict(task_params or {})
         self.num_examples = num_examples
@@ -178,16 +136,26 @@ class Benchmark:
                     ConfigIssue("benchmark.tasks", task, "not a reasoning-gym task", suggest(task, known))
                 )
         if not self.models:
-            issues.append(ConfigIssue("benchmark.models", [], "no models", "benchmark.models=[smollm2_135m]"))
-        for spec in self.models:
-            kind = spec_kind(spec)
-            if kind is None:
-                issues.append(_spec_issue(spec))
-            elif kind == "option":  # its own checks, before any cell runs (e.g. unsloth without CUDA)
-                issues += [
-                    replace(i, key=f"benchmark.models[{spec}]: {i.key}")
-                    for i in model_component(spec).validate()
-                ]
+            issues.append(
+                ConfigIssue(
+                    "benchmark.models",
+                    {},
+                    "no models",
+                    "add one: '+model@benchmark.models.base=smollm2_135m'",
+                )
+            )
+        for name in self.names:
+            if name not in self.models:
+                issues.append(
+                    ConfigIssue(
+                        "benchmark.only",
+                        name,
+                        "not a name in benchmark.models",
+                        f"{suggest(name, self.models)} (names: {sorted(self.models)})",
+                    )
+                )
+        for name, model in self.models.items():  # before any cell runs (e.g. unsloth without CUDA)
+            issues += [_under(name, issue) for issue in model.validate()]
         if self.num_examples < 1:
             issues.append(
                 ConfigIssue("benchmark.num_examples", self.num_examples, "must be >= 1", "set e.g. 100")
@@ -195,7 +163,7 @@ class Benchmark:
         return issues
 
     def cells(self) -> list[Cell]:
-        return [Cell(m, t) for m in self.models for t in self.tasks]
+        return [Cell(m, t) for m in self.names for t in self.tasks]
 
     def test_set(self, task: str, prompt: Any) -> Any:
         """The task's benchmark questions: distinct, held out by content, the same for every model."""
@@ -222,11 +190,9 @@ class Benchmark:
             split_rule=identity.SPLIT_RULE["version"],
         )
 
-    def train_overlap(self, spec: str, task: str, questions: list[str]) -> int | None:
-        """How many of ``questions`` the model's training manifest lists; refused unless allowed."""
-        if spec_kind(spec) != "local":
-            return None
-        trained = identity.trained_ids(spec)
+    def train_overlap(self, name: str, path: Path, task: str, questions: list[str]) -> int | None:
+        """How many of ``questions`` the training manifest of the model at ``path`` lists; refused unless allowed."""
+        trained = identity.trained_ids(path) if path.is_dir() else None
         if trained is None:
             return None
         overlap = sum(qid in trained for qid in identity.ids_of((task, q) for q in questions))
@@ -234,8 +200,8 @@ class Benchmark:
             raise ConfigValidationError(
                 [
                     ConfigIssue(
-                        "benchmark.models",
-                        spec,
+                        f"benchmark.models.{name}",
+                        str(path),
                         f"was trained on {overlap} of the {len(questions)} {task} test questions "
                         f"(its {identity.MANIFEST}); its accuracy would not be held-out accuracy",
                         "benchmark it on other tasks or parameters, or set benchmark.allow_train_overlap=true "
@@ -246,7 +212,7 @@ class Benchmark:
         if overlap:
             log.warning(
                 "%s saw %d of the %d %s test questions in training (allowed)",
-                spec,
+                name,
                 overlap,
                 len(questions),
                 task,
@@ -254,23 +220,24 @@ class Benchmark:
         return overlap
 
     def run_models(
-        self, models: list[str], device: str, evaluator: Any, prompt: Any, verifier: Any, progress: Any = None
+        self, names: list[str], device: str, evaluator: Any, prompt: Any, verifier: Any, progress: Any = None
     ) -> None:
-        """Evaluate every unfinished cell of ``models`` on ``device`` (one worker's share)."""
+        """Evaluate every unfinished cell of the models ``names`` on ``device`` (one worker's share)."""
         store = CellStore(self.output_dir)
         test_sets = {task: self.test_set(task, prompt) for task in self.tasks}
-        for spec in models:
-            component = model_component(spec)
+        for name in names:
+            component = self.models[name]
             weights = weights_hash(component)
+            path = Path(component.model_path())
             plan = {}
             for task, dataset in test_sets.items():
                 questions = list(dataset["question"])
-                overlap = self.train_overlap(spec, task, questions)
+                overlap = self.train_overlap(name, path, task, questions)
                 fingerprint = self.fingerprint(evaluator, prompt, verifier, task, questions, weights)
-                if not store.done(spec, task, fingerprint):
+                if not store.done(name, task, fingerprint):
                     plan[task] = (fingerprint, overlap)
             if not plan:
-                log.info("all cells of %s already done; skipping", spec)
+                log.info("all cells of %s already done; skipping", name)
                 continue
             loaded = component.load()
             if not getattr(loaded.model, "hf_device_map", None):  # a dispatching loader (unsloth) placed it
@@ -280,7 +247,7 @@ class Benchmark:
                 t0 = time.perf_counter()
                 result = evaluator.evaluate_questions(loaded.model, loaded.tokenizer, test_sets[task])
                 cell = CellResult(
-                    model=spec,
+                    model=name,
                     task=task,
                     fingerprint=fingerprint,
                     evaluation=result,
@@ -295,59 +262,74 @@ class Benchmark:
             del loaded
 
 
-def _worker(cfg_yaml: str, models: list[str], device: str) -> None:
+def _worker(cfg_yaml: str, names: list[str], device: str) -> None:
     """Entry of one device's worker process (spawned, so CUDA initialises cleanly in each)."""
     cfg = OmegaConf.create(cfg_yaml)
     bench, evaluator, prompt, verifier = _build(cfg)
     try:
-        bench.run_models(models, device, evaluator, prompt, verifier)
+        bench.run_models(names, device, evaluator, prompt, verifier)
     finally:
         verifier.close()
 
 
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
+    """The benchmark, its evaluator, prompt and verifier, built and checked as the pipeline builds
+    its components (the models, as conf/model nodes, with the benchmark); raise with every issue."""
+    from rlvr.pipeline.orchestrator import build_component, runtime_args
     from rlvr.pipeline.validation import check_targets
 
-    issues = check_targets(cfg, {"evaluation": {"prompt", "scorer"}})
+    issues = check_targets(cfg, runtime_args(cfg))
     if issues:
         raise ConfigValidationError(issues)
-    bench = instantiate(cfg.benchmark, _convert_="all")
-    prompt = instantiate(cfg.prompts, _convert_="all")
-    verifier = instantiate(cfg.verifier, _convert_="all")
-    # A partial, then the runtime objects: Hydra would turn the PromptTemplate dataclass into a dict.
-    evaluator = instantiate(cfg.evaluation, _convert_="all", _partial_=True)(prompt=prompt, scorer=verifier)
-    issues = bench.validate() + evaluator.validate()
+    built: dict[str, Any] = {}
+    for key in ("prompts", "verifier", "evaluation", "benchmark"):
+        try:
+            component = build_component(key, cfg[key], built)
+        except ConfigValidationError as exc:
+            issues += exc.issues
+            continue
+        if component is not None:
+            built[key] = component
+    issues += [issue for c in built.values() if hasattr(c, "validate") for issue in c.validate()]
     if issues:
-        verifier.close()
+        if "verifier" in built:
+            built["verifier"].close()
         raise ConfigValidationError(issues)
-    return bench, evaluator, prompt, verifier
+    return built["benchmark"], built["evaluation"], built["prompts"], built["verifier"]
+
+
+def _progress(total: int) -> Callable[[CellResult], None]:
+    """One console line per finished cell: ``[2/6] tiny | leg_counting: accuracy 50.0% (...)``."""
+    done = itertools.count(1)
+
+    def report(cell: CellResult) -> None:
+        s = cell.summary
+        flag = f"  TRAINED ON {cell.train_overlap} OF THESE QUESTIONS" if cell.train_overlap else ""
+        print(
+            f"[{next(done)}/{total}] {cell.model} | {cell.task}: accuracy {s.accuracy:.1%} "
+            f"({s.ci_low:.1%}-{s.ci_high:.1%}), {cell.samples_per_second:.2f} samples/s{flag}",
+            flush=True,
+        )
+
+    return report
 
 
 def run(cfg: DictConfig) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
+    from rlvr.app import run_dir_of
     from rlvr.logs import library_output_to_log_file
 
     library_output_to_log_file()
+    if cfg.benchmark.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)
+        cfg.benchmark.output_dir = str(run_dir_of(cfg))
     bench, evaluator, prompt, verifier = _build(cfg)
     if cfg.validate_only:
         verifier.close()
         print("configuration OK")
         return []
     devices = visible_devices(bench.devices)
-    plan = {d: ms for d, ms in assign_devices(bench.models, devices).items() if ms}
-    total = len(bench.cells())
-    done = [0]
-
-    def report(cell: CellResult) -> None:
-        done[0] += 1
-        s = cell.summary
-        flag = f"  TRAINED ON {cell.train_overlap} OF THESE QUESTIONS" if cell.train_overlap else ""
-        print(
-            f"[{done[0]}/{total}] {cell.model} | {cell.task}: accuracy {s.accuracy:.1%} "
-            f"({s.ci_low:.1%}-{s.ci_high:.1%}), {cell.samples_per_second:.2f} samples/s{flag}",
-            flush=True,
-        )
-
+    plan = {d: ms for d, ms in assign_devices(bench.names, devices).items() if ms}
+    report = _progress(len(bench.cells()))
     try:
         if len(plan) == 1:
             [(device, models)] = plan.items()
@@ -372,7 +354,10 @@ def run(cfg: DictConfig) -> list[Path]:
     unused = sorted(set(bench.task_params) - set(bench.tasks))
     if unused:
         print(f"note: benchmark.task_params for {unused} ignored (not in benchmark.tasks)")
-    paths = write_reports(CellStore(bench.output_dir).requested(bench.models, bench.tasks), bench.output_dir)
+    from rlvr.benchmark import plot  # matplotlib is slow to import and only needed here
+
+    reports = write_reports(CellStore(bench.output_dir).requested(bench.names, bench.tasks), bench.output_dir)
+    paths = reports + plot.draw_files(reports)
     for p in paths:
         print(p)
     return paths

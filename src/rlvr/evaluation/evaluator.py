@@ -46,10 +46,6 @@ class Scorer(Protocol):
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
 
-# Stage evaluations that also get a sampled evaluation (the GRPO stage's start and end).
-SAMPLED_LABELS = ("after_sft", "final")
-
-
 @dataclass(frozen=True)
 class SampledEvaluation:
     """``evaluation.sampled``: the GRPO stage's start (after SFT) and end (final) also evaluated with

@@ -119,28 +119,30 @@ class ConsoleObserver(Observer):
 
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
         self.close()
-        evals = event.summary.get("evaluations", [])
-        if evals:
+        result = event.result
+        evaluations, changes, files = (
+            (result.evaluations, result.changes, result.files) if result else ([], [], {})
+        )
+        if evaluations:
             table = Table(title="Held-out accuracy")
             for col in ("stage", "step", "accuracy", "95% CI", "n"):
                 table.add_column(col)
-            for row in evals:
-                at_k = row.get("pass_at_k") or {}
-                sampled = any(int(k) > 1 for k in at_k)  # mean over the samples, not the first one
+            for e in evaluations:
+                at_k = e.evaluation.summary.pass_at_k
+                sampled = max(at_k, default=1) > 1  # mean over the samples, not the first one
                 table.add_row(
-                    row["label"],
-                    str(row["step"]),
-                    f"pass@1 {at_k['1']:.1%}" if sampled else f"{row['accuracy']:.1%}",
-                    "(paired below)" if sampled else f"{row['ci_low']:.1%} - {row['ci_high']:.1%}",
-                    str(row["n"]),
+                    str(e.label),
+                    str(e.step),
+                    f"pass@1 {at_k[1]:.1%}" if sampled else f"{e.accuracy:.1%}",
+                    "(paired below)" if sampled else f"{e.ci_low:.1%} - {e.ci_high:.1%}",
+                    str(e.n),
                 )
             self.console.print(table)
-        changes = event.summary.get("changes", [])
         if changes:
             self.console.print("What each stage changed, paired on the same questions (95% CI):")
             for change in changes:
-                self.console.print(f"  {change['stage']}: {escape(change['text'])}")
-        for name, value in event.summary.get("files", {}).items():
+                self.console.print(f"  {change.stage}: {escape(change.text)}")
+        for name, value in files.items():
             self.console.print(f"  {name}: {value}")
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")
 

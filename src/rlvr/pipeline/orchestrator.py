@@ -1,24 +1,24 @@
 """PipelineOrchestrator: wires components from config and runs the lifecycle; the work lives in components.
 
-Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing):
+Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`STAGES` in order:
 validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
-attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO,
-in-training evaluation) -> final evaluation -> save -> report -> ``on_pipeline_end(status)``.
+attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final
+evaluation -> save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`.
 On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are
 always closed.
 
-Each stage is a function of one :class:`RunContext` (what the run has so far); the orchestrator
-only orders them. Runtime collaborators are passed at instantiation (the prompt and the verifier
-to rewards and evaluation, the prompt and the reward set to the training loop), so every built
-component is complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes
-files, observes and evaluates (rlvr.distributed).
+Each stage is a few lines of one :class:`RunContext` (what the run has so far); the policies live
+with their components: what is evaluated when, and what is reused (rlvr.evaluation.schedule),
+resume and the settings fingerprint (rlvr.training.resume), the final model (rlvr.models.final).
+Runtime collaborators are passed at instantiation (the prompt and the verifier to rewards and
+evaluation, the prompt and the reward set to the training loop), so every built component is
+complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes files,
+observes and evaluates (rlvr.distributed).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -34,41 +34,25 @@ from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data.identity import MANIFEST, manifest_hash
-from rlvr.disk import finish_run_dir, keep_checkpoints_issues
-from rlvr.evaluation.evaluator import SAMPLED_LABELS
-from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in, run_records_in
-from rlvr.models.loader import QUANTIZATION_FILE
+from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
+from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
+from rlvr.events import RunResult
+from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
+from rlvr.models.final import save_final
+from rlvr.models.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.validation import check_targets
-from rlvr.run_history import AttemptLog, RunHistory, run_order
+from rlvr.run_history import AttemptLog, RunHistory
 from rlvr.secrets import redact
-from rlvr.training.checkpoints import (
-    FINGERPRINT,
-    Preempted,
-    PreemptionGuard,
-    check_fingerprint,
-    latest_checkpoint,
-    phase_of,
-    write_fingerprint,
-)
+from rlvr.training.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training.loop import Session, TrainOutcome
+from rlvr.training.resume import continues, fingerprint, resolve_resume, run_dir_issues
 
-# Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
-CRITICAL_KEYS = (
-    "model",
-    "data.task",
-    "data.task_params",
-    "data.tasks",
-    "data.name",
-    "data.path",
-    "seed",
-    "training_loop.grpo.num_generations",
-)
+__all__ = ["Components", "PipelineOrchestrator", "RunResult"]
+
 COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
 # Built first: the others receive them at instantiation.
 COLLABORATOR_KEYS = ("prompts", "verifier")
-# The run's own file of the weights hash of every rank (written by rank 0 beside the final model).
-RANK_WEIGHTS = "rank_weights.json"
 
 
 @dataclass
@@ -82,14 +66,6 @@ class Components:
     evaluation: Any
     observers: dict[str, Any]
     distributed: Any = None  # rlvr.distributed.Distributed; None = one process
-
-
-@dataclass
-class RunResult:
-    status: str
-    run_dir: Path
-    evaluations: list[ev.EvalResult] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
 
 
 def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recursive: bool = True) -> Any:
@@ -144,6 +120,11 @@ def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
     return _instantiate(node)
 
 
+def build_component(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
+    """:func:`_build` for the other apps: the benchmark builds its components with the pipeline's rules."""
+    return _build(key, node, built)
+
+
 def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
     """A curriculum moves on the verifier's verdicts, which only a correctness-type term computes."""
     if not getattr(data, "needs_success_term", False) or reward is None or reward.success_term():
@@ -158,50 +139,9 @@ def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
     ]
 
 
-def _sharded_quantization_issues(model: Any, setup: Any) -> list[ConfigIssue]:
-    """Under FSDP / ZeRO-3 rank 0 rebuilds the model from gathered weights (rlvr.distributed.full_copy)
-    in the dtype they arrive in; a bitsandbytes-quantised base would need the same quantisation
-    rebuilt around its packed tensors, which the copy does not do."""
-    quantization = getattr(model, "quantization", None)
-    if setup is None or not quantization or not setup.sharded:
-        return []
-    return [
-        ConfigIssue(
-            "model.quantization",
-            quantization,
-            f"{setup.strategy} shards the weights and rank 0 evaluates and saves an unquantised copy "
-            "rebuilt from the gathered weights; a quantised base cannot be rebuilt that way",
-            "use distributed=ddp or distributed=deepspeed_zero2 for QLoRA (each GPU holds the 4-bit "
-            "base), or model.quantization=null",
-        )
-    ]
-
-
-def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
-    """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
-    path = run_dir
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    free = shutil.disk_usage(path).free
-    if free >= min_free:
-        return None
-    return (
-        f"only {free / 2**20:.0f} MiB free on the disk holding {run_dir}: the error below is likely a full "
-        "disk (a checkpoint of the 135M default with optimizer state takes about 1.6 GB). Free space, lower "
-        "training_loop.sft.save_total_limit / training_loop.grpo.save_total_limit, or set hydra.run.dir "
-        "to a larger disk; resume=auto continues from the newest complete checkpoint."
-    )
-
-
 def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
     return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
-
-
-def _stage_changes(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
-    from rlvr.report import stage_changes
-
-    return stage_changes(evaluations)
 
 
 @dataclass
@@ -216,14 +156,15 @@ class RunContext:
     resume: tuple[str, Path] | None
     main: bool  # rank 0 (or the only process): writes files, observes, evaluates
     attempts: AttemptLog  # this attempt's entry in attempts.json (kept by rank 0)
+    result: RunResult
     # What earlier attempts of this run left that is still valid (empty for a fresh run).
     history: RunHistory = field(default_factory=RunHistory)
     start: float = field(default_factory=time.perf_counter)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
     data: Any = None
-    loaded: Any = None
+    loaded: LoadedModel | None = None
+    evals: EvalSchedule | None = None  # once the model is loaded
     outcome: TrainOutcome | None = None
-    result: RunResult | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -236,83 +177,13 @@ class RunContext:
             "data_manifest_sha256": manifest_hash(self.data.manifest),
         }
 
-    def evaluate(
-        self, model: Any, label: str, step: int, reuse: ev.EvalResult | None = None
-    ) -> ev.EvalResult | None:
-        """Evaluate ``model`` on the held-out split (rank 0 only; other ranks get None); ``reuse`` =
-        an evaluation of these same weights (greedy decoding repeats it exactly), recorded under
-        ``label`` without generating. One an earlier attempt of this run made (``self.history``) is
-        returned as it is: it is already among the run's evaluations.
-
-        Every rank calls it at the same points. Under FSDP / ZeRO-3 every rank then takes part in
-        gathering the full weights, always (whether rank 0 reuses an evaluation is known on rank 0
-        only, and a gather skipped on some ranks would hang the others), and rank 0 evaluates a
-        full-weight copy (rlvr.distributed.Distributed.on_rank0)."""
-        setup = self.components.distributed
-        if setup is not None:
-            return setup.on_rank0(
-                model, lambda full: self._evaluate_here(full, label, step, reuse), f"evaluating {label}"
-            )
-        return self._evaluate_here(model, label, step, reuse) if self.main else None
-
-    def _evaluate_here(
-        self, model: Any, label: str, step: int, reuse: ev.EvalResult | None
-    ) -> ev.EvalResult | None:
-        earlier = self.history.find(label, step)
-        if earlier is not None:
-            self._evaluate_sampled(model, label, step)  # unless an earlier attempt made that one too
-            return earlier
-        evaluation = self.components.evaluation
-        if reuse is not None:
-            path = evaluation.relabel(reuse.path, label, step) if reuse.path else None
-            event = dataclasses.replace(reuse, label=label, step=step, path=path)
-        else:
-            event = self._generate_and_score(evaluation, model, label, step)
-        self.hub.emit(event)
-        self.result.evaluations.append(event)
-        self._evaluate_sampled(model, label, step)
-        return event
-
-    def _generate_and_score(self, evaluation: Any, model: Any, label: str, step: int) -> ev.EvalResult:
-        n = len(self.data.eval)
-        bar = self.hub.progress(
-            f"eval {label}", n if evaluation.max_examples is None else min(n, evaluation.max_examples)
-        )
-        try:
-            return evaluation.evaluate(
-                model,
-                self.loaded.tokenizer,
-                self.data.eval,
-                label,
-                step,
-                self.run_dir / "eval",
-                self.meta,
-                bar,
-            )
-        finally:
-            bar.close()
-
-    def _evaluate_sampled(self, model: Any, label: str, step: int) -> None:
-        """The GRPO stage's start (after SFT) and end (final) sampled at the training temperature
-        (``evaluation.sampled``), so the report pairs what GRPO optimises, not only greedy accuracy.
-        The final one only when its start was sampled in this run: no GRPO stage, nothing to pair."""
-        view = self.components.evaluation.sampled_view()
-        if view is None or label not in SAMPLED_LABELS:
-            return
-        if label == "final" and not any(e.label == "after_sft_sampled" for e in self.result.evaluations):
-            return
-        if any(e.label == f"{label}_sampled" and e.step == step for e in self.result.evaluations):
-            return  # reloaded from an earlier attempt of this run (rlvr.run_history)
-        event = self._generate_and_score(view, model, f"{label}_sampled", step)
-        self.hub.emit(event)
-        self.result.evaluations.append(event)
-
 
 # -- stages: each a function of the run context, in lifecycle order ---------------------------------
 
 
 def write_records(ctx: RunContext) -> None:
     """The resolved config (rerunnable), the resume fingerprint, then ``on_pipeline_start``."""
+    ctx.config = resolved_config(ctx.cfg)
     if ctx.main:
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         refuse_symlinks_in(ctx.run_dir)
@@ -340,10 +211,24 @@ def load_model(ctx: RunContext) -> None:
     set_seed(ctx.cfg.seed)
     ctx.loaded = c.model.load()
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
-    if not ctx.main:
-        return
+    ctx.evals = EvalSchedule(
+        c.evaluation,
+        ctx.hub,
+        ctx.loaded.tokenizer,
+        ctx.data.eval,
+        out_dir=ctx.run_dir / "eval",
+        meta=ctx.meta,
+        main=ctx.main,
+        distributed=c.distributed,
+    )
+    if ctx.main:
+        ctx.result.files["provenance"] = _write_provenance(ctx)
+
+
+def _write_provenance(ctx: RunContext) -> str:
     from rlvr.provenance import write_provenance
 
+    c = ctx.components
     extra = {
         **ctx.meta,
         "prompt_hash": c.prompts.hash,
@@ -352,7 +237,7 @@ def load_model(ctx: RunContext) -> None:
     }
     if c.distributed is not None:
         extra["distributed"] = c.distributed.record()
-    ctx.result.files["provenance"] = str(write_provenance(ctx.run_dir, ctx.config, extra))
+    return str(write_provenance(ctx.run_dir, ctx.config, extra))
 
 
 def check_rewards(ctx: RunContext) -> None:
@@ -375,10 +260,9 @@ def load_history(ctx: RunContext) -> None:
         None if jsonl is None else ctx.run_dir / jsonl,
         sampled_identity=None if sampled is None else sampled.identity(ctx.data.eval, ctx.meta),
     )
-    ctx.result.evaluations.extend(ctx.history.evaluations)
-    if ctx.attempts.problem:
-        ctx.hub.emit(ev.Warning_(f"resume: {ctx.attempts.problem}"))
-    for note in ctx.history.notes:
+    ctx.evals.continue_from(ctx.history)
+    problems = [ctx.attempts.problem] if ctx.attempts.problem else []
+    for note in [*problems, *ctx.history.notes]:
         ctx.hub.emit(ev.Warning_(f"resume: {note}"))
     if ctx.history.evaluations:
         names = ", ".join(f"{e.label} step {e.step}" for e in ctx.history.evaluations)
@@ -386,7 +270,7 @@ def load_history(ctx: RunContext) -> None:
 
 
 def baseline_eval(ctx: RunContext) -> None:
-    ctx.evaluate(ctx.loaded.model, "baseline", 0)
+    ctx.evals.baseline(ctx.loaded.model)
 
 
 def train(ctx: RunContext) -> None:
@@ -395,7 +279,7 @@ def train(ctx: RunContext) -> None:
         tokenizer=ctx.loaded.tokenizer,
         train_dataset=ctx.data.train,
         emit=ctx.hub.emit,
-        evaluate=ctx.evaluate,
+        on_weights=ctx.evals.on_weights,
         eval_every=c.evaluation.every_n_steps,
         run_dir=ctx.run_dir,
         guard=ctx.guard,
@@ -406,44 +290,15 @@ def train(ctx: RunContext) -> None:
 
 
 def final_eval(ctx: RunContext) -> None:
-    """The final weights' evaluation, reusing one of the same weights if training ended on one."""
     trained = sum(ctx.history.steps(ctx.outcome.steps).values())  # with phases of earlier attempts
-    same_weights = ctx.history.eval_of_last_weights(ctx.outcome) or next(
-        (e for e in ctx.result.evaluations if e.label == "baseline" and not trained), None
-    )
-    ctx.evaluate(ctx.outcome.model, "final", trained, same_weights)
+    ctx.evals.final(ctx.outcome.model, ctx.outcome.steps, trained)
 
 
 def save_model(ctx: RunContext) -> None:
-    """``final/``: weights (or adapter), tokenizer, data manifest. With several replicated processes,
-    first check that every rank ended with the same weights; under FSDP / ZeRO-3 (each rank holds a
-    shard, no two alike) every rank gathers and rank 0 saves the full-weight copy."""
-    setup = ctx.components.distributed
-    model = ctx.outcome.model
-    if setup is not None and setup.sharded:
-        setup.on_rank0(model, lambda full: _write_final(ctx, full, None), "saving the final model")
-        return
-    hashes = setup.gather_hashes(model) if setup is not None else None
-    if hashes and len(set(hashes)) > 1:
-        raise RuntimeError(f"the ranks ended training with different weights (sha256 per rank: {hashes})")
-    if ctx.main:
-        _write_final(ctx, model, hashes)
-
-
-def _write_final(ctx: RunContext, model: Any, hashes: list[str] | None) -> None:
-    final_dir = ctx.run_dir / "final"
-    atomic_write_json(final_dir / MANIFEST, ctx.data.manifest, root=ctx.run_dir)
-    model.save_pretrained(final_dir)
-    ctx.loaded.tokenizer.save_pretrained(final_dir)
-    if ctx.loaded.quantization:  # the adapter's base is quantised: say so, for whoever loads it
-        atomic_write_json(
-            final_dir / QUANTIZATION_FILE, {"quantization": ctx.loaded.quantization}, root=ctx.run_dir
-        )
-    if hashes and len(hashes) > 1:
-        atomic_write_json(
-            final_dir / RANK_WEIGHTS, {"world_size": len(hashes), "sha256": hashes}, root=ctx.run_dir
-        )
-    ctx.result.files["final model"] = str(final_dir)
+    c = ctx.components
+    final = save_final(ctx.outcome.model, ctx.loaded, ctx.data.manifest, ctx.run_dir, c.distributed, ctx.main)
+    if final is not None:
+        ctx.result.files["final model"] = str(final)
 
 
 def write_report(ctx: RunContext) -> None:
@@ -456,7 +311,7 @@ def write_report(ctx: RunContext) -> None:
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
-            ctx.result.evaluations,
+            ctx.evals.evaluations,
             ctx.outcome,
             {**ctx.meta, "memory": memory},
             time.perf_counter() - ctx.start,
@@ -482,23 +337,13 @@ STAGES = (
     # Also on resume: the model is still the base model here (the trainer loads the checkpoint's
     # weights), so a baseline no earlier attempt left on disk is made now; one on disk is reused.
     # The evaluations run on every rank: under FSDP / ZeRO-3 each takes part in gathering the weights
-    # rank 0 evaluates (RunContext.evaluate); otherwise the other ranks return at once.
+    # rank 0 evaluates (EvalSchedule.evaluate); otherwise the other ranks return at once.
     Stage("baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline),
     Stage("train", train),
     Stage("final_eval", final_eval),
     Stage("save", save_model),
     Stage("report", write_report, main_only=True),
 )
-
-
-def fingerprint(cfg: DictConfig) -> dict[str, Any]:
-    """The critical settings, secrets masked: the record on disk and the comparison on resume agree."""
-    return redact(
-        {
-            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
-            for k in CRITICAL_KEYS
-        }
-    )
 
 
 class PipelineOrchestrator:
@@ -509,99 +354,6 @@ class PipelineOrchestrator:
         self.run_dir = Path(run_dir)
         self.components: Components | None = None
         self.resume: tuple[str, Path] | None = None
-
-    def fingerprint(self) -> dict[str, Any]:
-        return fingerprint(self.cfg)
-
-    def resolve_resume(self) -> list[ConfigIssue]:
-        """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
-        fresh run) or a checkpoint path (which must exist)."""
-        value = OmegaConf.select(self.cfg, "resume", default=None)
-        if value in (None, "", False):
-            return []
-        if value == "auto":
-            # The newest complete checkpoint, or a fresh run when there is none yet: the same command
-            # starts a SLURM array task or a cloud VM and continues it after a requeue or a restart.
-            found = latest_checkpoint(self.run_dir)
-            if found is None:
-                print(f"resume=auto: no complete checkpoint under {self.run_dir}/checkpoints, starting fresh")
-                return []
-            self.resume = found
-        else:
-            path = Path(value)
-            if not path.is_dir():
-                return [
-                    ConfigIssue(
-                        "resume",
-                        value,
-                        "checkpoint directory does not exist",
-                        "pass an existing <run_dir>/checkpoints/<phase>/checkpoint-N or resume=auto",
-                    )
-                ]
-            try:
-                self.resume = (phase_of(path), path)
-            except ValueError as exc:
-                return [ConfigIssue("resume", value, str(exc), "pick a complete checkpoint")]
-        # The settings are compared with the run that OWNS the checkpoint (<run>/checkpoints/<phase>/
-        # checkpoint-N), whether it was found by resume=auto or given as a path; the checkpoint's own
-        # copy of its run's fingerprint first (rlvr.training.checkpoints).
-        owner = self.resume[1].parent.parent.parent
-        diffs = check_fingerprint(
-            owner,
-            self.fingerprint(),
-            bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False)),
-            checkpoint=self.resume[1],
-        )
-        if diffs:
-            return [
-                ConfigIssue(
-                    "resume",
-                    value,
-                    "critical settings differ from the run being resumed: " + "; ".join(diffs),
-                    "restore them, or set resume_allow_changes=true",
-                )
-            ]
-        return []
-
-    def run_dir_issues(self) -> list[ConfigIssue]:
-        """A fresh run never starts in a directory holding another run's records (it would rewrite
-        its fingerprint and mix its metrics); a continued run (``resume`` set) only in one whose
-        fingerprint matches its settings, found checkpoint or not: ``resume=auto`` in a run that
-        died before its first checkpoint starts afresh, and must not adopt another run's directory.
-        Checked on rank 0 (the other ranks would see the records rank 0 is writing)."""
-        if not distributed.is_main() or not self.run_dir.is_dir():
-            return []
-        found = run_records_in(self.run_dir)
-        if not found:
-            return []
-        resume = OmegaConf.select(self.cfg, "resume", default=None)
-        if resume in (None, "", False):
-            return [
-                ConfigIssue(
-                    "hydra.run.dir",
-                    str(self.run_dir),
-                    f"holds another run ({', '.join(found)}); a fresh run here would overwrite its "
-                    "records and settings fingerprint",
-                    "choose a new hydra.run.dir, or continue that run with resume=auto and its settings",
-                )
-            ]
-        if (
-            self.resume is not None
-            and self.resume[1].parent.parent.parent.resolve() == self.run_dir.resolve()
-        ):
-            return []  # resolve_resume compared the settings with the checkpoint's own fingerprint
-        allow = bool(OmegaConf.select(self.cfg, "resume_allow_changes", default=False))
-        diffs = check_fingerprint(self.run_dir, self.fingerprint(), allow)
-        if (self.run_dir / FINGERPRINT).is_file() and diffs:
-            return [
-                ConfigIssue(
-                    "hydra.run.dir",
-                    str(self.run_dir),
-                    "holds a run with other critical settings: " + "; ".join(diffs),
-                    "restore them, choose a new hydra.run.dir, or set resume_allow_changes=true",
-                )
-            ]
-        return []
 
     # -- build + validate ---------------------------------------------------------------------------
     def build(self) -> Components:
@@ -618,10 +370,11 @@ class PipelineOrchestrator:
                 ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
                 for k in missing
             )
+        self.resume, resume_issues = resolve_resume(self.cfg, self.run_dir)
         issues = (
             check_targets(self.cfg, runtime_args(self.cfg))
-            + self.resolve_resume()
-            + self.run_dir_issues()
+            + resume_issues
+            + run_dir_issues(self.cfg, self.run_dir, self.resume)
             + keep_checkpoints_issues(self.cfg.keep_checkpoints)
         )
         broken = {
@@ -654,7 +407,8 @@ class PipelineOrchestrator:
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
         issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
-        issues.extend(_sharded_quantization_issues(built.get("model"), built.get("distributed")))
+        if "distributed" in built:
+            issues.extend(built["distributed"].model_issues(built.get("model")))
         if not issues and "model" in built and "training_loop" in built:
             from rlvr.preflight import run_checks
 
@@ -672,64 +426,66 @@ class PipelineOrchestrator:
 
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        c = self.components or self.build()
-        main = distributed.is_main()
-        attempts = AttemptLog(
-            self.run_dir,
-            continues=OmegaConf.select(self.cfg, "resume", default=None) not in (None, "", False),
-            resumed_from=str(self.resume[1]) if self.resume else None,
-        )
-        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run. The attempt
-        # record is not a configurable observer: a resumed run's report depends on it.
-        hub = ObserverHub({**c.observers, "_attempts": attempts} if main else {})
-        guard = PreemptionGuard()
+        ctx = self._context(self.components or self.build())
         # Checkpoint-on-SIGTERM is a single-process feature: with several ranks the launcher's
         # SIGTERM ends them all, and resume=auto continues from the last periodic checkpoint.
-        on_sigterm = guard if distributed.world_size() == 1 else distributed.LauncherStop()
-        ctx = RunContext(self.cfg, self.run_dir, c, hub, guard, self.resume, main, attempts)
-        ctx.result = result = RunResult(status="FAILED", run_dir=self.run_dir)
+        on_sigterm = ctx.guard if distributed.world_size() == 1 else distributed.LauncherStop()
         stage = "setup"
         try:
             on_sigterm.__enter__()
-            ctx.config = resolved_config(self.cfg)
             write_records(ctx)
             for step in STAGES:
-                if not step.when(ctx) or (step.main_only and not main):
-                    continue
-                stage = step.name
-                with self._stage(hub, stage):
-                    step.run(ctx)
-            result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
-            result.status = "COMPLETED"
-            if main:
+                if step.when(ctx) and (ctx.main or not step.main_only):
+                    stage = step.name
+                    with self._stage(ctx.hub, stage):
+                        step.run(ctx)
+            ctx.result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
+            ctx.result.status = "COMPLETED"
+            if ctx.main:
                 print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
-        except (KeyboardInterrupt, Preempted) as exc:
-            result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
-            if isinstance(exc, Preempted):
-                exc.hand_over = guard.hand_over()  # taken before the finally below restores the handlers
-            hub.emit(ev.ErrorEvent(stage, exc))
-            raise
         except BaseException as exc:
-            hint = low_disk_hint(self.run_dir)
-            if hint:
-                hub.emit(ev.Warning_(hint))
-            hub.emit(ev.ErrorEvent(stage, exc))
-            if not main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
-                distributed.print_error(exc)
+            self._failed(ctx, stage, exc)
             raise
         finally:
-            result.evaluations = run_order(result.evaluations)
-            summary = {
-                "evaluations": [e.record() for e in result.evaluations],
-                "changes": _stage_changes(result.evaluations),
-                "files": result.files,
-            }
-            hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - ctx.start, summary))
-            with contextlib.suppress(Exception):
-                c.verifier.close()
-            hub.close()
+            self._end(ctx)
             on_sigterm.__exit__()
-        return result
+        return ctx.result
+
+    def _context(self, c: Components) -> RunContext:
+        main = distributed.is_main()
+        resumed_from = str(self.resume[1]) if self.resume else None
+        attempts = AttemptLog(self.run_dir, continues=continues(self.cfg), resumed_from=resumed_from)
+        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run. The attempt
+        # record is not a configurable observer: a resumed run's report depends on it.
+        hub = ObserverHub({**c.observers, "_attempts": attempts} if main else {})
+        result = RunResult(status="FAILED", run_dir=self.run_dir)
+        return RunContext(
+            self.cfg, self.run_dir, c, hub, PreemptionGuard(), self.resume, main, attempts, result
+        )
+
+    def _failed(self, ctx: RunContext, stage: str, exc: BaseException) -> None:
+        if isinstance(exc, (KeyboardInterrupt, Preempted)):
+            ctx.result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
+            if isinstance(exc, Preempted):
+                exc.hand_over = ctx.guard.hand_over()  # taken before run() restores the handlers
+            ctx.hub.emit(ev.ErrorEvent(stage, exc))
+            return
+        hint = low_disk_hint(self.run_dir)
+        if hint:
+            ctx.hub.emit(ev.Warning_(hint))
+        ctx.hub.emit(ev.ErrorEvent(stage, exc))
+        if not ctx.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
+            distributed.print_error(exc)
+
+    def _end(self, ctx: RunContext) -> None:
+        """The run's result to the observers, then close them and the verifier workers."""
+        result = ctx.result
+        result.evaluations = run_order(ctx.evals.evaluations) if ctx.evals is not None else []
+        result.changes = stage_changes(result.evaluations)
+        ctx.hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - ctx.start, result))
+        with contextlib.suppress(Exception):
+            ctx.components.verifier.close()
+        ctx.hub.close()
 
     @staticmethod
     @contextlib.contextmanager

@@ -33,6 +33,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rlvr.evaluation.schedule import PHASES
 from rlvr.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ def complete_checkpoints(folder: Path) -> list[Path]:
 
 def latest_checkpoint(run_dir: Path) -> tuple[str, Path] | None:
     """The phase ("grpo" before "sft", since GRPO comes later) and path of the newest complete checkpoint."""
-    for phase in ("grpo", "sft"):
+    for phase in reversed(PHASES):
         done = complete_checkpoints(run_dir / "checkpoints" / phase)
         if done:
             return phase, done[-1]
@@ -79,7 +80,7 @@ def latest_checkpoint(run_dir: Path) -> tuple[str, Path] | None:
 def phase_of(checkpoint: Path) -> str:
     """``.../checkpoints/<phase>/checkpoint-N`` -> phase."""
     phase = checkpoint.parent.name
-    if phase not in ("sft", "grpo") or not _STEP.search(checkpoint.name):
+    if phase not in PHASES or not _STEP.search(checkpoint.name):
         raise ValueError(
             f"resume={checkpoint}: not a pipeline checkpoint (expected <run_dir>/checkpoints/<sft|grpo>/checkpoint-N)"
         )

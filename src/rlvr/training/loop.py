@@ -25,6 +25,7 @@ from rlvr import events as ev
 from rlvr import hardware
 from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.training.callbacks import EventBridge
+from rlvr.distributed import world_size as distributed_processes
 from rlvr.training.checkpoints import CompletionMarker, Preempted
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
@@ -45,12 +46,11 @@ def _quiet(trainer: Any) -> Any:
 
 
 def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
-    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time, evaluations, history."""
+    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time and history."""
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
     outcome.seconds[phase] = time.perf_counter() - start
     outcome.steps[phase] = trainer.state.global_step
-    outcome.evals.extend(bridge.evals)
     outcome.history.extend(bridge.history)
     return trainer.model
 
@@ -60,22 +60,8 @@ class TrainOutcome:
     model: Any
     steps: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    evals: list[ev.EvalResult] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
     hardware: dict[str, str] = field(default_factory=dict)
-
-    def eval_of_last_weights(self) -> ev.EvalResult | None:
-        """The in-training evaluation made on the weights training ended with, if there was one.
-
-        An evaluation at a phase's last step already measured the model that the after-SFT or
-        final evaluation would measure again (greedy, same questions), so callers reuse it.
-        """
-        if not self.steps:
-            return None
-        phase, last_step = list(self.steps.items())[-1]
-        labels = {"sft", "after_sft"} if phase == "sft" else {phase}
-        same = [e for e in self.evals if e.label in labels and e.step == last_step]
-        return same[-1] if same else None
 
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
@@ -160,8 +146,10 @@ class Session:
     tokenizer: Any
     train_dataset: Any
     emit: Callable[[Any], None]
-    # evaluate(model, label, step, reuse=None) -> EvalResult, or None on processes that do not evaluate
-    evaluate: Callable[..., ev.EvalResult | None]
+    # on_weights(model, phase, step, next_phase=None): new weights, every ``eval_every`` steps of a phase
+    # and when a phase hands them to the next (rlvr.evaluation.schedule.EvalSchedule.on_weights, which
+    # decides what to evaluate); returns the evaluation made, or None.
+    on_weights: Callable[..., ev.EvalResult | None]
     eval_every: int
     run_dir: Path
     # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
@@ -260,7 +248,7 @@ class _Phase:
             self.name,
             args.max_steps,
             session.eval_every,
-            lambda step: session.evaluate(model, self.name, step),
+            lambda step: session.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
         )
         callbacks = [bridge, *self.callbacks(session, checkpoint), CompletionMarker()] + (
@@ -315,9 +303,12 @@ class GRPOPhase(_Phase):
 
     name, key = "grpo", "training_loop.grpo"
 
-    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any):
+    def __init__(
+        self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], rewards: Any, signal: dict[str, Any]
+    ):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
+        self.signal_node = dict(signal)
         self.curriculum: Any = None  # the session's CurriculumSource while this phase runs
 
     @property
@@ -335,6 +326,9 @@ class GRPOPhase(_Phase):
         g = self.fields
         if g.get("use_vllm"):
             issues.extend(_vllm_rollout_issues(g, self._hardware().device))
+        from rlvr.training.grpo_signal import SignalSettings
+
+        issues.extend(SignalSettings.issues(self.signal_node, g, distributed_processes()))
         if g.get("num_generations", 8) < 2:
             issues.append(
                 ConfigIssue(
@@ -376,21 +370,25 @@ class GRPOPhase(_Phase):
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
         from trl import GRPOTrainer
 
+        from rlvr.training import grpo_signal
+
         self.rewards.group_size = args.num_generations
         extra: dict[str, Any] = {}
-        trainer_cls: type = GRPOTrainer
+        base: type = GRPOTrainer
         if session.curriculum is not None:
             from rlvr.training.curriculum import trainer_class
 
-            trainer_cls = trainer_class()
+            base = trainer_class()
             extra = {"curriculum": session.curriculum, "rewards": self.rewards}
-        return trainer_cls(
+        return grpo_signal.trainer_class(base)(
             model=model,
             reward_funcs=self.rewards.functions,
             args=args,
             train_dataset=session.train_dataset,
             processing_class=session.tokenizer,
             callbacks=callbacks,
+            signal=grpo_signal.SignalSettings.from_config(self.signal_node),
+            warn=lambda message: session.emit(ev.Warning_(message)),
             **extra,
         )
 
@@ -402,6 +400,8 @@ class GRPOLoop:
         sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
         grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
             per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
+        signal: GRPO's use of rollouts without signal (rlvr.training.grpo_signal.SignalSettings):
+            ``skip_zero_advantage``, ``dynamic_sampling``, ``max_rounds``.
         seed: training seed (sampling order, dropout, generation).
         device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
         precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
@@ -414,6 +414,7 @@ class GRPOLoop:
         self,
         sft: dict[str, Any],
         grpo: dict[str, Any],
+        signal: dict[str, Any],
         seed: int = 0,
         device: str = "auto",
         precision: str = "auto",
@@ -425,7 +426,7 @@ class GRPOLoop:
         self.device = device
         self.precision = precision
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
-        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards)
+        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
 
     # The phases' config fields, as the pre-flight reads them (rlvr.preflight).
     @property
@@ -484,12 +485,10 @@ class GRPOLoop:
         for i, phase in enumerate(phases):
             model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
             _stop_if_preempted(session.guard, phase.name, outcome)
-            if phase.name == "sft" and i + 1 < len(phases):
-                after = session.evaluate(
-                    model, "after_sft", outcome.steps["sft"], outcome.eval_of_last_weights()
+            if i + 1 < len(phases):
+                session.on_weights(
+                    model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name
                 )
-                if after is not None:
-                    outcome.evals.append(after)
         outcome.model = model
         return outcome
 

@@ -1,0 +1,189 @@
+"""GRPO on the tiny model with rewards that vary: skipping is exact, dynamic sampling refills, updates point uphill.
+
+Each run builds the pipeline's GRPO trainer class (rlvr.training.grpo_signal.trainer_class over TRL's
+GRPOTrainer) on the cached tiny checkpoint, with a reward that has variance in half of the prompt
+groups and none in the other half. Plain SGD at learning rate 1 makes the weight change equal to
+minus the (clipped) gradient, so two runs' updates can be compared directly.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlvr.training import grpo_signal
+from rlvr.training.grpo_signal import SignalSettings
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+GROUP = 4
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.models import TinyRandomModel
+
+    path = TinyRandomModel(
+        hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=42, dtype="float32", lora=None
+    ).model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer
+
+
+def varied_reward(completions, kind, **_):
+    """Characters mod 5 for prompts of kind "varied" (groups with variance), 0 for "flat" ones."""
+    return [float(len(c) % 5) if k == "varied" else 0.0 for c, k in zip(completions, kind, strict=True)]
+
+
+def dataset(n=16, flat_share=0.5):
+    from datasets import Dataset
+
+    kinds = ["flat" if i < n * flat_share else "varied" for i in range(n)]
+    return Dataset.from_dict({"prompt": [f"Question {i}: say something." for i in range(n)], "kind": kinds})
+
+
+def run(tiny, tmp_path, *, skip=False, dynamic=False, max_rounds=1, loss_type="dapo", steps=1, data=None, **args):
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    fields = dict(
+        output_dir=str(tmp_path / f"{loss_type}-{skip}-{dynamic}"),
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_steps=steps,
+        learning_rate=1.0,
+        optim="sgd",
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        num_generations=GROUP,
+        max_completion_length=8,
+        beta=0.0,
+        loss_type=loss_type,
+        save_strategy="no",
+        logging_steps=1,
+        gradient_checkpointing=False,
+        dataloader_num_workers=0,
+    )
+    if loss_type == "luspo":
+        fields["importance_sampling_level"] = "sequence"
+    fields.update(args)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    warnings = []
+    trainer = grpo_signal.trainer_class(GRPOTrainer)(
+        model=model,
+        reward_funcs=varied_reward,
+        args=GRPOConfig(**fields),
+        train_dataset=data if data is not None else dataset(),
+        processing_class=tokenizer,
+        signal=SignalSettings(skip_zero_advantage=skip, dynamic_sampling=dynamic, max_rounds=max_rounds),
+        warn=warnings.append,
+    )
+    trainer.train()
+    delta = {k: (v.detach() - before[k]) for k, v in model.named_parameters()}
+    return delta, trainer, warnings
+
+
+def assert_same_update(a, b):
+    total = sum(float(d.abs().sum()) for d in a.values())
+    assert total > 0, "the step did not change the weights: the test would pass for any skip"
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-6, msg=f"update of {name} differs")
+
+
+@pytest.mark.parametrize("loss_type", sorted(grpo_signal.LOSS_TYPES))
+def test_skipping_zero_advantage_completions_leaves_the_update_unchanged(tiny, tmp_path, loss_type):
+    full, _, _ = run(tiny, tmp_path, loss_type=loss_type)
+    skipped, trainer, warnings = run(tiny, tmp_path, loss_type=loss_type, skip=True)
+    assert trainer.skipping and not warnings
+    assert trainer.state.log_history[0]["signal/rows_skipped"] > 0  # some completions were never forwarded
+    assert_same_update(full, skipped)
+
+
+def test_a_batch_without_signal_is_not_forwarded_and_changes_nothing(tiny, tmp_path):
+    flat = dataset(flat_share=1.0)
+    delta, trainer, _ = run(tiny, tmp_path, skip=True, data=flat)
+    assert all(float(d.abs().sum()) == 0.0 for d in delta.values())
+    assert trainer.state.log_history[0]["signal/rows_skipped"] == 8  # both micro-batches of 8 rows
+
+
+def test_skipping_is_refused_with_a_reason_where_it_would_change_the_update(tiny, tmp_path):
+    _, trainer, warnings = run(tiny, tmp_path, skip=True, beta=0.04)
+    assert not trainer.skipping
+    assert len(warnings) == 1 and "beta=0.04" in warnings[0]
+
+
+def test_dynamic_sampling_fills_the_batch_with_groups_that_carry_signal(tiny, tmp_path):
+    # 3 of 4 prompts are flat: TRL's own batch holds 1 informative group of 4 on average
+    data = dataset(n=16, flat_share=0.75)
+    _, trainer, warnings = run(tiny, tmp_path, skip=True, dynamic=True, max_rounds=8, data=data, steps=2)
+    logs = [h for h in trainer.state.log_history if "signal/groups_kept" in h]
+    assert len(logs) == 2 and not warnings
+    for log in logs:
+        assert log["signal/groups_kept"] == 4
+        assert log["signal/rounds"] > 1 and log["signal/groups_generated"] > 4
+
+
+def test_dynamic_sampling_says_when_the_round_cap_leaves_groups_without_signal(tiny, tmp_path):
+    flat = dataset(flat_share=1.0)
+    _, trainer, warnings = run(tiny, tmp_path, skip=True, dynamic=True, max_rounds=2, data=flat)
+    log = next(h for h in trainer.state.log_history if "signal/groups_kept" in h)
+    assert log["signal/groups_kept"] == 0 and log["signal/rounds"] == 2 and log["signal/cap_hit"] == 1
+    assert len(warnings) == 1 and "max_rounds=2" in warnings[0] and "0 of 4 groups" in warnings[0]
+
+
+def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantage(tiny, tmp_path):
+    """The update's direction: sum of advantage x change in log-likelihood over the batch is positive.
+
+    Broken on purpose (advantages negated in TRL's _compute_loss), the sum turned negative.
+    """
+    from trl import GRPOTrainer
+
+    seen = {}
+
+    class Recording(GRPOTrainer):
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            seen.update({k: out[k].clone() for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")})
+            seen["advantages"] = out["advantages"].clone()
+            seen["before"] = self._logps(out)
+            return out
+
+        def _logps(self, out):
+            ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+            mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+            with torch.no_grad():
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, mask, out["completion_ids"].size(1)
+                )
+            return (logps * out["completion_mask"]).sum(1)
+
+    model, tokenizer = tiny
+    from trl import GRPOConfig
+
+    model = copy.deepcopy(model)
+    trainer = grpo_signal.trainer_class(Recording)(
+        model=model,
+        reward_funcs=varied_reward,
+        args=GRPOConfig(
+            output_dir=str(tmp_path / "direction"), report_to="none", use_cpu=True, bf16=False, seed=0,
+            max_steps=1, learning_rate=0.05, optim="sgd", per_device_train_batch_size=8,
+            gradient_accumulation_steps=2, num_generations=GROUP, max_completion_length=8, beta=0.0,
+            save_strategy="no", gradient_checkpointing=False,
+        ),  # fmt: skip
+        train_dataset=dataset(flat_share=0.0),
+        processing_class=tokenizer,
+        signal=SignalSettings(skip_zero_advantage=True, dynamic_sampling=False, max_rounds=1),
+    )
+    trainer.train()
+    model.eval()
+    after = trainer._logps(seen)
+    uphill = float((seen["advantages"] * (after - seen["before"])).sum())
+    assert uphill > 0, f"advantage-weighted change in log-likelihood {uphill}"
