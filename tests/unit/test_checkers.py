@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, conf_checker, verifier_pool
 
 from rlvr.config_errors import ConfigValidationError
 from rlvr.pipeline.trust import PLUGINS_ENV
-from rlvr.verify import ScoreRequest, VerifierPool
-from rlvr.verify.checkers import ExactMatch, MathVerify, build
+from rlvr.verify import ScoreRequest
+from rlvr.verify.checkers import build
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 
@@ -38,7 +38,7 @@ MATH_VERIFY_CASES = [
 
 @pytest.mark.parametrize(("gold", "answer", "expected"), MATH_VERIFY_CASES)
 def test_math_verify_behaviour_as_documented(gold, answer, expected):
-    assert MathVerify()(answer, {"answer": gold}) == expected
+    assert conf_checker("math_verify")(answer, {"answer": gold}) == expected
 
 
 @pytest.mark.parametrize(
@@ -46,30 +46,35 @@ def test_math_verify_behaviour_as_documented(gold, answer, expected):
 )
 def test_finqa_tolerance_and_percent_scale(answer, expected):
     """FinQA golds are unrounded (0.14136): 1% relative tolerance accepts the rounded forms."""
-    assert MathVerify(rel_tol=0.01, percent_scale=True)(answer, {"answer": "0.14136"}) == expected
+    assert (
+        conf_checker("math_verify", rel_tol=0.01, percent_scale=True)(answer, {"answer": "0.14136"})
+        == expected
+    )
 
 
 def test_without_percent_scale_a_bare_percentage_number_is_wrong():
-    assert MathVerify(rel_tol=0.01)("14.1", {"answer": "0.14136"}) == 0.0
+    assert conf_checker("math_verify", rel_tol=0.01)("14.1", {"answer": "0.14136"}) == 0.0
 
 
 def test_exact_match_stays_literal():
-    assert [ExactMatch()(a, {"answer": "1000"}) for a in ("1000", " 1000\n", "1,000", "1000.0")] == [
+    assert [
+        conf_checker("exact_match")(a, {"answer": "1000"}) for a in ("1000", " 1000\n", "1,000", "1000.0")
+    ] == [
         1.0,
         1.0,
         0.0,
         0.0,
     ]
-    assert ExactMatch(ignore_case=True)("PARIS", {"answer": "paris"}) == 1.0
+    assert conf_checker("exact_match", ignore_case=True)("PARIS", {"answer": "paris"}) == 1.0
 
 
 def test_bad_tolerance_names_the_key():
     with pytest.raises(ConfigValidationError, match=r"data\.checker\.rel_tol"):
-        MathVerify(rel_tol=2)
+        conf_checker("math_verify", rel_tol=2)
 
 
 def test_spec_round_trips():
-    checker = MathVerify(rel_tol=0.01, percent_scale=True)
+    checker = conf_checker("math_verify", rel_tol=0.01, percent_scale=True)
     assert build(checker.spec()) == checker
 
 
@@ -84,13 +89,13 @@ def entry(gold: str, checker) -> dict:
 
 def test_checkers_score_inside_sandbox_workers():
     requests = [
-        ScoreRequest("gsm8k", "1,200", entry("1200", MathVerify())),
-        ScoreRequest("gsm8k", "\\boxed{1200}", entry("1200", MathVerify())),
-        ScoreRequest("gsm8k", "1201", entry("1200", MathVerify())),
-        ScoreRequest("gsm8k", "1,200", entry("1200", ExactMatch())),
-        ScoreRequest("gsm8k", None, entry("1200", MathVerify())),
+        ScoreRequest("gsm8k", "1,200", entry("1200", conf_checker("math_verify"))),
+        ScoreRequest("gsm8k", "\\boxed{1200}", entry("1200", conf_checker("math_verify"))),
+        ScoreRequest("gsm8k", "1201", entry("1200", conf_checker("math_verify"))),
+        ScoreRequest("gsm8k", "1,200", entry("1200", conf_checker("exact_match"))),
+        ScoreRequest("gsm8k", None, entry("1200", conf_checker("math_verify"))),
     ]
-    with VerifierPool(num_workers=1, timeout_s=20.0) as pool:
+    with verifier_pool(num_workers=1, timeout_s=20.0) as pool:
         scores = pool.score(requests)
     assert [(s.value, s.status) for s in scores] == [
         (1.0, "ok"),
@@ -102,8 +107,11 @@ def test_checkers_score_inside_sandbox_workers():
 
 
 def test_checker_outside_allowed_packages_is_not_built():
-    bad = {**entry("1", MathVerify()), "checker": {"_target_": "os.system", "command": "touch pwned"}}
-    with VerifierPool(num_workers=0) as pool:
+    bad = {
+        **entry("1", conf_checker("math_verify")),
+        "checker": {"_target_": "os.system", "command": "touch pwned"},
+    }
+    with verifier_pool(num_workers=0) as pool:
         (score,) = pool.score([ScoreRequest("qa", "1", bad)])
     assert score.status == "error" and "outside the allowed packages" in score.detail
 
@@ -114,7 +122,7 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     from rlvr_example_plugin.data import SlowChecker
 
-    with VerifierPool(num_workers=1, timeout_s=3.0) as pool:
+    with verifier_pool(num_workers=1, timeout_s=3.0) as pool:
         fast, slow, after = pool.score(
             [
                 ScoreRequest("qa", "ok", entry("ok", SlowChecker(0.0))),
@@ -125,3 +133,23 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
     assert (fast.value, fast.status) == (1.0, "ok")
     assert slow.status == "timeout"
     assert (after.value, after.status) == (1.0, "ok")
+
+
+def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
+    """The worker instantiates a checker as the pipeline instantiates any _target_ (Hydra, after
+    rlvr.pipeline.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
+    for where it is defined, and an rlvr class that is no Checker is not built."""
+    smuggled = {
+        **entry("1", conf_checker("math_verify")),
+        "checker": {"_target_": "rlvr.verify.checkers.asdict"},
+    }
+    not_a_checker = {
+        **entry("1", conf_checker("math_verify")),
+        "checker": {"_target_": "rlvr.prompts.PromptTemplate"},
+    }
+    with verifier_pool(num_workers=0) as pool:
+        first, second = pool.score(
+            [ScoreRequest("qa", "1", smuggled), ScoreRequest("qa", "1", not_a_checker)]
+        )
+    assert first.status == "error" and "dataclasses.asdict, which is defined outside" in first.detail
+    assert second.status == "error" and "not a rlvr.verify.checkers.Checker subclass" in second.detail

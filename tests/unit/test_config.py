@@ -10,7 +10,9 @@ from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.validation import check_targets
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
-OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF / g).glob("*.yaml"))]
+# Nested groups too (evaluation/generator, data/checker, data/processor): each option composes.
+SUBGROUPS = sorted(str(p.relative_to(CONF)) for g in GROUPS for p in (CONF / g).iterdir() if p.is_dir())
+OPTIONS = [(g, f.stem) for g in GROUPS + SUBGROUPS for f in sorted((CONF / g).glob("*.yaml"))]
 EXPERIMENTS = sorted(f.stem for f in (CONF / "experiment").glob("*.yaml"))
 
 
@@ -21,9 +23,14 @@ def test_every_group_option_composes_and_binds(group, option):
         overrides.append("model.name_or_path=some/model")
     if group == "source":  # no default: each option is placed under a name in data.eval_sets
         overrides = [f"+source@data.eval_sets.extra={option}"]
+    if group.startswith("data/"):  # a file source's checker and processor
+        overrides.insert(0, "data=qa_file")
+    if group == "reward/terms":  # terms are keyed by name: reward.terms.<name>
+        overrides = [f"+reward/terms@reward.terms.extra={option}"]
     cfg = compose_config(overrides)
     assert check_targets(cfg, runtime_args(cfg)) == []
-    node = OmegaConf.select(cfg, "data.eval_sets.extra" if group == "source" else group)
+    where = {"source": "data.eval_sets.extra", "reward/terms": "reward.terms.extra"}
+    node = OmegaConf.select(cfg, where.get(group, group.replace("/", ".")))
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
         return
@@ -68,3 +75,25 @@ def test_sampled_evaluation_follows_the_grpo_temperature_and_composes_without_a_
     assert sampled([])["temperature"] == 1.0
     assert sampled(["training_loop.grpo.temperature=0.7"])["temperature"] == 0.7
     assert sampled([], "benchmark")["temperature"] == 1.0  # no training_loop there: the default
+
+
+def test_the_generation_budget_is_one_value_for_rollouts_and_evaluation_unless_split():
+    def budgets(overrides, name="config"):
+        cfg = compose_config(overrides, name)
+        return cfg.evaluation.max_new_tokens, OmegaConf.select(
+            cfg, "training_loop.grpo.max_completion_length"
+        )
+
+    assert budgets([]) == (16, 16)
+    assert budgets(["experiment=smoke"]) == (12, 12)
+    assert budgets(["experiment=gsm_symbolic_gpu"]) == (512, 512)
+    assert budgets(["training_loop.grpo.max_completion_length=64"]) == (64, 64)
+    assert budgets(["evaluation.max_new_tokens=32"]) == (32, 16)  # split on purpose
+    assert budgets([], "benchmark") == (16, None)  # no rollouts there: its own budget
+
+
+def test_the_evaluation_generator_is_chosen_by_its_config_file():
+    assert compose_config([]).evaluation.generator._target_ == "rlvr.generation.HFBackend"
+    vllm = compose_config(["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"])
+    assert vllm.evaluation.generator._target_ == "rlvr.generation.VLLMBackend"
+    assert vllm.evaluation.generator.cpu_kv_cache_gb == 0.25

@@ -14,7 +14,7 @@ from rlvr.observers.console import ConsoleObserver
 
 
 def printed(event: ev.PipelineEnd) -> str:
-    observer = ConsoleObserver()
+    observer = ConsoleObserver(log_every=5)
     observer.console = Console(file=io.StringIO(), width=200, highlight=False)
     observer.on_pipeline_end(event)
     return observer.console.file.getvalue()

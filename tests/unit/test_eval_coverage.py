@@ -12,11 +12,9 @@ from collections import Counter
 
 import pytest
 from datasets import Dataset
+from tests.conftest import make_evaluator
 
-from rlvr.evaluation.evaluator import Evaluator, stratified
-from rlvr.prompts import PromptTemplate
-
-PROMPT = PromptTemplate(instruction="{question}")
+from rlvr.evaluation.evaluator import stratified
 
 
 def held_out(*parts: tuple[str, str, int]) -> Dataset:
@@ -37,7 +35,7 @@ def covered(dataset: Dataset) -> Counter:
 
 def test_a_capped_evaluation_takes_every_task_and_set_in_proportion():
     data = held_out(("a", "", 60), ("b", "", 30), ("c", "forgetting", 10))
-    rows = Evaluator(max_examples=20, prompt=PROMPT, scorer=None).rows(data)
+    rows = make_evaluator(max_examples=20).rows(data)
     assert covered(rows) == {("", "a"): 12, ("", "b"): 6, ("forgetting", "c"): 2}
     # the first questions of each group, in dataset order (deterministic: a resume sees the same)
     assert rows["question"] == [f"a-{i}" for i in range(12)] + [f"b-{i}" for i in range(6)] + ["c-0", "c-1"]
@@ -45,11 +43,8 @@ def test_a_capped_evaluation_takes_every_task_and_set_in_proportion():
 
 def test_the_sampled_evaluation_is_capped_the_same_way():
     data = held_out(("a", "", 50), ("b", "", 50))
-    evaluator = Evaluator(
-        max_examples=None,
-        sampled={"num_samples": 2, "temperature": 1.0, "max_examples": 10},
-        prompt=PROMPT,
-        scorer=None,
+    evaluator = make_evaluator(
+        max_examples=None, sampled={"num_samples": 2, "temperature": 1.0, "max_examples": 10}
     )
     assert covered(evaluator.sampled_view().rows(data)) == {("", "a"): 5, ("", "b"): 5}
     assert len(evaluator.rows(data)) == 100
@@ -57,7 +52,7 @@ def test_the_sampled_evaluation_is_capped_the_same_way():
 
 def test_a_cap_below_the_number_of_groups_still_takes_one_of_each():
     data = held_out(("a", "", 5), ("b", "", 5), ("c", "", 5))
-    assert covered(Evaluator(max_examples=2, prompt=PROMPT, scorer=None).rows(data)) == {
+    assert covered(make_evaluator(max_examples=2).rows(data)) == {
         ("", "a"): 1,
         ("", "b"): 1,
         ("", "c"): 1,

@@ -49,31 +49,60 @@ def test_multi_sample_metrics():
 
 
 def _evaluator(**kwargs):
-    from rlvr.evaluation.evaluator import Evaluator
-    from rlvr.prompts import PromptTemplate
+    from tests.conftest import make_evaluator
 
-    return Evaluator(prompt=PromptTemplate("{question}"), scorer=None, **kwargs)
+    return make_evaluator(**kwargs)
+
+
+SAMPLED = {"num_samples": 4, "temperature": 1.0, "max_examples": 300}
 
 
 def test_sampled_view_takes_the_sampled_settings_and_keeps_the_rest():
-    ev_ = _evaluator(
-        max_new_tokens=16, batch_size=8, sampled={"num_samples": 4, "temperature": 1.0, "max_examples": 300}
-    )
+    ev_ = _evaluator(max_new_tokens=16, batch_size=8, sampled=SAMPLED)
     view = ev_.sampled_view()
     assert (view.num_samples, view.temperature, view.max_examples, view.ks) == (4, 1.0, 300, [1, 4])
     assert (view.max_new_tokens, view.batch_size, view.prompt) == (16, 8, ev_.prompt) and view.sampled is None
     assert (ev_.num_samples, ev_.temperature, ev_.max_examples) == (1, 0.0, None)  # the greedy one unchanged
     # a quick-check cap on the greedy evaluation also caps the sampled one
-    assert _evaluator(max_examples=50, sampled={"max_examples": 300}).sampled_view().max_examples == 50
+    assert _evaluator(max_examples=50, sampled=SAMPLED).sampled_view().max_examples == 50
     assert _evaluator(sampled=None).sampled_view() is None
 
 
 def test_sampled_settings_are_checked():
     def keys(**sampled):
-        return [(i.key, i.value) for i in _evaluator(sampled=sampled).validate()]
+        return [(i.key, i.value) for i in _evaluator(sampled={**SAMPLED, **sampled}).validate()]
 
-    assert keys(num_samples=4, temperature=1.0, max_examples=300) == []
+    assert keys() == []
     assert keys(temperature=0.0) == [("evaluation.sampled.temperature", 0.0)]
     assert keys(num_samples=0) == [("evaluation.sampled.num_samples", 0)]
     assert keys(max_examples=0) == [("evaluation.sampled.max_examples", 0)]
-    assert keys(num_sample=4) == [("evaluation.sampled", ["num_sample"])]
+
+
+def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
+    from rlvr.evaluation.evaluator import SampledEvaluation
+
+    evaluator = _evaluator()
+    assert evaluator.sampled == SampledEvaluation(num_samples=4, temperature=1.0, max_examples=300)
+    [typo] = _evaluator(sampled={**SAMPLED, "num_sample": 8}).validate()
+    assert (typo.key, typo.value) == ("evaluation.sampled.num_sample", 8)
+    assert "num_samples" in typo.fix and "unknown key" in typo.problem
+    [missing] = _evaluator(sampled={"num_samples": 4, "temperature": 1.0}).validate()
+    assert (missing.key, missing.problem) == ("evaluation.sampled.max_examples", "missing")
+
+
+def test_the_vllm_generators_settings_are_checked_under_its_own_key(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    bad = ["evaluation/generator=vllm", "evaluation.generator.gpu_memory_utilization=1.5"]
+    evaluator = _evaluator_from(bad + ["evaluation.generator.cpu_kv_cache_gb=0"])
+    issues = {i.key: i for i in evaluator.validate()}
+    assert evaluator.backend == "vllm"
+    assert issues["evaluation.generator.gpu_memory_utilization"].value == 1.5
+    assert issues["evaluation.generator.cpu_kv_cache_gb"].value == 0
+    assert "evaluation/generator=hf" in issues["evaluation.generator"].fix  # one process only
+    assert _evaluator_from([]).backend == "hf" and _evaluator_from([]).validate() == []
+
+
+def _evaluator_from(overrides):
+    from tests.conftest import make_evaluator
+
+    return make_evaluator(overrides)

@@ -7,7 +7,7 @@ import json
 import datasets
 import pytest
 from hydra.utils import instantiate
-from tests.conftest import ROOT, compose_config
+from tests.conftest import ROOT, compose_config, conf_checker, verifier_pool
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
 from rlvr.data import FileData, identity
@@ -16,7 +16,7 @@ from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.trust import PLUGINS_ENV
 from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
-from rlvr.verify import ScoreRequest, VerifierPool
+from rlvr.verify import ScoreRequest
 from rlvr.verify.checkers import ExactMatch, MathVerify
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
@@ -27,11 +27,14 @@ def gsm8k_data(source, **kw) -> FileData:
     args = dict(
         name="gsm8k",
         path=str(source),
-        processor=GSM8K(),
-        checker=MathVerify(),
+        processor=GSM8K(question_field="question", answer_field="answer"),
+        checker=conf_checker("math_verify"),
         train_size=None,
         eval_size=None,
         seed=0,
+        split=None,
+        subset=None,
+        eval_sets=None,
     )
     return FileData(**{**args, **kw})
 
@@ -99,6 +102,9 @@ def test_finqa_reads_the_original_release_format(tmp_path):
         None,
         None,
         0,
+        split=None,
+        subset=None,
+        eval_sets=None,
     ).load(PROMPT)
     row = rows[0]
     both = datasets.concatenate_datasets([data.train, data.eval])
@@ -109,7 +115,7 @@ def test_finqa_reads_the_original_release_format(tmp_path):
     assert both["answer"][index] == str(row["qa"]["exe_ans"])
     entry = json.loads(both["entry"][index])
     assert entry["metadata"]["human_answer"] == row["qa"]["answer"]
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         scores = pool.score(
             [
                 ScoreRequest("finqa", a, entry)

@@ -180,7 +180,8 @@ def test_vllm_backend_explains_what_is_missing():
     from rlvr.generation import require_vllm
 
     with pytest.raises(
-        RuntimeError, match=r"backend='vllm'.*vllm package is not installed.*Use backend='hf'"
+        RuntimeError,
+        match=r"evaluation/generator=vllm.*vllm package is not installed.*evaluation/generator=hf",
     ):
         require_vllm()
 

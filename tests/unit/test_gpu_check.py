@@ -62,7 +62,9 @@ def fake_run(
     ]
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     (run_dir / "config_resolved.yaml").write_text(
-        OmegaConf.to_yaml(config or {"evaluation": {"backend": "vllm"}})
+        OmegaConf.to_yaml(
+            config or {"evaluation": {"generator": {"_target_": "rlvr.generation.VLLMBackend"}}}
+        )
     )
     return run_dir
 
@@ -100,9 +102,10 @@ def test_a_vllm_evaluation_of_the_trained_weights_passes_and_says_what_changed(t
 
 
 def test_the_stale_weights_judge_needs_the_vllm_backend_in_the_runs_own_config(tmp_path):
-    run = fake_run(tmp_path / "run", BASE, TRAINED, config={"evaluation": {"backend": "hf"}})
-    result = verdict(VLLM_EVAL, run)
-    assert result.status == "failed" and "evaluation.backend is 'hf'" in result.why
+    hf = {"evaluation": {"generator": {"_target_": "rlvr.generation.HFBackend"}}}
+    result = verdict(VLLM_EVAL, fake_run(tmp_path / "run", BASE, TRAINED, config=hf))
+    assert result.status == "failed"
+    assert "evaluation.generator._target_ is 'rlvr.generation.HFBackend'" in result.why
 
 
 def test_a_run_that_did_not_finish_fails_on_that_alone_with_its_last_lines(tmp_path):

@@ -467,11 +467,10 @@ def test_qlora_runs_on_the_cpu_through_operators_that_have_cuda_kernels(quantiza
     operator of the forward that takes the GPU's route here has a CUDA kernel (or a
     device-independent default) in the same release."""
     import torch
-
-    from rlvr.models.loader import TinyRandomModel
+    from tests.conftest import tiny_model
 
     bnb = installed("bitsandbytes")
-    model = TinyRandomModel(quantization=quantization, lora={"r": 4, "target_modules": ["q_proj", "v_proj"]})
+    model = tiny_model(quantization=quantization, lora={"r": 4, "target_modules": ["q_proj", "v_proj"]})
     loaded = model.load()
     base = loaded.model.base_model.model.model.layers[0].self_attn.q_proj.base_layer
     assert type(base).__name__ == layer

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from hydra.utils import instantiate
-from tests.conftest import compose_config
+from tests.conftest import compose_config, conf_checker
 from tests.data_fixtures import gsm8k_rows, write_jsonl
 
 from rlvr import events as ev
@@ -22,7 +22,6 @@ from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
 from rlvr.report import write_report
 from rlvr.rewards import FormatReward, RewardSet
-from rlvr.verify.checkers import MathVerify
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
 PARAMS = {"basic_arithmetic": {"min_digits": 1, "max_digits": 1}, "leg_counting": {"max_animals": 3}}
@@ -40,7 +39,9 @@ def test_shares_are_exact(weights, total, expected):
 
 
 def test_mixture_counts_splits_and_manifest():
-    data = MixtureData({"basic_arithmetic": 0.7, "leg_counting": 0.3}, 40, 12, 3, PARAMS).load(PROMPT)
+    data = MixtureData({"basic_arithmetic": 0.7, "leg_counting": 0.3}, 40, 12, 3, PARAMS, None, None).load(
+        PROMPT
+    )
     assert collections.Counter(data.train["task"]) == {"basic_arithmetic": 28, "leg_counting": 12}
     assert collections.Counter(data.eval["task"]) == {"basic_arithmetic": 12, "leg_counting": 12}
     assert data.train["task"][:12] != sorted(data.train["task"][:12])  # tasks interleaved, not blocks
@@ -51,7 +52,7 @@ def test_mixture_counts_splits_and_manifest():
     assert data.tasks == ["basic_arithmetic", "leg_counting"]
     assert data.manifest["task_params"]["leg_counting"]["weight"] == 0.3
     # each task's held-out questions are the ones a single-task run of that task evaluates
-    single = ReasoningGymData("leg_counting", 1, 12, 3, PARAMS).load(PROMPT)
+    single = ReasoningGymData("leg_counting", 1, 12, 3, PARAMS, None).load(PROMPT)
     assert [
         q for q, t in zip(data.eval["question"], data.eval["task"], strict=True) if t == "leg_counting"
     ] == (single.eval["question"])
@@ -59,10 +60,21 @@ def test_mixture_counts_splits_and_manifest():
 
 def test_file_dataset_joins_a_mixture(tmp_path):
     path = write_jsonl(tmp_path / "g.jsonl", gsm8k_rows(120))
-    gsm8k = FileData("gsm8k", str(path), GSM8K(), MathVerify(), None, None, 0)
-    data = MixtureData({"basic_arithmetic": 1, "gsm8k": 1}, 20, 8, 0, PARAMS, sources={"gsm8k": gsm8k}).load(
-        PROMPT
+    gsm8k = FileData(
+        "gsm8k",
+        str(path),
+        GSM8K("question", "answer"),
+        conf_checker("math_verify"),
+        None,
+        None,
+        0,
+        None,
+        None,
+        None,
     )
+    data = MixtureData(
+        {"basic_arithmetic": 1, "gsm8k": 1}, 20, 8, 0, PARAMS, sources={"gsm8k": gsm8k}, eval_sets=None
+    ).load(PROMPT)
     assert collections.Counter(data.train["task"]) == {"basic_arithmetic": 10, "gsm8k": 10}
     entries = [
         json.loads(e) for e, t in zip(data.eval["entry"], data.eval["task"], strict=True) if t == "gsm8k"
@@ -79,7 +91,10 @@ def test_file_dataset_joins_a_mixture(tmp_path):
         ({"sources": {"gsm8k": None}}, "data.sources.gsm8k"),
         ({"task_params": {"leg_counting": {"nope": 1}}}, "data.task_params.leg_counting"),
         ({"eval_size": 0}, "data.eval_size"),
-        ({"eval_sets": {"hard": ReasoningGymData("basic_arithmetc", 1, 5, 0)}}, "data.eval_sets.hard.task"),
+        (
+            {"eval_sets": {"hard": ReasoningGymData("basic_arithmetc", 1, 5, 0, None, None)}},
+            "data.eval_sets.hard.task",
+        ),
     ],
 )
 def test_mixture_config_mistakes_name_the_key(kwargs, key):
@@ -88,6 +103,9 @@ def test_mixture_config_mistakes_name_the_key(kwargs, key):
         "train_size": 10,
         "eval_size": 5,
         "seed": 0,
+        "task_params": None,
+        "sources": None,
+        "eval_sets": None,
     }
     issues = MixtureData(**{**args, **kwargs}).validate()
     assert key in [i.key for i in issues], issues
@@ -115,7 +133,7 @@ def test_experiment_composes_with_eval_sets():
 
 
 def test_single_task_data_takes_eval_sets_too():
-    extra = {"legs": ReasoningGymData("leg_counting", 1, 4, 0, PARAMS)}
+    extra = {"legs": ReasoningGymData("leg_counting", 1, 4, 0, PARAMS, None)}
     data = ReasoningGymData("basic_arithmetic", 8, 5, 0, PARAMS, eval_sets=extra).load(PROMPT)
     assert data.eval["eval_set"] == [""] * 5 + ["legs"] * 4
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 import reasoning_gym
+from tests.conftest import verifier_pool
 
 from rlvr.prompts import PromptTemplate
 from rlvr.rewards import CorrectnessReward, FormatReward, LengthPenalty, RewardSet
-from rlvr.verify import VerifierPool
 
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
 
@@ -27,8 +27,8 @@ def test_reward_and_evaluation_score_the_same_answer_of_one_completion():
     entry = _entries("basic_arithmetic", min_digits=1, max_digits=1)[0]
     rollout = f"<answer>{entry['answer']}</answer> wait, <answer>{int(entry['answer']) + 1}</answer>"
     evaluated, _ = _cut_at_stop(rollout, (PROMPT.close_tag,))  # what evaluation's generator returns
-    with VerifierPool(num_workers=0) as pool:
-        reward = CorrectnessReward(prompt=PROMPT, scorer=pool)
+    with verifier_pool(num_workers=0) as pool:
+        reward = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
         assert reward([rollout], task=["basic_arithmetic"], entry=[json.dumps(entry)]) == [1.0]
     assert PROMPT.extract(evaluated) == PROMPT.extract(rollout) == entry["answer"]
 
@@ -60,8 +60,8 @@ def _entries(task, n=4, **params):
 
 def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
     entries = _entries("basic_arithmetic", min_digits=1, max_digits=1)
-    with VerifierPool(num_workers=0) as pool:
-        reward = CorrectnessReward(weight=1.0, prompt=PROMPT, scorer=pool)
+    with verifier_pool(num_workers=0) as pool:
+        reward = CorrectnessReward(weight=1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
         completions = [
             [{"role": "assistant", "content": f"<answer>{entries[0]['answer']}</answer>"}],
             [{"role": "assistant", "content": "<answer>not a number</answer>"}],
@@ -73,15 +73,15 @@ def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
 
 
 def test_format_and_length_terms():
-    fmt = FormatReward(prompt=PROMPT, scorer=None)
-    length = LengthPenalty(free_chars=5, scale_chars=5, prompt=PROMPT, scorer=None)
+    fmt = FormatReward(1.0, prompt=PROMPT, scorer=None)
+    length = LengthPenalty(1.0, free_chars=5, scale_chars=5, prompt=PROMPT, scorer=None)
     assert fmt(["<answer>3</answer>", "<answer>3</answer><answer>4</answer>", "3"]) == [1.0, 0.0, 0.0]
     assert length(["abc", "x" * 10]) == [0.0, -1.0]
 
 
 def test_reward_set_exposes_functions_weights_and_names():
-    with VerifierPool(num_workers=0) as pool:
-        terms = {"correctness": CorrectnessReward(1.0, prompt=PROMPT, scorer=pool)}
+    with verifier_pool(num_workers=0) as pool:
+        terms = {"correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)}
         rs = RewardSet(
             {**terms, "fmt": FormatReward(0.25, prompt=PROMPT, scorer=None)}, prompt=PROMPT, scorer=pool
         )
@@ -93,7 +93,7 @@ def test_reward_set_exposes_functions_weights_and_names():
 
 def test_a_correctness_term_without_a_scorer_does_not_exist():
     with pytest.raises(ValueError, match="scorer"):
-        CorrectnessReward(prompt=PROMPT, scorer=None)
+        CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=None)
 
 
 def test_terms_are_checked_on_gold_answers_before_training():
@@ -122,14 +122,14 @@ def test_terms_are_checked_on_gold_answers_before_training():
             Columns.seen = columns
             return super().__call__(completions)
 
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         good = {
-            "correctness": CorrectnessReward(prompt=PROMPT, scorer=pool),
-            "cols": Columns(prompt=PROMPT, scorer=pool),
+            "correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool),
+            "cols": Columns(1.0, prompt=PROMPT, scorer=pool),
         }
         RewardSet(good, prompt=PROMPT, scorer=pool).check_on_gold(data)
         assert Columns.seen["task"] == ["basic_arithmetic"] * 4 and len(Columns.seen["entry"]) == 4
-        broken = RewardSet({"scalar": Scalar(prompt=PROMPT, scorer=pool)}, prompt=PROMPT, scorer=pool)
+        broken = RewardSet({"scalar": Scalar(1.0, prompt=PROMPT, scorer=pool)}, prompt=PROMPT, scorer=pool)
         with pytest.raises(RuntimeError, match="reward.terms.scalar returned float"):
             broken.check_on_gold(data)
 
@@ -141,8 +141,8 @@ def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
     # reasoning-gym's generic verifier scores len(gold)/len(answer) when gold is a substring,
     # so a sign error ("-3" for 3) would earn 0.5; the default reward counts only exact answers.
     entry = json.dumps({"question": "Calculate 1 + 2.", "answer": "3", "metadata": {}})
-    with VerifierPool(num_workers=0) as pool:
-        reward = CorrectnessReward(partial_credit=partial_credit, prompt=PROMPT, scorer=pool)
+    with verifier_pool(num_workers=0) as pool:
+        reward = CorrectnessReward(1.0, partial_credit=partial_credit, prompt=PROMPT, scorer=pool)
         scores = reward(
             ["<answer>3</answer>", "<answer>-3</answer>", "<answer>-13</answer>"],
             task=["basic_arithmetic"] * 3,

@@ -233,7 +233,8 @@ def test_a_credential_file_given_as_data_is_not_echoed(tmp_path):
     )
     data = FileData(
         name="x", path=str(creds), processor=GSM8K(question_field="client_id", answer_field="client_secret"),
-        checker=ExactMatch(), train_size=None, eval_size=None, seed=0,
+        checker=ExactMatch(ignore_case=False), train_size=None, eval_size=None, seed=0, split=None,
+        subset=None, eval_sets=None,
     )  # fmt: skip
     with pytest.raises(ConfigValidationError) as exc:
         data.items()

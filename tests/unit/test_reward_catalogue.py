@@ -10,7 +10,7 @@ import pytest
 import reasoning_gym
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from tests.conftest import CONF, ROOT, compose_config
+from tests.conftest import CONF, ROOT, compose_config, verifier_pool
 
 from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.pipeline.trust import PLUGINS_ENV
@@ -27,7 +27,6 @@ from rlvr.rewards import (
     RewardSet,
 )
 from rlvr.rewards.catalogue import parse_number
-from rlvr.verify import VerifierPool
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 TERM_FILES = sorted(f.stem for f in (CONF / "reward" / "terms").glob("*.yaml"))
@@ -50,7 +49,7 @@ PLAIN, THINK, WORKING_OUT = family("plain"), family("think"), family("working_ou
 
 def build_rewards(cfg, prompt, scorer=None) -> RewardSet:
     """The reward set with its collaborators passed at instantiation, as the orchestrator does."""
-    run = {"prompt": prompt, "scorer": scorer if scorer is not None else VerifierPool(num_workers=0)}
+    run = {"prompt": prompt, "scorer": scorer if scorer is not None else verifier_pool(num_workers=0)}
     # Partial, then called: Hydra's config merge would turn the PromptTemplate dataclass into a dict.
     terms = {n: instantiate(t, _convert_="all", _partial_=True)(**run) for n, t in cfg.reward.terms.items()}
     return instantiate(cfg.reward, _convert_="all", _partial_=True, _recursive_=False)(**run, terms=terms)
@@ -70,11 +69,12 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
         f"<SOLUTION>{int(gold[1]) + 1}</SOLUTION>",
         f"the answer is {gold[2]}",  # right number, but no answer markers: nothing to check
     ]
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         term = AnswerMatchReward(
             correct_reward=3.0,
             wrong_penalty=-1.0,
             no_answer_reward=-2.0,
+            weight=1.0,
             prompt=WORKING_OUT,
             scorer=pool,
         )
@@ -85,10 +85,11 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
 def test_answer_match_refuses_a_penalty_above_the_reward():
     issues = AnswerMatchReward(
         prompt=PLAIN,
-        scorer=VerifierPool(num_workers=0),
+        scorer=verifier_pool(num_workers=0),
         correct_reward=-1.0,
         wrong_penalty=3.0,
         no_answer_reward=0.0,
+        weight=1.0,
     ).validate("k")
     assert [i.key for i in issues] == ["k.correct_reward"]
 
@@ -112,12 +113,12 @@ def test_answer_match_refuses_a_penalty_above_the_reward():
     ],
 )
 def test_strict_format(prompt, completion, expected):
-    term = FormatReward(prompt=prompt)
+    term = FormatReward(1.0, prompt=prompt)
     assert term([completion]) == [expected]
 
 
 def test_approximate_format_gives_partial_credit_per_marker_present_once():
-    term = ApproxFormatReward(present_once=0.5, otherwise=-1.0, prompt=WORKING_OUT)
+    term = ApproxFormatReward(present_once=0.5, otherwise=-1.0, weight=1.0, prompt=WORKING_OUT)
     completions = [
         "<start_working_out>a<end_working_out><SOLUTION>4</SOLUTION>",  # 4 x 0.5
         "<start_working_out>a<SOLUTION>4</SOLUTION>",  # 3 x 0.5 - 1
@@ -126,7 +127,7 @@ def test_approximate_format_gives_partial_credit_per_marker_present_once():
     ]
     assert term(completions) == [2.0, 0.5, -4.0, -1.0]
     assert (
-        ApproxFormatReward(prompt=PLAIN, present_once=0.0, otherwise=0.5).validate("k")[0].key
+        ApproxFormatReward(prompt=PLAIN, present_once=0.0, otherwise=0.5, weight=1.0).validate("k")[0].key
         == "k.present_once"
     )
 
@@ -159,7 +160,7 @@ def test_numeric_answers_that_would_hang_sympy_or_reach_its_eval_are_not_parsed(
 
 
 def test_numeric_tolerance_relative_absolute_and_abstaining():
-    term = NumericToleranceReward(rel_tol=0.01, abs_tol=0.5, prompt=PLAIN)
+    term = NumericToleranceReward(rel_tol=0.01, abs_tol=0.5, weight=1.0, prompt=PLAIN)
     completions = [
         "<answer>1,000</answer>",  # == 1000
         "<answer>1009</answer>",  # 0.9% off: inside rel_tol
@@ -171,19 +172,20 @@ def test_numeric_tolerance_relative_absolute_and_abstaining():
     ]
     gold = ["1000", "1000", "1000", "3", "3", "3", "red"]
     assert term(completions, answer=gold) == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, None]
-    assert [i.key for i in NumericToleranceReward(prompt=PLAIN, rel_tol=-1, abs_tol=0).validate("k")] == [
-        "k.rel_tol"
-    ]
+    assert [
+        i.key for i in NumericToleranceReward(prompt=PLAIN, rel_tol=-1, abs_tol=0, weight=1.0).validate("k")
+    ] == ["k.rel_tol"]
 
 
 # -- overlong -------------------------------------------------------------------------------------------
 def test_overlong_penalty_is_zero_then_linear_to_minus_one_in_tokens():
-    term = OverlongPenalty(prompt=PLAIN, max_tokens=20, buffer_tokens=8)
+    term = OverlongPenalty(prompt=PLAIN, max_tokens=20, buffer_tokens=8, weight=1.0)
     ids = [[1] * n for n in (5, 12, 13, 16, 20, 25)]
     assert term(["x"] * 6, completion_ids=ids) == [0.0, 0.0, -0.125, -0.5, -1.0, -1.0]
     assert term(["x", "y"]) == [None, None]  # outside a GRPO step there are no token ids: abstain
     assert (
-        OverlongPenalty(prompt=PLAIN, max_tokens=4, buffer_tokens=8).validate("k")[0].key == "k.buffer_tokens"
+        OverlongPenalty(prompt=PLAIN, max_tokens=4, buffer_tokens=8, weight=1.0).validate("k")[0].key
+        == "k.buffer_tokens"
     )
 
 
@@ -204,7 +206,7 @@ def test_every_term_file_is_a_drop_in_and_scores_the_gold_answer_best_for_every_
         "length": 0.0,
         "overlong": None,  # no token ids outside GRPO
     }
-    with VerifierPool(num_workers=0) as pool:
+    with verifier_pool(num_workers=0) as pool:
         for fam in FAMILIES:
             prompt = family(fam)
             # The collaborators as the orchestrator passes them at instantiation.

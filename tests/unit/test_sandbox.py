@@ -14,6 +14,7 @@ import time
 
 import pytest
 import reasoning_gym
+from tests.conftest import verifier_pool
 
 from rlvr.verify import Score, ScoreRequest, VerifierPool, screen_answer
 from rlvr.verify.screen import SCREENS
@@ -64,14 +65,14 @@ def score_within(pool: VerifierPool, requests: list[ScoreRequest], seconds: floa
 
 @pytest.fixture(scope="module")
 def pool():
-    with VerifierPool(num_workers=2, timeout_s=TIMEOUT_S, memory_limit_mb=512, failure_reward=-1.0) as p:
+    with verifier_pool(num_workers=2, timeout_s=TIMEOUT_S, memory_limit_mb=512, failure_reward=-1.0) as p:
         yield p
 
 
 @pytest.fixture(scope="module")
 def hang_pool():
     """Separate pool for tests that hang a worker, so a broken timeout cannot block the others."""
-    with VerifierPool(num_workers=2, timeout_s=TIMEOUT_S, failure_reward=-1.0) as p:
+    with verifier_pool(num_workers=2, timeout_s=TIMEOUT_S, failure_reward=-1.0) as p:
         # Start-up (about a second per worker) must not count against the timing assertions.
         p.score([ScoreRequest("bitwise_arithmetic", "1", entry_running("1"))] * 8)
         yield p
@@ -159,7 +160,7 @@ def test_file_creating_answers_create_no_file(task, tmp_path, pool):
 
     target = tmp_path / "pwned"
     requests = [ScoreRequest(task, p, entry) for p in file_payloads(str(target))]
-    for mode in (pool, VerifierPool(num_workers=0)):
+    for mode in (pool, verifier_pool(num_workers=0)):
         scores = mode.score(requests)
         assert [s.status for s in scores] == ["rejected"] * len(requests)
         assert not target.exists()
@@ -207,7 +208,7 @@ def test_interrupted_batch_does_not_leak_into_the_next(hang_pool):
 def test_memory_limit_holds():
     big = entry_running("len(bytearray(1200 * 2**20))")  # 1.2 GB, over the 256 MB limit
     small = entry_running("len(bytearray(2**20))")
-    with VerifierPool(num_workers=1, memory_limit_mb=256) as p:
+    with verifier_pool(num_workers=1, memory_limit_mb=256) as p:
         scores = p.score(
             [
                 ScoreRequest("bitwise_arithmetic", str(1200 * 2**20), big),
@@ -250,7 +251,7 @@ def test_worker_killed_from_outside_mid_item_and_while_idle():
     gold = make_entries("leg_counting", 2)
     ok = ScoreRequest("leg_counting", gold[0]["answer"], gold[0])
     hang = ScoreRequest("bitwise_arithmetic", "1", entry_running("9**9**9**9"))
-    with VerifierPool(num_workers=1, timeout_s=60) as p:
+    with verifier_pool(num_workers=1, timeout_s=60) as p:
         p.score([ok])  # worker is up
         [pid] = p.worker_pids
         out: list[list[Score]] = []
@@ -282,7 +283,7 @@ def test_gold_answers_score_one_in_order(pool):
 
 def test_json_round_tripped_arc_gold_scores_one():
     entry = make_entries("rearc", 1)[0]
-    with VerifierPool(num_workers=0) as p:
+    with verifier_pool(num_workers=0) as p:
         assert p.score([ScoreRequest("rearc", entry["answer"], entry)])[0].value == 1.0
 
 
@@ -291,7 +292,7 @@ def test_json_round_tripped_arc_gold_scores_one():
 
 def test_non_string_and_overlong_answers():
     chain = make_entries("chain_sum", 1)[0]
-    with VerifierPool(num_workers=0, max_answer_chars=100) as p:
+    with verifier_pool(num_workers=0, max_answer_chars=100) as p:
         scores = p.score(
             [
                 ScoreRequest("chain_sum", int(chain["answer"]), chain),  # chain_sum raises on int
@@ -314,14 +315,14 @@ def test_non_string_and_overlong_answers():
 
 def test_invalid_arguments_are_all_reported():
     with pytest.raises(ValueError, match=r"(?s)verifier.num_workers=-1.*verifier.timeout_s=0"):
-        VerifierPool(num_workers=-1, timeout_s=0)
+        verifier_pool(num_workers=-1, timeout_s=0)
 
 
 # --- lifecycle ------------------------------------------------------------------------------
 
 
 def test_close_terminates_workers_and_is_idempotent():
-    p = VerifierPool(num_workers=2)
+    p = verifier_pool(num_workers=2)
     pids = p.worker_pids
     assert all(pid_alive(pid) for pid in pids)
     p.close()
@@ -338,7 +339,8 @@ def test_workers_die_with_their_parent(tmp_path):
         import json, os, sys, threading, time
         sys.path[:0] = {sys.path!r}
         from rlvr.verify import ScoreRequest, VerifierPool
-        pool = VerifierPool(num_workers=2, timeout_s=600)
+        pool = VerifierPool(num_workers=2, timeout_s=600, memory_limit_mb=1024, max_answer_chars=2048,
+                            failure_reward=0.0)
         hang = ScoreRequest("bitwise_arithmetic", "1", json.loads({json.dumps(entry_running("9**9**9**9"))!r}))
         quick = ScoreRequest("bitwise_arithmetic", "1", json.loads({json.dumps(entry_running("1"))!r}))
         pool.score([quick] * 8)  # workers up
@@ -367,7 +369,7 @@ def test_the_deadline_is_per_item_when_one_worker_gets_several_slow_items():
     so none times out although the chunk as a whole runs past it (a deadline per chunk, or one not
     renewed after each result, fails the later items)."""
     slow = entry_running("(__import__('time').sleep(0.8), 1)[1]")
-    with VerifierPool(num_workers=1, timeout_s=TIMEOUT_S, failure_reward=-1.0) as one:
+    with verifier_pool(num_workers=1, timeout_s=TIMEOUT_S, failure_reward=-1.0) as one:
         one.score([ScoreRequest("bitwise_arithmetic", "1", entry_running("1"))])  # start-up off the clock
         start = time.monotonic()
         scores = score_within(

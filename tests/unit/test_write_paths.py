@@ -56,7 +56,10 @@ def test_observer_paths_are_refused_at_validation_with_key_value_and_fix(value):
     assert (jsonl.key, jsonl.value) == ("observers.jsonl.path", value) and "run directory" in jsonl.fix
     tb = [i for i in TensorBoardObserver(log_dir=value).validate() if i.key.endswith("log_dir")]
     assert len(tb) == 1 and tb[0].value == value
-    assert JsonlObserver().validate() == [] and JsonlObserver(path="logs/m.jsonl").validate() == []
+    assert (
+        JsonlObserver(path="metrics.jsonl").validate() == []
+        and JsonlObserver(path="logs/m.jsonl").validate() == []
+    )
 
 
 def _start(observer, run_dir: Path) -> None:
@@ -71,7 +74,7 @@ def test_jsonl_never_appends_through_a_link_planted_at_its_name(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").symlink_to(victim)
     with pytest.raises(SymlinkRefused):
-        _start(JsonlObserver(), run)
+        _start(JsonlObserver(path="metrics.jsonl"), run)
     assert victim.read_text() == "# shell startup\n"
 
 
@@ -102,7 +105,7 @@ def test_tensorboard_refuses_a_linked_log_dir(tmp_path):
     run.mkdir()
     (run / "tensorboard").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises((SymlinkRefused, PathEscape)):
-        _start(TensorBoardObserver(), run)
+        _start(TensorBoardObserver(log_dir="tensorboard"), run)
     assert list(elsewhere.iterdir()) == []
 
 

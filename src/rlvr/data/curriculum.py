@@ -300,14 +300,14 @@ class CurriculumData(ReasoningGymData):
         raise_at: float,
         lower_at: float,
         window: int,
-        start_levels: dict[str, int] | None = None,
-        attributes: list[str] | None = None,
-        min_level: int = 0,
-        max_level: int | None = None,
-        range_mode: str = "inclusive",
-        eval_levels: list[int] | None = None,
-        task_params: dict[str, dict] | None = None,
-        eval_sets: dict[str, Any] | None = None,
+        start_levels: dict[str, dict[str, int]] | None,
+        attributes: list[str] | None,
+        min_level: int,
+        max_level: int | None,
+        range_mode: str,
+        eval_levels: list[int] | None,
+        task_params: dict[str, dict] | None,
+        eval_sets: dict[str, Any] | None,
     ):
         super().__init__(task, train_size, eval_size, seed, task_params, eval_sets)
         self.all_start_levels = dict(start_levels or {})
@@ -493,6 +493,7 @@ class CurriculumData(ReasoningGymData):
                 self.eval_size,
                 self.seed,
                 {self.task: curriculum.params_at(curriculum.at_global(level))},
+                eval_sets=None,
             )
             for level in self.eval_levels
         }

@@ -27,7 +27,7 @@ from datasets import Dataset
 from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
-from rlvr.data.processors import QAItem, RowError
+from rlvr.data.processors import Processor, QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.secrets import error_text
@@ -81,14 +81,14 @@ class FileData:
         self,
         name: str,
         path: str | None,
-        processor: Any,
+        processor: Processor,
         checker: Checker,
         train_size: int | None,
         eval_size: int | None,
         seed: int,
-        split: str | None = None,
-        subset: str | None = None,
-        eval_sets: dict[str, Any] | None = None,
+        split: str | None,
+        subset: str | None,
+        eval_sets: dict[str, Any] | None,
     ):
         self.name = name
         self.path = path

@@ -66,9 +66,9 @@ class MixtureData:
         train_size: int,
         eval_size: int,
         seed: int,
-        task_params: dict[str, dict] | None = None,
-        sources: dict[str, Any] | None = None,
-        eval_sets: dict[str, Any] | None = None,
+        task_params: dict[str, dict] | None,
+        sources: dict[str, Any] | None,
+        eval_sets: dict[str, Any] | None,
     ):
         self.tasks = dict(tasks or {})
         self.train_size = train_size
@@ -79,7 +79,9 @@ class MixtureData:
         self.eval_sets = dict(eval_sets or {})
 
     def _rg(self, task: str) -> ReasoningGymData:
-        return ReasoningGymData(task, self.train_size, self.eval_size, self.seed, self.task_params)
+        return ReasoningGymData(
+            task, self.train_size, self.eval_size, self.seed, self.task_params, eval_sets=None
+        )
 
     def validate(self) -> list[ConfigIssue]:
         issues = []

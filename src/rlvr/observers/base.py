@@ -7,7 +7,7 @@ each one the event with secrets masked (rlvr.secrets.redact): no observer needs 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
@@ -46,15 +46,22 @@ class Observer:
     def on_error(self, event: ev.ErrorEvent) -> None: ...
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None: ...
 
-    def progress(self, label: str, total: int) -> Any:
+    def progress(self, label: str, total: int) -> ProgressHandle | None:
         """A progress handle with ``advance(n)`` and ``close()``; console observers draw it."""
         return None
 
     def close(self) -> None: ...
 
 
+class ProgressHandle(Protocol):
+    """What :meth:`Observer.progress` hands out: a bar advanced per finished item."""
+
+    def advance(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
+
+
 class _Progress:
-    def __init__(self, handles: list[Any]):
+    def __init__(self, handles: list[ProgressHandle | None]):
         self.handles = [h for h in handles if h is not None]
 
     def advance(self, n: int = 1) -> None:

@@ -46,7 +46,7 @@ class ConsoleObserver(Observer):
         log_every: print a metrics line every this many training steps.
     """
 
-    def __init__(self, log_every: int = 5):
+    def __init__(self, *, log_every: int):
         self.log_every = log_every
         self.console = Console(highlight=False)
         self._progress = Progress(

@@ -6,7 +6,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
@@ -34,10 +34,10 @@ class JsonlObserver(Observer):
             refused: a config file must not choose where outside the run a line is appended).
     """
 
-    def __init__(self, path: str = "metrics.jsonl"):
+    def __init__(self, *, path: str):
         self.path = Path(path)
         self._raw = path
-        self._fh: Any = None
+        self._fh: IO[str] | None = None
 
     def validate(self) -> list[ConfigIssue]:
         problem = config_path_problem(self._raw)

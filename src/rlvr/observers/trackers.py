@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
 from rlvr.config_errors import ConfigIssue
 from rlvr.io import config_path_problem, inside
 from rlvr.observers.base import Observer
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class WandbObserver(Observer):
@@ -23,11 +26,12 @@ class WandbObserver(Observer):
 
     def __init__(
         self,
-        project: str = "rlvr",
-        mode: str = "auto",
-        entity: str | None = None,
-        name: str | None = None,
-        tags: list[str] | None = None,
+        *,
+        project: str,
+        mode: str,
+        entity: str | None,
+        name: str | None,
+        tags: list[str] | None,
     ):
         self.project, self.mode, self.entity, self.name = project, mode, entity, name
         self.tags = list(tags or [])
@@ -99,9 +103,9 @@ class WandbObserver(Observer):
 class TensorBoardObserver(Observer):
     """Scalars for TensorBoard under ``<run_dir>/<log_dir>`` (``log_dir`` relative, never out of the run)."""
 
-    def __init__(self, log_dir: str = "tensorboard"):
+    def __init__(self, *, log_dir: str):
         self.log_dir = log_dir
-        self._writer: Any = None
+        self._writer: SummaryWriter | None = None
 
     def validate(self) -> list[ConfigIssue]:
         issues = []

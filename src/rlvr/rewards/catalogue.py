@@ -21,7 +21,8 @@ from typing import Any
 
 from rlvr.config_errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
-from rlvr.rewards.terms import CorrectnessReward, _Term, completion_text
+from rlvr.prompts import PromptTemplate
+from rlvr.rewards.terms import CorrectnessReward, Scorer, _Term, completion_text
 
 
 class AnswerMatchReward(CorrectnessReward):
@@ -45,10 +46,12 @@ class AnswerMatchReward(CorrectnessReward):
         correct_reward: float,
         wrong_penalty: float,
         no_answer_reward: float,
-        weight: float = 1.0,
-        **collaborators: Any,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
     ):
-        super().__init__(weight, partial_credit=False, **collaborators)
+        super().__init__(weight, partial_credit=False, prompt=prompt, scorer=scorer)
         self.correct_reward = float(correct_reward)
         self.wrong_penalty = float(wrong_penalty)
         self.no_answer_reward = float(no_answer_reward)
@@ -82,16 +85,29 @@ class ApproxFormatReward(_Term):
     A model that gets half the format right earns half the credit, a signal the strict format
     term (all or nothing) does not give early in training.
 
+    Args:
+        present_once: reward per marker found exactly once.
+        otherwise: reward per marker missing or repeated.
+        weight: weight of this term in the summed reward.
+
     >>> from rlvr.prompts import PromptTemplate
-    >>> r = ApproxFormatReward(present_once=0.5, otherwise=-1.0, prompt=PromptTemplate("{question}"))
+    >>> r = ApproxFormatReward(present_once=0.5, otherwise=-1.0, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["<answer>4</answer>", "<answer>4", "4", "<answer>4</answer><answer>"])
     [1.0, -0.5, -2.0, -0.5]
     """
 
     name = "format_approx"
 
-    def __init__(self, present_once: float, otherwise: float, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        present_once: float,
+        otherwise: float,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.present_once = float(present_once)
         self.otherwise = float(otherwise)
 
@@ -168,8 +184,16 @@ class NumericToleranceReward(_Term):
 
     name = "numeric"
 
-    def __init__(self, rel_tol: float, abs_tol: float, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        rel_tol: float,
+        abs_tol: float,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.rel_tol = float(rel_tol)
         self.abs_tol = float(abs_tol)
 
@@ -199,15 +223,28 @@ class OverlongPenalty(_Term):
 
     It reads TRL's ``completion_ids``; called without them (outside a GRPO step) it abstains.
 
-    >>> r = OverlongPenalty(max_tokens=16, buffer_tokens=4)
+    Args:
+        max_tokens: the length at which the penalty reaches -1 (conf: the GRPO completion budget).
+        buffer_tokens: the tokens before ``max_tokens`` over which the penalty ramps from 0 to -1.
+        weight: weight of this term in the summed reward.
+
+    >>> r = OverlongPenalty(max_tokens=16, buffer_tokens=4, weight=1.0, prompt=PromptTemplate("{question}"))
     >>> r(["a"] * 4, completion_ids=[[0] * 12, [0] * 13, [0] * 14, [0] * 16])
     [0.0, -0.25, -0.5, -1.0]
     """
 
     name = "overlong"
 
-    def __init__(self, max_tokens: int, buffer_tokens: int, weight: float = 1.0, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self,
+        max_tokens: int,
+        buffer_tokens: int,
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.max_tokens = max_tokens
         self.buffer_tokens = buffer_tokens
 
@@ -244,14 +281,23 @@ class FunctionReward(_Term):
 
     The function receives what TRL passes (``prompts``, ``completions``, ``completion_ids``, the
     dataset's columns, ``trainer_state``, ...) and returns one float or None per completion.
+
+    Args:
+        function: the reward function (a ``_partial_`` node, called as TRL calls reward functions).
+        weight: weight of this term in the summed reward.
     """
 
     name = "function"
 
     def __init__(
-        self, function: Callable[..., list[float | None]], weight: float = 1.0, **collaborators: Any
+        self,
+        function: Callable[..., list[float | None]],
+        weight: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
     ):
-        super().__init__(weight, **collaborators)
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.function = function
 
     def validate(self, key: str) -> list[ConfigIssue]:

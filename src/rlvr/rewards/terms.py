@@ -35,12 +35,17 @@ def completion_text(completion: Any) -> str:
 class _Term:
     """Base of the reward terms: a weight, the run's prompt and its scorer (the verifier sandbox).
 
-    Subclasses with options of their own forward ``**collaborators`` (prompt, scorer) to it.
+    Subclasses with options of their own pass the collaborators (prompt, scorer) on to it.
+
+    Args:
+        weight: weight of this term in the summed reward (``reward.terms.<name>.weight``).
+        prompt: the run's PromptTemplate (answer markers, extraction); passed at instantiation.
+        scorer: the run's verifier sandbox, for terms that run the task's verifier.
     """
 
     name = "term"
 
-    def __init__(self, weight: float = 1.0, *, prompt: PromptTemplate, scorer: Scorer | None = None):
+    def __init__(self, weight: float, *, prompt: PromptTemplate, scorer: Scorer | None = None):
         self.weight = float(weight)
         self.prompt = prompt
         self.scorer = scorer
@@ -68,8 +73,10 @@ class CorrectnessReward(_Term):
 
     name = "correctness"
 
-    def __init__(self, weight: float = 1.0, partial_credit: bool = False, **collaborators: Any):
-        super().__init__(weight, **collaborators)
+    def __init__(
+        self, weight: float, partial_credit: bool, *, prompt: PromptTemplate, scorer: Scorer | None = None
+    ):
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         if self.scorer is None:
             raise ValueError("CorrectnessReward needs a scorer (the verifier sandbox)")
         self.partial_credit = partial_credit
@@ -105,11 +112,11 @@ class FormatReward(_Term):
     it), then the answer block; without them, any text, then the answer block. Each marker
     exactly once, a non-empty answer, nothing but whitespace after the answer's end marker.
 
-    >>> r = FormatReward(prompt=PromptTemplate("{question}"))
+    >>> r = FormatReward(1.0, prompt=PromptTemplate("{question}"))
     >>> r(["<answer>4</answer>", "4", "<answer>4</answer> trailing", "<answer></answer>"])
     [1.0, 0.0, 0.0, 0.0]
     >>> t = PromptTemplate("{question}", reasoning_start="<think>", reasoning_end="</think>")
-    >>> FormatReward(prompt=t)(["<think>2+2</think><answer>4</answer>", "<answer>4</answer>"])
+    >>> FormatReward(1.0, prompt=t)(["<think>2+2</think><answer>4</answer>", "<answer>4</answer>"])
     [1.0, 0.0]
     """
 
@@ -138,7 +145,12 @@ class FormatReward(_Term):
 class LengthPenalty(_Term):
     """Brevity: ``-min(1, max(0, chars - free_chars) / scale_chars)``; 0 for short completions.
 
-    >>> r = LengthPenalty(free_chars=10, scale_chars=10, prompt=PromptTemplate("{question}"))
+    Args:
+        weight: weight of this term in the summed reward.
+        free_chars: completion length in characters that costs nothing.
+        scale_chars: characters beyond ``free_chars`` at which the penalty reaches -1.
+
+    >>> r = LengthPenalty(1.0, free_chars=10, scale_chars=10, prompt=PromptTemplate("{question}"))
     >>> r(["short", "x" * 15, "x" * 100])
     [0.0, -0.5, -1.0]
     """
@@ -146,9 +158,15 @@ class LengthPenalty(_Term):
     name = "length"
 
     def __init__(
-        self, weight: float = 1.0, free_chars: int = 200, scale_chars: int = 400, **collaborators: Any
+        self,
+        weight: float,
+        free_chars: int,
+        scale_chars: int,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
     ):
-        super().__init__(weight, **collaborators)
+        super().__init__(weight, prompt=prompt, scorer=scorer)
         self.free_chars = free_chars
         self.scale_chars = scale_chars
 
@@ -185,6 +203,11 @@ class RewardSet:
     (``reward/zero_std_groups_frac``, set ``group_size`` to num_generations). TRL 1.16's own
     ``frac_reward_zero_std`` misses such groups when the shared value is not exact in float32
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
+
+    Args:
+        terms: name -> reward term (``reward.terms``), each built with the run's prompt and scorer.
+        prompt: the run's PromptTemplate; passed at instantiation.
+        scorer: the run's verifier sandbox; passed at instantiation.
     """
 
     def __init__(self, terms: dict[str, _Term], *, prompt: PromptTemplate, scorer: Scorer | None = None):

@@ -35,7 +35,6 @@ for answers that are labels rather than numbers.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import math
 import re
@@ -77,16 +76,16 @@ class MathVerify(Checker):
         percent_scale: also accept a number that equals the gold times 100 (``14.1`` for a gold
             of 0.141): FinQA asks "what percentage ..." and keeps the fraction as the gold.
 
-    >>> check = MathVerify()
+    >>> check = MathVerify(float_rounding=6, rel_tol=0.0, percent_scale=False)
     >>> [check(a, {"answer": "1000"}) for a in ("1,000", "\\\\boxed{1000}", "999")]
     [1.0, 1.0, 0.0]
-    >>> MathVerify(rel_tol=0.01)("14.1%", {"answer": "0.14136"})
+    >>> MathVerify(float_rounding=6, rel_tol=0.01, percent_scale=False)("14.1%", {"answer": "0.14136"})
     1.0
     """
 
-    float_rounding: int = 6
-    rel_tol: float = 0.0
-    percent_scale: bool = False
+    float_rounding: int
+    rel_tol: float
+    percent_scale: bool
 
     def __post_init__(self) -> None:
         from rlvr.config_errors import ConfigIssue, ConfigValidationError
@@ -151,11 +150,14 @@ class MathVerify(Checker):
 class ExactMatch(Checker):
     """String equality of the stripped answer and gold; ``ignore_case`` folds case.
 
-    >>> [ExactMatch()(a, {"answer": "Paris"}) for a in (" Paris ", "paris", "1,000")]
+    Args:
+        ignore_case: compare case-folded strings.
+
+    >>> [ExactMatch(ignore_case=False)(a, {"answer": "Paris"}) for a in (" Paris ", "paris", "1,000")]
     [1.0, 0.0, 0.0]
     """
 
-    ignore_case: bool = False
+    ignore_case: bool
 
     def __call__(self, answer: str, entry: dict) -> float:
         a, g = answer.strip(), str(entry["answer"]).strip()
@@ -168,25 +170,23 @@ class ExactMatch(Checker):
 def _build_cached(spec_json: str) -> Checker:
     import json
 
-    spec = json.loads(spec_json)
-    target = spec.pop("_target_", None)
-    if not isinstance(target, str) or "." not in target:
-        raise ValueError(f"checker spec needs a '_target_' class path, got {target!r}")
-    module_name, _, attr = target.rpartition(".")
-    # Entries come from the run's own (trust-checked) config, but the worker checks again that
-    # the class is a Checker defined in rlvr or a plugin package before it builds anything.
-    from rlvr.pipeline.trust import allowed_packages
+    from hydra.utils import get_object, instantiate
 
-    if module_name.split(".")[0] not in allowed_packages():
-        raise ValueError(f"checker {target!r} is outside the allowed packages {allowed_packages()}")
-    cls = getattr(importlib.import_module(module_name), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Checker)):
-        raise ValueError(f"checker {target!r} is not a rlvr.verify.checkers.Checker subclass")
-    return cls(**spec)
+    from rlvr.pipeline.trust import judge_target
+
+    spec = json.loads(spec_json)
+    # Entries come from the run's own (trust-checked) config, but the worker judges the target again
+    # by the pipeline's rule (a class defined in rlvr or a plugin package) before it builds anything.
+    problem = judge_target("data.checker._target_", spec.get("_target_"))
+    if problem is not None:
+        raise ValueError(f"checker spec refused: {problem}")
+    if not issubclass(get_object(spec["_target_"]), Checker):
+        raise ValueError(f"checker {spec['_target_']!r} is not a rlvr.verify.checkers.Checker subclass")
+    return instantiate(spec, _convert_="all")
 
 
 def build(spec: dict[str, Any]) -> Checker:
-    """The checker an entry names (cached per spec)."""
+    """The checker an entry names (cached per spec), instantiated as the pipeline instantiates."""
     import json
 
     return _build_cached(json.dumps(spec, sort_keys=True))

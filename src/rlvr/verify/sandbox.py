@@ -17,7 +17,8 @@ process. Some verifiers ``eval`` entry fields, so entries must never come from t
 Example:
     >>> import reasoning_gym
     >>> entry = reasoning_gym.create_dataset("leg_counting", size=1, seed=1)[0]
-    >>> with VerifierPool(num_workers=0) as pool:
+    >>> limits = dict(timeout_s=5.0, memory_limit_mb=1024, max_answer_chars=2048, failure_reward=0.0)
+    >>> with VerifierPool(num_workers=0, **limits) as pool:
     ...     [s.status for s in pool.score([ScoreRequest("leg_counting", entry["answer"], entry),
     ...                                     ScoreRequest("leg_counting", None, entry)])]
     ['ok', 'no_answer']
@@ -174,7 +175,8 @@ class VerifierPool:
     Example:
         >>> import reasoning_gym
         >>> entry = reasoning_gym.create_dataset("countdown", size=1, seed=1)[0]
-        >>> with VerifierPool(num_workers=1, timeout_s=5.0) as pool:
+        >>> limits = dict(memory_limit_mb=1024, max_answer_chars=2048, failure_reward=0.0)
+        >>> with VerifierPool(num_workers=1, timeout_s=5.0, **limits) as pool:
         ...     scores = pool.score([ScoreRequest("countdown", entry["answer"], entry),
         ...                          ScoreRequest("countdown", "__import__('os')", entry)])
         >>> [(s.value, s.status) for s in scores]
@@ -183,11 +185,12 @@ class VerifierPool:
 
     def __init__(
         self,
-        num_workers: int = 2,
-        timeout_s: float = 5.0,
-        memory_limit_mb: int = 1024,
-        max_answer_chars: int = 2048,
-        failure_reward: float = 0.0,
+        *,
+        num_workers: int,
+        timeout_s: float,
+        memory_limit_mb: int,
+        max_answer_chars: int,
+        failure_reward: float,
     ) -> None:
         from rlvr.config_errors import ConfigIssue, ConfigValidationError
 
