@@ -306,9 +306,9 @@ def _worker(cfg_yaml: str, models: list[str], device: str) -> None:
 
 
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
-    from rlvr.pipeline.validation import check_targets
+    from rlvr.pipeline.gate import config_issues, refuse
 
-    issues = check_targets(cfg, {"evaluation": {"prompt", "scorer"}})
+    issues = config_issues(cfg, {"evaluation": {"prompt", "scorer"}})
     if issues:
         raise ConfigValidationError(issues)
     bench = instantiate(cfg.benchmark, _convert_="all")
@@ -317,9 +317,11 @@ def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
     # A partial, then the runtime objects: Hydra would turn the PromptTemplate dataclass into a dict.
     evaluator = instantiate(cfg.evaluation, _convert_="all", _partial_=True)(prompt=prompt, scorer=verifier)
     issues = bench.validate() + evaluator.validate()
-    if issues:
+    try:
+        refuse(issues)
+    except ConfigValidationError:
         verifier.close()
-        raise ConfigValidationError(issues)
+        raise
     return bench, evaluator, prompt, verifier
 
 

@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from rlvr import events as ev
+from rlvr.config_errors import ConfigIssue
 from rlvr.observers.base import Observer
 
 
@@ -52,6 +53,11 @@ class ConsoleObserver(Observer):
         )
         self._bars: dict[str, Any] = {}
         self._started = False
+
+    def validate(self) -> list[ConfigIssue]:
+        if self.log_every >= 1:
+            return []
+        return [ConfigIssue("observers.console.log_every", self.log_every, "must be >= 1", "set e.g. 5")]
 
     def _ensure_started(self) -> None:
         if not self._started:

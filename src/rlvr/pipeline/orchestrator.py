@@ -39,7 +39,7 @@ from rlvr.evaluation.evaluator import SAMPLED_LABELS
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in, run_records_in
 from rlvr.models.loader import QUANTIZATION_FILE
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.validation import check_targets
+from rlvr.pipeline.gate import config_issues, refuse
 from rlvr.run_history import AttemptLog, RunHistory, run_order
 from rlvr.secrets import redact
 from rlvr.training.checkpoints import (
@@ -528,7 +528,7 @@ class PipelineOrchestrator:
                 return []
             self.resume = found
         else:
-            path = Path(value)
+            path = Path(str(value))  # resume=123 names a folder too
             if not path.is_dir():
                 return [
                     ConfigIssue(
@@ -619,7 +619,7 @@ class PipelineOrchestrator:
                 for k in missing
             )
         issues = (
-            check_targets(self.cfg, runtime_args(self.cfg))
+            config_issues(self.cfg, runtime_args(self.cfg))
             + self.resolve_resume()
             + self.run_dir_issues()
             + keep_checkpoints_issues(self.cfg.keep_checkpoints)
@@ -662,8 +662,7 @@ class PipelineOrchestrator:
             issues.extend(memory)
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)
-        if issues:
-            raise ConfigValidationError(issues)
+        refuse(issues)
         observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
         self.components = Components(
             **{k: built[k] for k in COMPONENT_KEYS}, observers=observers, distributed=built.get("distributed")

@@ -21,6 +21,8 @@ from rlvr.config_errors import ConfigIssue, suggest
 from rlvr.pipeline.trust import judge_target
 
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+# Slots whose every entry is a component of its own (dicts keyed by name, STYLE.md 4).
+COMPONENT_SLOTS = ("reward.terms", "observers")
 
 
 def type_ok(value: Any, annotation: Any) -> bool:
@@ -50,6 +52,13 @@ def type_ok(value: Any, annotation: Any) -> bool:
     if annotation in (str, bool):
         return isinstance(value, annotation)
     return True
+
+
+def type_problem(value: Any, annotation: Any, owner: str) -> str:
+    """``has type list, owner expects int`` in the user's words (no ``<class ...>``, no ListConfig)."""
+    plain = {ListConfig: "list", DictConfig: "dict"}.get(type(value), type(value).__name__)
+    wanted = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+    return f"has type {plain}, {owner} expects {wanted}"
 
 
 def _chain(obj: Any) -> list[Any]:
@@ -110,6 +119,48 @@ def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
     return found
 
 
+# The run's own top-level keys (conf/config.yaml): no component's signature checks them.
+RUN_KEYS: dict[str, Any] = {"seed": int, "validate_only": bool, "resume_allow_changes": bool}
+
+
+def run_key_issues(cfg: DictConfig) -> list[ConfigIssue]:
+    """Top-level run settings of the wrong type (``validate_only=maybe`` would read as true)."""
+    return [
+        ConfigIssue(key, value, type_problem(value, wanted, "the run"), f"give {key} a value of that type")
+        for key, wanted in RUN_KEYS.items()
+        if key in cfg
+        and not OmegaConf.is_missing(cfg, key)
+        and not type_ok(value := OmegaConf.select(cfg, key), wanted)
+    ]
+
+
+def slot_issues(cfg: DictConfig, slots: tuple[str, ...] = COMPONENT_SLOTS) -> list[ConfigIssue]:
+    """An entry of a named-component slot without a ``_target_``: a new name made by a misspelt
+    ``+reward.terms.formatt.weight=0.5``, or a term added without its config file."""
+    issues = []
+    for slot in slots:
+        node = OmegaConf.select(cfg, slot, default=None)
+        if not isinstance(node, DictConfig):
+            continue
+        for name in node:
+            entry = node._get_node(name)
+            if isinstance(entry, DictConfig) and "_target_" in entry:
+                continue
+            others = [str(n) for n in node if n != name]
+            issues.append(
+                ConfigIssue(
+                    f"{slot}.{name}",
+                    OmegaConf.to_container(entry) if isinstance(entry, DictConfig) else entry,
+                    f"is not a component (no _target_); {slot} holds one component per name",
+                    f"{suggest(str(name), others)} to change an existing one, drop the '+'; to add one, "
+                    f"compose its file (e.g. +reward/terms@reward.terms.{name}=<file>)"
+                    if slot == "reward.terms"
+                    else f"{suggest(str(name), others)} or give {slot}.{name} a _target_",
+                )
+            )
+    return issues
+
+
 def check_targets(
     cfg: DictConfig, runtime_args: dict[str, set[str]] | None = None, targets_only: bool = False
 ) -> list[ConfigIssue]:
@@ -120,7 +171,7 @@ def check_targets(
     instantiation (they are absent from YAML on purpose).
     """
     runtime_args = runtime_args or {}
-    issues = []
+    issues = slot_issues(cfg)
     for path, node in iter_targets(cfg):
         target = OmegaConf.select(node, "_target_", throw_on_missing=False)
         problem = judge_target(f"{path}._target_", target)
@@ -156,7 +207,7 @@ def check_targets(
                         ConfigIssue(
                             f"{path}.{name}",
                             value,
-                            f"has type {type(value).__name__}, {target} expects {hints[name]}",
+                            type_problem(value, hints[name], target),
                             f"give {path}.{name} a value of that type",
                         )
                     )
