@@ -438,23 +438,6 @@ class GRPOLoop:
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
         self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards)
 
-    # The phases' config fields, as the pre-flight reads them (rlvr.preflight).
-    @property
-    def sft(self) -> dict[str, Any]:
-        return self.sft_phase.fields
-
-    @property
-    def grpo(self) -> dict[str, Any]:
-        return self.grpo_phase.fields
-
-    @property
-    def sft_enabled(self) -> bool:
-        return self.sft_phase.enabled
-
-    @property
-    def grpo_enabled(self) -> bool:
-        return self.grpo_phase.enabled
-
     @functools.cached_property
     def hardware(self) -> hardware.Hardware:
         return hardware.resolve(self.device, self.precision)
