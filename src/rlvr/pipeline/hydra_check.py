@@ -59,68 +59,58 @@ def _logging_issues(name: str, node: Any) -> list[ConfigIssue]:
         return [
             ConfigIssue(f"hydra.{name}", node, "logging settings must be written out, not interpolated", fix)
         ]
-    issues = []
-
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if k == "()":
-                    issues.append(ConfigIssue(f"{path}.{k}", v, "a logging factory runs arbitrary code", fix))
-                elif k == ".":
-                    issues.append(
-                        ConfigIssue(
-                            f"{path}.{k}",
-                            v,
-                            "sets attributes of a handler after it is built (e.g. its file)",
-                            fix,
-                        )
-                    )
-                walk(v, f"{path}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{path}[{i}]")
-        elif isinstance(value, str) and value.startswith(("ext://", "cfg://")) and value not in LOG_STREAMS:
-            issues.append(ConfigIssue(path, value, "a logging reference to an arbitrary object", fix))
-        elif (
-            isinstance(value, str)
-            and "${" in value
-            and not (path.endswith(".filename") and value == LOG_FILE)
-        ):
-            issues.append(
-                ConfigIssue(
-                    path, value, "an interpolation in logging settings is resolved after this check", fix
-                )
-            )
-
-    walk(node, f"hydra.{name}")
+    issues = [
+        ConfigIssue(path, value, problem, fix)
+        for path, value, problem in _logging_values(node, f"hydra.{name}")
+    ]
     for kind in ("handlers", "formatters", "filters"):
         for hname, spec in (node.get(kind) or {}).items():
-            if not isinstance(spec, dict):
-                issues.append(
-                    ConfigIssue(
-                        f"hydra.{name}.{kind}.{hname}", spec, "must be written out, not interpolated", fix
-                    )
-                )
-                continue
-            if "class" not in spec:
-                continue
-            cls = spec["class"]
-            ok = cls in LOG_HANDLER_CLASSES if kind == "handlers" else cls == "logging.Formatter"
-            if not ok:
-                issues.append(
-                    ConfigIssue(
-                        f"hydra.{name}.{kind}.{hname}.class", cls, f"not an allowed logging {kind[:-1]}", fix
-                    )
-                )
-            if cls == "logging.FileHandler" and spec.get("filename") != LOG_FILE:
-                issues.append(
-                    ConfigIssue(
-                        f"hydra.{name}.{kind}.{hname}.filename",
-                        spec.get("filename"),
-                        "a log file outside the run directory",
-                        f"keep filename: {LOG_FILE}",
-                    )
-                )
+            issues += _logging_class_issues(f"hydra.{name}.{kind}.{hname}", kind, spec, fix)
+    return issues
+
+
+# Keys of a logging dictConfig that build or change objects beyond the named classes.
+_LOGGING_KEYS = {
+    "()": "a logging factory runs arbitrary code",
+    ".": "sets attributes of a handler after it is built (e.g. its file)",
+}
+
+
+def _logging_values(value: Any, path: str) -> list[tuple[str, Any, str]]:
+    """(path, value, problem) for every factory, attribute setter, object reference and
+    interpolation in a logging dictConfig."""
+    if isinstance(value, dict):
+        found = [(f"{path}.{k}", v, _LOGGING_KEYS[k]) for k, v in value.items() if k in _LOGGING_KEYS]
+        return found + [f for k, v in value.items() for f in _logging_values(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [f for i, v in enumerate(value) for f in _logging_values(v, f"{path}[{i}]")]
+    if isinstance(value, str) and value.startswith(("ext://", "cfg://")) and value not in LOG_STREAMS:
+        return [(path, value, "a logging reference to an arbitrary object")]
+    if isinstance(value, str) and "${" in value and not (path.endswith(".filename") and value == LOG_FILE):
+        return [(path, value, "an interpolation in logging settings is resolved after this check")]
+    return []
+
+
+def _logging_class_issues(path: str, kind: str, spec: Any, fix: str) -> list[ConfigIssue]:
+    """A handler may be a standard stream/file/null handler (its file the run's log), a formatter
+    logging.Formatter; a filter names no class."""
+    if not isinstance(spec, dict):
+        return [ConfigIssue(path, spec, "must be written out, not interpolated", fix)]
+    if "class" not in spec:
+        return []
+    cls = spec["class"]
+    issues = []
+    if not (cls in LOG_HANDLER_CLASSES if kind == "handlers" else cls == "logging.Formatter"):
+        issues.append(ConfigIssue(f"{path}.class", cls, f"not an allowed logging {kind[:-1]}", fix))
+    if cls == "logging.FileHandler" and spec.get("filename") != LOG_FILE:
+        issues.append(
+            ConfigIssue(
+                f"{path}.filename",
+                spec.get("filename"),
+                "a log file outside the run directory",
+                f"keep filename: {LOG_FILE}",
+            )
+        )
     return issues
 
 
@@ -319,27 +309,45 @@ def _strings_with_newlines(node: Any, path: str) -> list[tuple[str, Any]]:
     return [(path, node)] if isinstance(node, str) and ("\n" in node or "\r" in node) else []
 
 
+# Hydra settings this program never needs, refused when set: (path under hydra, problem, fix).
+_ENV_FIX = "export variables in your shell instead of setting them from a config"
+_REFUSED: tuple[tuple[str, str, str], ...] = (
+    ("job.env_set", "sets the environment of the run and of every process it starts", _ENV_FIX),
+    ("job.env_copy", "sets the environment of the run and of every process it starts", _ENV_FIX),
+    ("callbacks", "Hydra callbacks run code before the app", "remove them"),
+    (
+        "launcher.setup",
+        "shell commands the launcher would run on every node",
+        "prepare the environment in your job template or shell, not from a config",
+    ),
+    (
+        "output_subdir",
+        "Hydra would write the command line verbatim (credentials included) to a folder the "
+        "config chooses (an absolute path leaves the run directory)",
+        "remove it: the run writes its own records (config_resolved.yaml, provenance.json)",
+    ),
+)
+
+
+def _setting(h: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        h = h.get(part) if isinstance(h, dict) else None
+    return h
+
+
+def _is_set(path: str, value: Any) -> bool:
+    # output_subdir: any value, an empty one too (Hydra would then write into the run dir itself)
+    return value is not None if path == "output_subdir" else bool(value)
+
+
 def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
     """What this program does not need from ``hydra.*`` is refused: Hydra acts on these before the app."""
     h = OmegaConf.to_container(hydra_node, resolve=False)
-    issues = []
-    for key in ("env_set", "env_copy"):
-        value = (h.get("job") or {}).get(key)
-        if value:
-            issues.append(
-                ConfigIssue(
-                    f"hydra.job.{key}",
-                    value,
-                    "sets the environment of the run and of every process it starts",
-                    "export variables in your shell instead of setting them from a config",
-                )
-            )
-    if h.get("callbacks"):
-        issues.append(
-            ConfigIssue(
-                "hydra.callbacks", h["callbacks"], "Hydra callbacks run code before the app", "remove them"
-            )
-        )
+    issues = [
+        ConfigIssue(f"hydra.{path}", value, problem, fix)
+        for path, problem, fix in _REFUSED
+        if _is_set(path, value := _setting(h, path))
+    ]
     for node_name, allowed in (("launcher", LAUNCHERS), ("sweeper", SWEEPERS)):
         target = (h.get(node_name) or {}).get("_target_")
         if target not in allowed:
@@ -351,39 +359,14 @@ def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
                     f"pick a hydra/{node_name} option from conf/hydra or Hydra's own: {sorted(allowed)}",
                 )
             )
-    setup = (h.get("launcher") or {}).get("setup")
-    if setup:
-        issues.append(
-            ConfigIssue(
-                "hydra.launcher.setup",
-                setup,
-                "shell commands the launcher would run on every node",
-                "prepare the environment in your job template or shell, not from a config",
-            )
-        )
     params = (h.get("sweeper") or {}).get("params") or {}
-    for key in params:
-        if str(key).startswith("hydra"):
-            issues.append(
-                ConfigIssue(
-                    f"hydra.sweeper.params.{key}",
-                    params[key],
-                    "sweeps over Hydra's own settings",
-                    "sweep app keys only",
-                )
-            )
+    issues += [
+        ConfigIssue(f"hydra.sweeper.params.{k}", v, "sweeps over Hydra's own settings", "sweep app keys only")
+        for k, v in params.items()
+        if str(k).startswith("hydra")
+    ]
     for name in ("job_logging", "hydra_logging"):
         issues.extend(_logging_issues(name, h.get(name)))
-    if h.get("output_subdir") is not None:
-        issues.append(
-            ConfigIssue(
-                "hydra.output_subdir",
-                h["output_subdir"],
-                "Hydra would write the command line verbatim (credentials included) to a folder the "
-                "config chooses (an absolute path leaves the run directory)",
-                "remove it: the run writes its own records (config_resolved.yaml, provenance.json)",
-            )
-        )
     job_name = (h.get("job") or {}).get("name")
     if job_name is not None and not (isinstance(job_name, str) and _JOB_NAME.fullmatch(job_name)):
         issues.append(
@@ -394,21 +377,23 @@ def check_hydra_node(hydra_node: DictConfig) -> list[ConfigIssue]:
                 "letters, digits, '_', '-' and '.', not starting with '.'; or leave it unset",
             )
         )
-    issues.extend(_launcher_issues(hydra_node, h))
+    return issues + _launcher_issues(hydra_node, h) + _launcher_newline_issues(hydra_node, h)
+
+
+def _launcher_newline_issues(hydra_node: DictConfig, h: dict[str, Any]) -> list[ConfigIssue]:
     launcher = h.get("launcher") or {}
     # Judged resolved where it resolves; a value that cannot resolve yet is judged as written.
     with contextlib.suppress(OmegaConfBaseException, AttributeError):
         launcher = OmegaConf.to_container(hydra_node.launcher, resolve=True)
-    for path, value in _strings_with_newlines(launcher, "hydra.launcher"):
-        issues.append(
-            ConfigIssue(
-                path,
-                value,
-                "a line break in a launcher setting becomes a new line of the job script (a shell command)",
-                "write the value on one line",
-            )
+    return [
+        ConfigIssue(
+            path,
+            value,
+            "a line break in a launcher setting becomes a new line of the job script (a shell command)",
+            "write the value on one line",
         )
-    return issues
+        for path, value in _strings_with_newlines(launcher, "hydra.launcher")
+    ]
 
 
 def _sweep_issues(overrides: list[str]) -> list[ConfigIssue]:

@@ -164,8 +164,9 @@ def slot_issues(cfg: DictConfig, slots: tuple[str, ...] = COMPONENT_SLOTS) -> li
 def check_targets(
     cfg: DictConfig, runtime_args: dict[str, set[str]] | None = None, targets_only: bool = False
 ) -> list[ConfigIssue]:
-    """Trust judgment (:func:`judge_target`) and, unless ``targets_only``, signature binding for
-    every ``_target_`` in ``cfg``.
+    """Trust judgment (:func:`judge_target`) and, unless ``targets_only``, signature binding
+    (:func:`binding_issues`) for every ``_target_`` in ``cfg``; every named-component slot entry
+    has a ``_target_`` (:func:`slot_issues`).
 
     ``runtime_args`` names, per config path, the arguments the orchestrator passes at
     instantiation (they are absent from YAML on purpose).
@@ -177,59 +178,66 @@ def check_targets(
         problem = judge_target(f"{path}._target_", target)
         if problem is not None:
             issues.append(problem)
-            continue
-        if targets_only:
-            continue
-        obj = get_object(target)
-        params, accepts_kwargs = _parameters(obj)
-        if params is None:
-            continue
-        given = [k for k in node if k not in _HYDRA_KEYS]
-        if not accepts_kwargs:
-            for name in given:
-                if name not in params:
-                    issues.append(
-                        ConfigIssue(
-                            f"{path}.{name}",
-                            OmegaConf.select(node, name, throw_on_missing=False),
-                            f"{target} takes no argument '{name}'",
-                            f"{suggest(name, params)} valid: {', '.join(p for p in params if p != 'self')}",
-                        )
-                    )
-        hints = _hints(obj)
-        for name in given:
-            if name in hints and not OmegaConf.is_missing(node, name):
-                value = OmegaConf.select(node, name, throw_on_missing=False)
-                if isinstance(value, (DictConfig, ListConfig)) and "_target_" in value:
-                    continue  # a nested component, checked on its own
-                if not type_ok(value, hints[name]):
-                    issues.append(
-                        ConfigIssue(
-                            f"{path}.{name}",
-                            value,
-                            type_problem(value, hints[name], target),
-                            f"give {path}.{name} a value of that type",
-                        )
-                    )
-        provided = set(given) | runtime_args.get(path, set())
-        # A partial is completed by the caller at run time, so missing arguments are expected there.
-        is_partial = bool(OmegaConf.select(node, "_partial_", default=False))
-        # Only the target's own signature decides what is required: a subclass fills in its bases' arguments.
-        own = inspect.signature(_chain(obj)[0]).parameters
-        for name, param in own.items():
-            if is_partial or name == "self":
-                continue
-            required = param.default is inspect.Parameter.empty and param.kind in (
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                inspect.Parameter.KEYWORD_ONLY,
+        elif not targets_only:
+            issues.extend(binding_issues(path, node, target, runtime_args.get(path, set())))
+    return issues
+
+
+def binding_issues(path: str, node: DictConfig, target: str, runtime: set[str]) -> list[ConfigIssue]:
+    """The node's keys bound against the target's signature: unknown names, values of the wrong
+    type, required arguments neither given nor passed at run time (``runtime``), ``???`` values."""
+    obj = get_object(target)
+    params, accepts_kwargs = _parameters(obj)
+    if params is None:
+        return []
+    given = [k for k in node if k not in _HYDRA_KEYS]
+    issues = []
+    if not accepts_kwargs:
+        issues += [
+            ConfigIssue(
+                f"{path}.{name}",
+                OmegaConf.select(node, name, throw_on_missing=False),
+                f"{target} takes no argument '{name}'",
+                f"{suggest(name, params)} valid: {', '.join(p for p in params if p != 'self')}",
             )
-            if required and name not in provided:
+            for name in given
+            if name not in params
+        ]
+    hints = _hints(obj)
+    for name in given:
+        if name in hints and not OmegaConf.is_missing(node, name):
+            value = OmegaConf.select(node, name, throw_on_missing=False)
+            if isinstance(value, (DictConfig, ListConfig)) and "_target_" in value:
+                continue  # a nested component, checked on its own
+            if not type_ok(value, hints[name]):
+                problem = type_problem(value, hints[name], target)
                 issues.append(
-                    ConfigIssue(f"{path}.{name}", None, f"required by {target}", f"set {path}.{name}")
+                    ConfigIssue(f"{path}.{name}", value, problem, f"give {path}.{name} a value of that type")
                 )
-        for name in given:
-            if OmegaConf.is_missing(node, name):
-                issues.append(
-                    ConfigIssue(f"{path}.{name}", "???", "missing mandatory value", f"set {path}.{name}")
-                )
+    return issues + _unset_issues(path, node, obj, target, set(given) | runtime)
+
+
+def _unset_issues(
+    path: str, node: DictConfig, obj: Any, target: str, provided: set[str]
+) -> list[ConfigIssue]:
+    """Required arguments not provided, and ``???`` (mandatory) values left unset."""
+    issues = []
+    # A partial is completed by the caller at run time, so missing arguments are expected there.
+    is_partial = bool(OmegaConf.select(node, "_partial_", default=False))
+    # Only the target's own signature decides what is required: a subclass fills in its bases' arguments.
+    own = inspect.signature(_chain(obj)[0]).parameters
+    for name, param in own.items():
+        if is_partial or name == "self":
+            continue
+        required = param.default is inspect.Parameter.empty and param.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+        if required and name not in provided:
+            issues.append(ConfigIssue(f"{path}.{name}", None, f"required by {target}", f"set {path}.{name}"))
+    for name in node:
+        if name not in _HYDRA_KEYS and OmegaConf.is_missing(node, name):
+            issues.append(
+                ConfigIssue(f"{path}.{name}", "???", "missing mandatory value", f"set {path}.{name}")
+            )
     return issues
