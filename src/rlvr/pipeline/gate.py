@@ -61,20 +61,20 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     """
     issues = check_resolvers(cfg)
     if issues:
-        raise ConfigValidationError(issues)
+        refuse(issues)
     # Resolving records every value oc.env returns (rlvr.secrets.watch_env_reads): from here on
     # they are masked in every output of this process.
     container = _resolved(cfg)
     issues = credential_issues(container) + rebuilt_interpolations(container) + _output_dir_issues()
     if issues:
-        raise ConfigValidationError(issues)
+        refuse(issues)
     resolved = OmegaConf.create(container)
     # The app is instantiated right after this; every other node is judged again, together with
     # each component's own validation, by the app before it instantiates anything (so a user sees
     # all problems at once).
     issues = [i for i in check_targets(resolved, targets_only=True) if i.key.startswith("app.")]
     if issues:
-        raise ConfigValidationError(issues)
+        refuse(issues)
     return resolved
 
 

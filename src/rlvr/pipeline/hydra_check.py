@@ -586,7 +586,8 @@ def _hydra_issues(
         issues += [i for i in check_hydra_node(node) if (i.key, str(i.value)) not in seen]
         seen |= {(i.key, str(i.value)) for i in issues}
     for node in nodes:
-        found = _sweep_subdir_issues(node, task_overrides) + _launcher_folder_issues(node)
+        # (submitit's job folder is judged with the launcher's settings: _launcher_issues)
+        found = _sweep_subdir_issues(node, task_overrides)
         issues += [i for i in found if (i.key, str(i.value)) not in seen]
         seen |= {(i.key, str(i.value)) for i in issues}
     return issues
@@ -621,9 +622,8 @@ def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
     parser = OverridesParser.create(config_loader=hydra.config_loader)
-    parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + overrides)
+    parsed = parser.parse_overrides(_sweeper_param_overrides(cfg) + overrides)
     repository = hydra.config_loader.repository
     kept = [o for o in parsed if not o.is_sweep_override() or repository.group_exists(o.key_or_group)]
     if not any(o.is_sweep_override() for o in kept):
@@ -746,27 +746,6 @@ def _sweep_subdir_issues(hydra_node: DictConfig, task_overrides: list[str]) -> l
     if problem is None:
         return []
     return [ConfigIssue("hydra.sweep.subdir", subdir, problem, fix)]
-
-
-def _launcher_folder_issues(hydra_node: DictConfig) -> list[ConfigIssue]:
-    """submitit writes its job files (pickles, logs) to ``hydra.launcher.submitit_folder``: a folder
-    of the sweep directory, never one a config file points elsewhere."""
-    launcher = OmegaConf.to_container(hydra_node, resolve=False).get("launcher") or {}
-    folder = launcher.get("submitit_folder")
-    if folder is None:
-        return []
-    prefix = "${hydra.sweep.dir}/"
-    rest = folder[len(prefix) :] if isinstance(folder, str) and folder.startswith(prefix) else None
-    if rest is not None and "${" not in rest and ".." not in rest and "\\" not in rest:
-        return []
-    return [
-        ConfigIssue(
-            "hydra.launcher.submitit_folder",
-            folder,
-            "submitit writes its job files there; it must be a folder of the sweep directory",
-            "keep the default ${hydra.sweep.dir}/.submitit/%j",
-        )
-    ]
 
 
 def _path_like(value: str) -> bool:
