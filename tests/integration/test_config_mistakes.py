@@ -74,11 +74,13 @@ def test_run_settings_of_the_wrong_shape_are_named(tmp_path):
         "resume=123",
         "training_loop.sft.enabled=maybe",
         "observers.console.log_every=0",
+        "reward.terms=5",
     )
     assert "validate_only='maybe': has type str, the run expects bool" in err
     assert "resume=123: checkpoint directory does not exist" in err
     assert "training_loop.sft.enabled='maybe': must be true or false" in err
     assert "observers.console.log_every=0: must be >= 1" in err
+    assert "reward.terms=5: has type int" in err
 
 
 def test_the_benchmark_reports_a_misspelt_key_with_its_other_problems(tmp_path):
@@ -102,3 +104,10 @@ def test_a_sweep_refuses_a_misspelt_key_before_any_point_runs(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "did you mean 'learning_rate'?" in proc.stderr
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_config_group_given_a_number_or_null_lists_its_options(tmp_path):
+    err = refused(tmp_path, "model=3", "experiment=null", "training_loop.grpo.per_device_train_batch_size=0")
+    assert "model=3: is a config group" in err and "'smollm2_135m'" in err
+    assert "experiment=None: is a config group" in err and "~experiment" in err
+    assert "training_loop.grpo.per_device_train_batch_size=0: must be > 0" in err

@@ -531,15 +531,17 @@ def _compose_known_keys(
     hydra: Any, config_name: str, overrides: list[str], mode: Any
 ) -> tuple[DictConfig, list[tuple[str, ConfigIssue]]]:
     """Compose, leaving out each override of a key the config does not have (Hydra stops at the
-    first); each left-out override comes back with an issue naming the key and its close match."""
+    first), and each config-group choice that is not an option name (``model=5``: Hydra raises a
+    bare ValueError); each left-out override comes back with its issue."""
     from hydra.errors import ConfigCompositionException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-    kept, unknown = list(overrides), []
+    bad_groups = _group_value_issues(hydra, overrides)
+    kept, unknown = [o for o in overrides if o not in {line for line, _ in bad_groups}], []
     while True:
         try:
             cfg = hydra.compose_config(config_name, kept, run_mode=mode, with_log_configuration=False)
-            return cfg, [(line, _unknown_key_issue(cfg, line)) for line in unknown]
+            return cfg, bad_groups + [(line, _unknown_key_issue(cfg, line)) for line in unknown]
         except ConfigCompositionException as exc:
             match = _UNKNOWN_KEY.match(str(exc))
             missing = isinstance(exc.__cause__, (ConfigKeyError, ConfigAttributeError))
@@ -548,6 +550,27 @@ def _compose_known_keys(
                 raise
             kept.remove(line)
             unknown.append(line)
+
+
+def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    repository = hydra.config_loader.repository
+    found = []
+    for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
+        if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
+            continue
+        value = o.value()
+        if not isinstance(value, (str, list)):
+            options = sorted(repository.get_group_options(o.key_or_group))
+            issue = ConfigIssue(
+                o.key_or_group,
+                value,
+                f"is a config group: it takes the name of a file in conf/{o.key_or_group}/",
+                f"one of {options}" + (f", or drop it with ~{o.key_or_group}" if value is None else ""),
+            )
+            found.append((o.input_line, issue))
+    return found
 
 
 def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:

@@ -112,7 +112,8 @@ def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recurs
 def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
     """Per config path, the arguments the orchestrator passes at instantiation (absent from YAML on
     purpose); :func:`rlvr.pipeline.validation.check_targets` counts them as provided."""
-    terms = OmegaConf.select(cfg, "reward.terms", default=None) or {}
+    terms = OmegaConf.select(cfg, "reward.terms", default=None)
+    terms = terms if isinstance(terms, DictConfig) else {}  # anything else: check_targets names it
     return {
         "reward": {"prompt", "scorer"},
         **{f"reward.terms.{name}": {"prompt", "scorer"} for name in terms},

@@ -235,6 +235,8 @@ class _Phase:
     _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
         ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
         ("max_steps", 0, "must be > 0", "set e.g. 100"),
+        ("per_device_train_batch_size", 0, "must be > 0", "set e.g. 8"),
+        ("gradient_accumulation_steps", 0, "must be > 0", "set e.g. 1"),
     )
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
