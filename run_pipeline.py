@@ -20,7 +20,8 @@ from rlvr.allocator import reexec_with_tunables
 from rlvr.config_errors import ConfigValidationError
 from rlvr.distributed import is_main, run_dir_issue
 from rlvr.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
-from rlvr.pipeline.trust import checked_config, preflight
+from rlvr.pipeline.gate import checked_config, hold
+from rlvr.pipeline.hydra_check import preflight
 from rlvr.secrets import redact_console, redact_logging
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
@@ -73,7 +74,11 @@ if __name__ == "__main__":
         issue = run_dir_issue(sys.argv[1:])
         if issue is not None:
             raise ConfigValidationError([issue])
-        preflight(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
+        held = preflight(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
+        # Overrides of keys the config lacks: Hydra gets the command line without them, the gate
+        # reports them with every other problem.
+        hold([issue for _, issue in held])
+        sys.argv = [a for a in sys.argv if a not in {line for line, _ in held}]
     except ConfigValidationError as exc:
         _refuse(exc)
     main()

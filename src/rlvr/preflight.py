@@ -211,15 +211,33 @@ def shard_of(setup: Any) -> str | None:
     return "optimizer" if setup.strategy == "DEEPSPEED" else None
 
 
-def plan_of(model: Any, loop: Any, processes: int, shard: str | None = None) -> Plan:
-    """The memory plan of the configured model component and GRPO phase (the larger of the two)."""
-    grpo = loop.grpo if getattr(loop, "grpo_enabled", True) else loop.sft
+def training_args(loop: Any) -> Any | None:
+    """The TRL config object of the phase whose memory is estimated (``trl.GRPOConfig``, else
+    ``trl.SFTConfig``), built from the run's fields as the phase builds it for its trainer; None
+    when no phase trains. Its values are TRL's, defaults included: nothing here copies them."""
+    import tempfile
+
+    # A training loop without TRL phases (a plugin's own) has nothing to estimate.
+    phases = [getattr(loop, name, None) for name in ("grpo_phase", "sft_phase")]
+    phase = next((p for p in phases if p is not None and p.enabled), None)
+    if phase is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return phase.config(Path(tmp))
+
+
+# Tokens a prompt may take beside the completion (the tasks' prompts are well under it).
+PROMPT_BUDGET = 256
+
+
+def plan_of(model: Any, args: Any, processes: int, shard: str | None = None) -> Plan:
+    """The memory plan of the configured model component and a phase's TRL config (``args``)."""
     lora = getattr(model, "lora", None) or {}
     modules = lora.get("target_modules")
-    # GRPO: a prompt budget of 256 tokens + the completion; SFT: its max_length covers both.
-    completion = (
-        int(grpo["max_length"]) - 256 if "max_length" in grpo else int(grpo.get("max_completion_length", 256))
-    )
+    if hasattr(args, "max_completion_length"):  # GRPO: the prompt budget + the completion
+        completion = args.max_completion_length
+    else:  # SFT: max_length covers prompt and answer (None: not truncated, budget as for GRPO)
+        completion = args.max_length - PROMPT_BUDGET if args.max_length else PROMPT_BUDGET
     dtype = getattr(model, "dtype", "float32")
     return Plan(
         # "auto" (transformers) and None (unsloth) pick a 16-bit dtype on a GPU
@@ -227,11 +245,11 @@ def plan_of(model: Any, loop: Any, processes: int, shard: str | None = None) -> 
         quantization=getattr(model, "quantization", None),
         lora_r=lora.get("r") if lora else None,
         lora_modules=len(modules) if isinstance(modules, list | tuple) else 7,
-        batch=int(grpo.get("per_device_train_batch_size", 8)),
-        seq=256 + completion,  # prompt budget + completion
+        batch=args.per_device_train_batch_size,
+        seq=PROMPT_BUDGET + completion,
         activation_checkpointing=bool(getattr(model, "gradient_checkpointing", False)),
-        rollout_tokens=256 + completion,
-        vllm_fraction=grpo.get("vllm_gpu_memory_utilization") if grpo.get("use_vllm") else None,
+        rollout_tokens=PROMPT_BUDGET + completion,
+        vllm_fraction=args.vllm_gpu_memory_utilization if getattr(args, "use_vllm", False) else None,
         processes=processes,
         shard=shard,
     )
@@ -243,18 +261,18 @@ def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIss
     import os
 
     processes = int(os.environ.get("WORLD_SIZE", "1"))
+    args = training_args(loop)
     issues: list[ConfigIssue] = []
-    if getattr(loop, "grpo_enabled", False):
-        g = loop.grpo
+    if hasattr(args, "num_generations"):
         found = batch_issue(
-            int(g.get("per_device_train_batch_size", 8)),
+            args.per_device_train_batch_size,
             processes,
-            int(g.get("gradient_accumulation_steps", 1)),
-            int(g.get("num_generations", 8)),
+            args.gradient_accumulation_steps,
+            args.num_generations,
         )
         if found:
             issues.append(found)
-    inputs = _estimate_inputs(model, loop, setup, processes)
+    inputs = _estimate_inputs(model, loop, args, setup, processes)
     if inputs is None:
         return issues, []
     shape, plan, device = inputs
@@ -265,14 +283,15 @@ def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIss
     return issues + refusals, warnings
 
 
-def _estimate_inputs(model: Any, loop: Any, setup: Any, processes: int) -> tuple[Shape, Plan, str] | None:
+def _estimate_inputs(
+    model: Any, loop: Any, args: Any, setup: Any, processes: int
+) -> tuple[Shape, Plan, str] | None:
     """(shape, plan, device) of a configured training run; None when nothing is estimated (no
     training phase, or a model whose shape is unknown)."""
-    trains = getattr(loop, "grpo_enabled", False) or getattr(loop, "sft_enabled", False)
     shape = shape_of(str(getattr(model, "name_or_path", "")))
-    if not trains or shape is None or not hasattr(loop, "hardware"):
+    if args is None or shape is None:
         return None
-    return shape, plan_of(model, loop, processes, shard_of(setup)), loop.hardware.device
+    return shape, plan_of(model, args, processes, shard_of(setup)), loop.hardware.device
 
 
 def memory_record(model: Any, loop: Any, setup: Any = None) -> dict[str, Any]:
@@ -284,7 +303,7 @@ def memory_record(model: Any, loop: Any, setup: Any = None) -> dict[str, Any]:
 
     from rlvr.hardware import cuda_peak_gb
 
-    inputs = _estimate_inputs(model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")))
+    inputs = _estimate_inputs(model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")))
     record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
     if inputs is not None:
         shape, plan, device = inputs

@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import ROOT
 
 from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import preflight
+from rlvr.pipeline.hydra_check import preflight
 
 
 def test_a_foreign_searchpath_only_adds_configs_that_are_checked_like_any_other(tmp_path):

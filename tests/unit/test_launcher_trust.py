@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
 from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import SBATCH_OPTIONS, check_hydra_node, preflight
+from rlvr.pipeline.hydra_check import SBATCH_OPTIONS, check_hydra_node, preflight
 
 SLURM = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
 

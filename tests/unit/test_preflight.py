@@ -75,17 +75,48 @@ def test_global_batch_must_hold_whole_groups(per_device, procs, accum, ok):
         assert f"= {per_device * procs * accum}" in issue.problem and "num_generations=8" in issue.problem
 
 
+class _Hardware:
+    """A resolved training device for the estimate; TRL's config is built for this CPU-only machine."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def trainer_args(self) -> dict[str, bool]:
+        return {"use_cpu": True, "bf16": False, "fp16": False}
+
+
 def _components(device: str, sft: bool = True, grpo: bool = True):
+    """A 7B full fine-tune: the model component's settings and a real GRPOLoop (its phases build the
+    trl.SFTConfig / trl.GRPOConfig the pre-flight reads)."""
     from types import SimpleNamespace
 
-    from rlvr.hardware import Hardware
+    from rlvr.training import GRPOLoop
 
     model = SimpleNamespace(name_or_path="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", quantization=None,
                             lora=None, gradient_checkpointing=False)  # fmt: skip
-    loop = SimpleNamespace(sft_enabled=sft, grpo_enabled=grpo, sft={"max_length": 256},
-                           grpo={"per_device_train_batch_size": 16, "num_generations": 8, "max_completion_length": 256},
-                           hardware=Hardware(device, "bf16", "test"))  # fmt: skip
+    loop = GRPOLoop(sft={"enabled": sft, "max_length": 256},
+                    grpo={"enabled": grpo, "per_device_train_batch_size": 16, "num_generations": 8,
+                          "max_completion_length": 256},
+                    prompt=None, rewards=None)  # fmt: skip
+    loop.hardware = _Hardware(device)
     return model, loop
+
+
+def test_the_plan_reads_trl_s_own_config_defaults_included():
+    """A field the run leaves out is TRL's default, read from trl.GRPOConfig / trl.SFTConfig."""
+    import trl
+
+    from rlvr import preflight
+
+    model, loop = _components("cuda")
+    del loop.grpo_phase.fields["per_device_train_batch_size"]
+    args = preflight.training_args(loop)
+    assert isinstance(args, trl.GRPOConfig)
+    default = trl.GRPOConfig.__dataclass_fields__["per_device_train_batch_size"].default
+    assert preflight.plan_of(model, args, 1).batch == default
+    model, loop = _components("cuda", grpo=False)
+    args = preflight.training_args(loop)
+    assert isinstance(args, trl.SFTConfig) and preflight.plan_of(model, args, 1).seq == 256
 
 
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns(monkeypatch):
@@ -151,12 +182,15 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
     assert preflight.shard_of(setup) == shard
+    model, loop = _components("cuda")
+    loop.grpo_phase.fields["per_device_train_batch_size"] = 8
+    # TRL's config, built here as in one process: with WORLD_SIZE set it would join a process group.
+    args = preflight.training_args(loop)
+    monkeypatch.setattr(preflight, "training_args", lambda loop: args)
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     plans = []
     monkeypatch.setattr(preflight, "check", lambda shape, plan, *a: plans.append(plan) or ([], []))
-    model, loop = _components("cuda")
-    loop.grpo["per_device_train_batch_size"] = 8
     preflight.run_checks(model, loop, setup)
     assert plans[0].shard == shard and plans[0].processes == 8
 
@@ -169,7 +203,7 @@ def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")
     record = preflight.memory_record(model, loop)
-    terms = preflight.estimate(QWEN["7B"], preflight.plan_of(model, loop, 1), 80.0)
+    terms = preflight.estimate(QWEN["7B"], preflight.plan_of(model, preflight.training_args(loop), 1), 80.0)
     assert record["preflight_estimate_gb"] == round(sum(terms.values()), 3) > 100  # a 7B full fine-tune
     assert record["preflight_terms_gb"]["weights"] == round(terms["weights"], 3)
     assert record["device_memory_gb"] == 80.0

@@ -25,7 +25,8 @@ from rlvr import secrets
 from rlvr.config_errors import ConfigValidationError
 from rlvr.io import atomic_write_json, atomic_write_text
 from rlvr.observers.base import Observer, ObserverHub
-from rlvr.pipeline.trust import checked_config, preflight
+from rlvr.pipeline.gate import checked_config
+from rlvr.pipeline.hydra_check import preflight
 from rlvr.secrets import REDACTED, redact, redact_text
 
 SECRET = "s3cr-et-from-env-91f0"  # not credential-named: masked only because a config read it

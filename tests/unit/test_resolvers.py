@@ -13,7 +13,8 @@ from tests.conftest import compose_config
 import rlvr  # noqa: F401  (registers the resolvers, as run_pipeline.py's imports do)
 from rlvr import resolvers
 from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import SAFE_RESOLVERS, check_resolvers, checked_config
+from rlvr.pipeline.gate import checked_config
+from rlvr.pipeline.trust import SAFE_RESOLVERS, check_resolvers
 from rlvr.resolvers import FAMILIES, RESOLVER_NAMES, ResolverArgumentError, family_of, marker
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 
 from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import preflight
+from rlvr.pipeline.hydra_check import preflight
 from rlvr.safe_yaml import MAX_CONFIG_NODES, YamlRefused, config_file_issue, load_data
 
 SCRIPT = ROOT / "run_pipeline.py"

@@ -26,7 +26,7 @@ def test_explicit_training_loop_setting_wins(tmp_path):
     loop = make_loop(sft={"max_steps": 1, "gradient_checkpointing": True}, grpo={}, device="cpu")
     model = SimpleNamespace(is_activation_checkpointing=False)
     args = loop.sft_phase.config(tmp_path)
-    assert _checkpointing_follows_model(args, loop.sft, model).gradient_checkpointing
+    assert _checkpointing_follows_model(args, loop.sft_phase.fields, model).gradient_checkpointing
 
 
 def test_the_grpo_phase_takes_its_weights_from_the_reward_set_it_was_built_with(tmp_path):

@@ -12,15 +12,9 @@ from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
 from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import (
-    PLUGINS_ENV,
-    check_hydra_node,
-    check_resolvers,
-    checked_config,
-    judge_target,
-    plugin_packages,
-    preflight,
-)
+from rlvr.pipeline.gate import checked_config
+from rlvr.pipeline.hydra_check import check_hydra_node, preflight
+from rlvr.pipeline.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
 from rlvr.pipeline.validation import check_targets
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"

@@ -212,18 +212,24 @@ def test_load_without_cuda_refuses_too():
 def test_preflight_reads_the_unsloth_component(monkeypatch):
     from types import SimpleNamespace
 
+    import trl
+
     from rlvr import preflight
-    from rlvr.hardware import Hardware
+    from rlvr.training import GRPOLoop
 
     model = _component()
-    plan = preflight.plan_of(
-        model, SimpleNamespace(grpo_enabled=True, grpo={"per_device_train_batch_size": 8}), 1
-    )
+    args = trl.GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, per_device_train_batch_size=8)
+    plan = preflight.plan_of(model, args, 1)
     assert (plan.quantization, plan.lora_r, plan.lora_modules) == ("4bit", 16, 7)
     assert plan.dtype == "bfloat16" and plan.activation_checkpointing
-    loop = SimpleNamespace(sft_enabled=True, grpo_enabled=True, sft={},
-                           grpo={"per_device_train_batch_size": 8, "num_generations": 8},
-                           hardware=Hardware("cuda", "bf16", "test"))  # fmt: skip
+    loop = GRPOLoop(
+        sft={},
+        grpo={"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 256},
+        prompt=None,
+        rewards=None,
+    )
+    # The estimate is for a CUDA device; TRL's config is built for this CPU-only machine.
+    loop.hardware = SimpleNamespace(device="cuda", trainer_args=lambda: {"use_cpu": True, "bf16": False})
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 8.0)
     assert preflight.run_checks(model, loop) == ([], [])  # QLoRA 1.5B fits an 8 GB GPU
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 2.0)

@@ -18,7 +18,7 @@ from rlvr import events as ev
 from rlvr.config_errors import ConfigValidationError
 from rlvr.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
 from rlvr.observers import JsonlObserver, TensorBoardObserver
-from rlvr.pipeline.trust import preflight
+from rlvr.pipeline.hydra_check import preflight
 
 SCRIPT = ROOT / "run_pipeline.py"
 # Spellings of "outside the run directory" for a config-chosen file or folder name.

@@ -275,12 +275,12 @@ def _worker(cfg_yaml: str, names: list[str], device: str) -> None:
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
     """The benchmark, its evaluator, prompt and verifier, built and checked as the pipeline builds
     its components (the models, as conf/model nodes, with the benchmark); raise with every issue."""
+    from rlvr.pipeline.gate import config_issues, refuse
     from rlvr.pipeline.orchestrator import build_component, runtime_args
-    from rlvr.pipeline.validation import check_targets
 
-    issues = check_targets(cfg, runtime_args(cfg))
+    issues = config_issues(cfg, runtime_args(cfg))
     if issues:
-        raise ConfigValidationError(issues)
+        refuse(issues)
     built: dict[str, Any] = {}
     for key in ("prompts", "verifier", "evaluation", "benchmark"):
         try:
@@ -291,10 +291,12 @@ def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
         if component is not None:
             built[key] = component
     issues += [issue for c in built.values() if hasattr(c, "validate") for issue in c.validate()]
-    if issues:
+    try:
+        refuse(issues)  # with the command line's held issues, if any
+    except ConfigValidationError:
         if "verifier" in built:
             built["verifier"].close()
-        raise ConfigValidationError(issues)
+        raise
     return built["benchmark"], built["evaluation"], built["prompts"], built["verifier"]
 
 

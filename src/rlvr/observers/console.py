@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config_errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.base import Observer
 
 PHASES = ("sft", "grpo")  # in run order (rlvr.run_history.PHASES, which imports this package)
@@ -76,6 +76,11 @@ class ConsoleObserver(Observer):
             if done == step:
                 return f"{phase} step {steps}"
         return f"step {step} of all phases"  # phases an earlier attempt ran: not seen by this process
+
+    def validate(self) -> list[ConfigIssue]:
+        if self.log_every >= 1:
+            return []
+        return [ConfigIssue("observers.console.log_every", self.log_every, "must be >= 1", "set e.g. 5")]
 
     def _ensure_started(self) -> None:
         if not self._started:

@@ -41,7 +41,7 @@ from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.models.final import save_final
 from rlvr.models.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.validation import check_targets
+from rlvr.pipeline.gate import config_issues, refuse
 from rlvr.run_history import AttemptLog, RunHistory
 from rlvr.secrets import redact
 from rlvr.training.checkpoints import Preempted, PreemptionGuard, write_fingerprint
@@ -88,7 +88,8 @@ def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recurs
 def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
     """Per config path, the arguments the orchestrator passes at instantiation (absent from YAML on
     purpose); :func:`rlvr.pipeline.validation.check_targets` counts them as provided."""
-    terms = OmegaConf.select(cfg, "reward.terms", default=None) or {}
+    terms = OmegaConf.select(cfg, "reward.terms", default=None)
+    terms = terms if isinstance(terms, DictConfig) else {}  # anything else: check_targets names it
     return {
         "reward": {"prompt", "scorer"},
         **{f"reward.terms.{name}": {"prompt", "scorer"} for name in terms},
@@ -372,7 +373,7 @@ class PipelineOrchestrator:
             )
         self.resume, resume_issues = resolve_resume(self.cfg, self.run_dir)
         issues = (
-            check_targets(self.cfg, runtime_args(self.cfg))
+            config_issues(self.cfg, runtime_args(self.cfg))
             + resume_issues
             + run_dir_issues(self.cfg, self.run_dir, self.resume)
             + keep_checkpoints_issues(self.cfg.keep_checkpoints)
@@ -416,8 +417,7 @@ class PipelineOrchestrator:
             issues.extend(memory)
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)
-        if issues:
-            raise ConfigValidationError(issues)
+        refuse(issues)
         observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
         self.components = Components(
             **{k: built[k] for k in COMPONENT_KEYS}, observers=observers, distributed=built.get("distributed")

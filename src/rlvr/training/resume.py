@@ -62,7 +62,7 @@ def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | N
             print(f"resume=auto: no complete checkpoint under {run_dir}/checkpoints, starting fresh")
             return None, []
     else:
-        path = Path(value)
+        path = Path(str(value))  # resume=123 names a folder too
         if not path.is_dir():
             return None, [
                 ConfigIssue(
