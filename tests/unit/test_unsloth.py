@@ -17,7 +17,7 @@ import types
 
 import pytest
 from hydra.utils import instantiate
-from tests.conftest import compose_config
+from tests.conftest import SIGNAL, compose_config
 
 from rlvr.config_errors import ConfigValidationError
 from rlvr.models import UnslothModel
@@ -225,6 +225,7 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
     loop = GRPOLoop(
         sft={},
         grpo={"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 256},
+        signal=SIGNAL,
         prompt=None,
         rewards=None,
     )
