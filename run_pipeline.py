@@ -17,11 +17,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rlvr.allocator import reexec_with_tunables
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import checked_config, hold
+from rlvr.config.hydra_check import preflight
 from rlvr.distributed import is_main, run_dir_issue
 from rlvr.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
-from rlvr.pipeline.gate import checked_config, hold
-from rlvr.pipeline.hydra_check import preflight
 from rlvr.secrets import redact_console, redact_logging
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.

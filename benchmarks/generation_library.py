@@ -4,7 +4,7 @@ Measured side by side in one process on the embedded default model (SmolLM2-135M
 on the pipeline's own prompt (conf/prompts/answer_tags) and held-out basic_arithmetic questions,
 at the default evaluation budget (16 new tokens) and at 128:
 
-1. ``HFGenerator`` (rlvr.generation): continuous batching over DynamicCache internals, batch 32;
+1. ``HFGenerator`` (rlvr.evaluation.generation): continuous batching over DynamicCache internals, batch 32;
 2. library ``model.generate``: prompts sorted by token length, left-padded batches of 32, the
    ``stop_strings`` + ``tokenizer`` arguments (generation stops at ``</answer>``);
 3. transformers' own continuous batching, ``model.generate_batch`` (paged attention, CPU).
@@ -30,8 +30,8 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: E402
 
 from rlvr.data.reasoning_gym import split_entries  # noqa: E402
-from rlvr.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
-from rlvr.models.embedded import ensure_default_model  # noqa: E402
+from rlvr.evaluation.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
+from rlvr.model.embedded import ensure_default_model  # noqa: E402
 from rlvr.prompts import PromptTemplate  # noqa: E402
 
 PARAMS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"]}

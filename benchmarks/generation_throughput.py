@@ -31,14 +31,14 @@ import reasoning_gym  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from rlvr.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
 
 INSTRUCTION = "Think briefly, then give only the final number inside <answer></answer> tags."
 
 
 def default_model() -> str | None:
     try:
-        from rlvr.models.embedded import default_model_path
+        from rlvr.model.embedded import default_model_path
     except ImportError:
         return None
     return str(default_model_path())
@@ -112,7 +112,7 @@ def main() -> None:
 
     model_path = args.model or default_model()
     if model_path is None:
-        parser.error("--model is required (rlvr.models.embedded is not importable to find the default)")
+        parser.error("--model is required (rlvr.model.embedded is not importable to find the default)")
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, args.dtype)).eval()

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from rlvr import hardware
-from rlvr.models.embedded import ensure_default_model
+from rlvr.model.embedded import ensure_default_model
 
 
 def cpu_name() -> str:

@@ -1,4 +1,4 @@
-"""Measure verifier throughput: reasoning-gym called directly vs through rlvr.verify.VerifierPool.
+"""Measure verifier throughput: reasoning-gym called directly vs through rlvr.verifier.VerifierPool.
 
 Prints a markdown table of scores per second for each task and mode. Answers alternate
 between the gold answer and a wrong one, so both verifier paths are exercised; entries are
@@ -17,7 +17,7 @@ import warnings
 
 import reasoning_gym
 
-from rlvr.verify import ScoreRequest, VerifierPool
+from rlvr.verifier import ScoreRequest, VerifierPool
 
 WRONG_ANSWER = "0"
 

@@ -4,10 +4,10 @@ Measured in one process on the embedded default model (SmolLM2-135M-Instruct), o
 prompt (conf/prompts/answer_tags) and held-out basic_arithmetic questions of the default data
 (1-digit, 2-3 terms), greedy, at the default evaluation budget (16 new tokens) and at 128:
 
-1. ``hf``: ``rlvr.generation.BatchedGenerate`` (transformers' ``generate`` on length-sorted
+1. ``hf``: ``rlvr.evaluation.generation.BatchedGenerate`` (transformers' ``generate`` on length-sorted
    batches of 32 with stop strings), the evaluation default;
-2. ``hf_continuous``: ``rlvr.generation.HFGenerator`` (continuous batching, batch 32);
-3. ``vllm``: ``rlvr.generation.VLLMGenerator`` on one ``VLLMEngine`` (external launcher,
+2. ``hf_continuous``: ``rlvr.evaluation.generation.HFGenerator`` (continuous batching, batch 32);
+3. ``vllm``: ``rlvr.evaluation.generation.VLLMGenerator`` on one ``VLLMEngine`` (external launcher,
    in-process, weights pushed from the HF model as before every pipeline evaluation).
 
 Each method runs once per budget (timings on a 2-core machine: run it alone); the weight push is
@@ -31,14 +31,14 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from rlvr.data.reasoning_gym import split_entries  # noqa: E402
-from rlvr.generation import (  # noqa: E402
+from rlvr.evaluation.generation import (  # noqa: E402
     BatchedGenerate,
     HFGenerator,
     SamplingConfig,
     VLLMEngine,
     VLLMGenerator,
 )
-from rlvr.models.embedded import ensure_default_model  # noqa: E402
+from rlvr.model.embedded import ensure_default_model  # noqa: E402
 from rlvr.prompts import PromptTemplate  # noqa: E402
 
 PARAMS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"]}

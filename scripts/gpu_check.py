@@ -21,7 +21,7 @@ Two judges carry the checks that a stand-in could not:
   that never received the trained weights changes (almost) none of them. The check asks that at
   least MIN_CHANGED of the final completions differ: 8 SFT steps at 3e-4 from the base model
   change nearly all of them (the CPU record, benchmarks/gpu_check_cpu.md).
-- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.preflight, per process) and
+- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.config.memory, per process) and
   the run's ``torch.cuda.max_memory_allocated``. The estimate must be at least the peak (a run the
   pre-flight lets through must not run out of memory by the estimate's fault) and at most
   MAX_ESTIMATE_RATIO times it. The estimate is a bound by design: it assumes a 256-token prompt
@@ -336,7 +336,7 @@ def checks(embedded_path: str) -> list[Check]:
             {"evaluation/generator": "vllm", "training_loop.grpo.enabled": "false"},
             (
                 *trained,
-                setting_is("evaluation.generator._target_", "rlvr.generation.VLLMBackend"),
+                setting_is("evaluation.generator._target_", "rlvr.evaluation.generation.VLLMBackend"),
                 steps(sft=SFT_STEPS),
                 weights_changed(),
             ),
@@ -348,7 +348,7 @@ def checks(embedded_path: str) -> list[Check]:
             (
                 *trained,
                 ran_on(),
-                setting_is("model._target_", "rlvr.models.UnslothModel"),
+                setting_is("model._target_", "rlvr.model.UnslothModel"),
                 steps(sft=SFT_STEPS, grpo=GRPO_STEPS),
                 adapter_saved("4bit"),
             ),
@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, help="markdown table (default benchmarks/gpu_check[_cpu].md)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     args = ap.parse_args(argv)
-    from rlvr.models.embedded import default_model_path, is_ready
+    from rlvr.model.embedded import default_model_path, is_ready
 
     if not is_ready():
         print("the embedded model is missing: run `make setup` (it fetches it) first", file=sys.stderr)

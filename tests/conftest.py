@@ -30,7 +30,7 @@ def loop_collaborators() -> dict:
     """What the orchestrator passes a training loop at instantiation: a prompt and a reward set (one
     format term of weight 0.5, no scorer needed)."""
     from rlvr.prompts import PromptTemplate
-    from rlvr.rewards import FormatReward, RewardSet
+    from rlvr.reward import FormatReward, RewardSet
 
     prompt = PromptTemplate("{question}")
     rewards = RewardSet({"format": FormatReward(0.5, prompt=prompt, scorer=None)}, prompt=prompt, scorer=None)
@@ -39,7 +39,7 @@ def loop_collaborators() -> dict:
 
 def make_loop(**kwargs):
     """A GRPOLoop built with :func:`loop_collaborators`."""
-    from rlvr.training import GRPOLoop
+    from rlvr.training_loop import GRPOLoop
 
     kwargs.setdefault("signal", SIGNAL)
     return GRPOLoop(**loop_collaborators(), **kwargs)
@@ -79,7 +79,7 @@ def verifier_pool(**kwargs):
     """A VerifierPool with conf/verifier/sandbox.yaml's limits, ``kwargs`` replacing them."""
     from omegaconf import OmegaConf
 
-    from rlvr.verify import VerifierPool
+    from rlvr.verifier import VerifierPool
 
     limits = OmegaConf.to_container(OmegaConf.load(CONF / "verifier" / "sandbox.yaml"))
     limits.pop("_target_")

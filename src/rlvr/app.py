@@ -9,10 +9,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr import distributed
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
 from rlvr.evaluation.schedule import Stage
 from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.training.checkpoints import Preempted, latest_checkpoint
+from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint
 
 
 def run_dir_of(cfg: DictConfig) -> Path:

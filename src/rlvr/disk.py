@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from rlvr.config_errors import ConfigIssue
-from rlvr.training.checkpoints import latest_checkpoint
+from rlvr.config.errors import ConfigIssue
+from rlvr.training_loop.checkpoints import latest_checkpoint
 
 KEEP_CHOICES = ("none", "last", "all")
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlvr.config_errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue
 
 T = TypeVar("T")
 
@@ -376,7 +376,7 @@ class StoppedByLauncher(Exception):
 class LauncherStop:
     """With several processes, SIGTERM means the launcher is ending the run (another rank failed, or
     the job was cancelled): raise, so this rank records a FAILED end and closes its workers instead
-    of dying silently. (Checkpoint-on-SIGTERM, rlvr.training.checkpoints.PreemptionGuard, is for
+    of dying silently. (Checkpoint-on-SIGTERM, rlvr.training_loop.checkpoints.PreemptionGuard, is for
     single-process runs: ranks cannot agree on a step to stop at once one of them is gone.)"""
 
     def __init__(self) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from rlvr.config_errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")

@@ -53,7 +53,7 @@ def config_path_problem(value: object) -> str | None:
     return None
 
 
-# What a run leaves in its directory (rlvr.training.checkpoints.FINGERPRINT among them): a fresh run
+# What a run leaves in its directory (rlvr.training_loop.checkpoints.FINGERPRINT among them): a fresh run
 # refuses a directory holding any of them, it would overwrite or append to another run's records.
 RUN_RECORDS = (
     "config_resolved.yaml",

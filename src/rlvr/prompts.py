@@ -46,7 +46,7 @@ class PromptTemplate:
     family: str | None = None
 
     def __post_init__(self) -> None:
-        from rlvr.config_errors import ConfigIssue, ConfigValidationError
+        from rlvr.config.errors import ConfigIssue, ConfigValidationError
 
         issues = []
         if "{question}" not in self.instruction:

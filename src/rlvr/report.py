@@ -195,7 +195,7 @@ def _curriculum_lines(curve: list[dict[str, float]]) -> list[str]:
 def lora_summary(final_dir: Path) -> dict[str, Any] | None:
     """The LoRA adapter that ``final/`` holds (PEFT's adapter_config.json), or None for full weights.
     The pipeline saves an adapter unmerged: it loads on its base model (``base``)."""
-    from rlvr.models.loader import adapter_quantization
+    from rlvr.model.loader import adapter_quantization
 
     config = final_dir / "adapter_config.json"
     if not config.is_file():

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.data_fixtures import gsm8k_rows, write_jsonl
 
-from rlvr.training.checkpoints import MARKER
+from rlvr.training_loop.checkpoints import MARKER
 
 pytestmark = pytest.mark.integration
 

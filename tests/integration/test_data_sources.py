@@ -77,9 +77,9 @@ def test_mixture_with_a_file_source_and_an_extra_eval_set(tmp_path):
         tmp_path / "run",
         "data=mixture",
         "data.tasks={basic_arithmetic: 0.5, gsm8k: 0.5}",
-        "+source@data.sources.gsm8k=gsm8k",
+        "+data/source@data.sources.gsm8k=gsm8k",
         f"data.sources.gsm8k.path={path}",
-        "+source@data.eval_sets.legs=reasoning_gym",
+        "+data/source@data.eval_sets.legs=reasoning_gym",
         "data.eval_sets.legs.task=leg_counting",
         "data.eval_sets.legs.eval_size=8",
     )

@@ -1,6 +1,6 @@
 """GRPO on the tiny model with rewards that vary: skipping is exact, dynamic sampling refills, updates point uphill.
 
-Each run builds the pipeline's GRPO trainer class (rlvr.training.grpo_signal.trainer_class over TRL's
+Each run builds the pipeline's GRPO trainer class (rlvr.training_loop.grpo_signal.trainer_class over TRL's
 GRPOTrainer) on the cached tiny checkpoint, with a reward that has variance in half of the prompt
 groups and none in the other half. Plain SGD at learning rate 1 makes the weight change equal to
 minus the (clipped) gradient, so two runs' updates can be compared directly.
@@ -13,8 +13,8 @@ import copy
 import pytest
 import torch
 
-from rlvr.training import grpo_signal
-from rlvr.training.grpo_signal import SignalSettings
+from rlvr.training_loop import grpo_signal
+from rlvr.training_loop.grpo_signal import SignalSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -25,7 +25,7 @@ GROUP = 4
 def tiny():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.models import TinyRandomModel
+    from rlvr.model import TinyRandomModel
 
     path = TinyRandomModel(
         hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=42, dtype="float32", lora=None

@@ -76,7 +76,7 @@ def test_lora_trains_the_adapter_only_and_final_holds_it(tmp_path, base):
     # the adapter loads on its base from disk and changes what the model computes
     from transformers import AutoModelForCausalLM
 
-    from rlvr.models.loader import HFModel
+    from rlvr.model.loader import HFModel
 
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.no_grad():
@@ -119,7 +119,7 @@ def test_qlora_on_cpu_trains_and_the_benchmark_loads_the_adapter_on_its_4bit_bas
     assert all(t.abs().max() > 0 for k, t in adapter.items() if "lora_B" in k)
     assert json.loads((run_dir / "report.json").read_text())["steps"] == {"sft": 2, "grpo": 4}
 
-    from rlvr.models.loader import HFModel
+    from rlvr.model.loader import HFModel
 
     loaded = HFModel(name_or_path=str(final)).load()  # as the benchmark loads a model directory
     layer = loaded.model.base_model.model.model.layers[0].self_attn.q_proj.base_layer

@@ -108,7 +108,7 @@ def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
     assert not (run_dir / "final").exists()
-    from rlvr.training.checkpoints import latest_checkpoint
+    from rlvr.training_loop.checkpoints import latest_checkpoint
 
     phase, newest = latest_checkpoint(run_dir)  # what resume=auto must pick
     assert phase == "grpo"

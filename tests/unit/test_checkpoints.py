@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config_errors import ConfigValidationError
-from rlvr.training.checkpoints import (
+from rlvr.config.errors import ConfigValidationError
+from rlvr.training_loop.checkpoints import (
     MARKER,
     check_fingerprint,
     complete_checkpoints,
@@ -66,7 +66,7 @@ def test_fingerprint_detects_changed_critical_settings(tmp_path):
 
 
 def _checkpoint_of_run(run: Path, fingerprint: dict | None) -> Path:
-    from rlvr.training.checkpoints import mark_complete, write_fingerprint
+    from rlvr.training_loop.checkpoints import mark_complete, write_fingerprint
 
     ckpt = run / "checkpoints" / "grpo" / "checkpoint-2"
     ckpt.mkdir(parents=True)
@@ -79,7 +79,7 @@ def _checkpoint_of_run(run: Path, fingerprint: dict | None) -> Path:
 @pytest.mark.parametrize("how", ["path", "auto"])
 def test_resume_checks_settings_against_the_run_that_owns_the_checkpoint(tmp_path, compose_cfg, how):
     """resume=<path> used to compare with the NEW run dir (no fingerprint there), so any seed passed."""
-    from rlvr.training.resume import fingerprint, resolve_resume
+    from rlvr.training_loop.resume import fingerprint, resolve_resume
 
     old = tmp_path / "old_run"
     original = fingerprint(compose_cfg(["seed=42"]))
@@ -96,7 +96,7 @@ def test_resume_checks_settings_against_the_run_that_owns_the_checkpoint(tmp_pat
 
 
 def test_resume_from_a_run_without_settings_record_is_refused(tmp_path, compose_cfg):
-    from rlvr.training.resume import resolve_resume
+    from rlvr.training_loop.resume import resolve_resume
 
     ckpt = _checkpoint_of_run(tmp_path / "downloaded", None)
     _, [issue] = resolve_resume(compose_cfg([f"resume={ckpt}"]), tmp_path / "new")
@@ -123,7 +123,7 @@ def test_guard_holds_the_warning_signal_back_from_the_previous_handler():
     import os
     import signal
 
-    from rlvr.training.checkpoints import PreemptionGuard
+    from rlvr.training_loop.checkpoints import PreemptionGuard
 
     previous = FakeSubmititHandler()
     before = signal.signal(signal.SIGUSR2, previous)
@@ -150,7 +150,7 @@ def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_de
     import os
     import signal
 
-    from rlvr.training.checkpoints import Preempted, PreemptionGuard
+    from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard
 
     with PreemptionGuard():
         pass
@@ -173,7 +173,7 @@ def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):
 
     import submitit
 
-    from rlvr.training.checkpoints import warning_signal
+    from rlvr.training_loop.checkpoints import warning_signal
 
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     assert warning_signal() == signal.SIGUSR2
@@ -195,7 +195,7 @@ def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):
 )
 def test_resume_refuses_another_file_or_mixture(tmp_path, compose_cfg, before, after, key):
     """File datasets and mixtures have no data.task: their path and weights are what must not change."""
-    from rlvr.training.resume import fingerprint, resolve_resume
+    from rlvr.training_loop.resume import fingerprint, resolve_resume
 
     ckpt = _checkpoint_of_run(tmp_path / "run", fingerprint(compose_cfg(before)))
     assert resolve_resume(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")[1] == []
@@ -205,7 +205,7 @@ def test_resume_refuses_another_file_or_mixture(tmp_path, compose_cfg, before, a
 
 # -- a fresh run never adopts another run's directory (SECURITY.md "Resume") ---------------------------
 def test_a_checkpoint_carries_the_fingerprint_of_the_run_that_saved_it(tmp_path):
-    from rlvr.training.checkpoints import FINGERPRINT
+    from rlvr.training_loop.checkpoints import FINGERPRINT
 
     write_fingerprint(tmp_path, {"seed": 1})
     ckpt = make_ckpt(tmp_path, "grpo", 2)
@@ -219,8 +219,8 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
     if B died before its first checkpoint, resume=auto with B's settings passed the check and continued
     A's checkpoint under B's name."""
     from rlvr.pipeline import PipelineOrchestrator
-    from rlvr.training.checkpoints import FINGERPRINT
-    from rlvr.training.resume import fingerprint, resolve_resume, run_dir_issues
+    from rlvr.training_loop.checkpoints import FINGERPRINT
+    from rlvr.training_loop.resume import fingerprint, resolve_resume, run_dir_issues
 
     run = tmp_path / "run"
     write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
@@ -243,7 +243,7 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
 def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(tmp_path, compose_cfg):
     """A run that died before its first checkpoint: resume=auto starts afresh in its directory, only
     with its settings."""
-    from rlvr.training.resume import fingerprint, resolve_resume, run_dir_issues
+    from rlvr.training_loop.resume import fingerprint, resolve_resume, run_dir_issues
 
     run = tmp_path / "run"
     write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
@@ -272,8 +272,8 @@ def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(
 )
 def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, before, after, key):
     """Removing ``model`` or ``training_loop.grpo.num_generations`` from the compared settings
-    (rlvr.training.resume.CRITICAL_KEYS) turns this red; before, no test did."""
-    from rlvr.training.resume import fingerprint, resolve_resume
+    (rlvr.training_loop.resume.CRITICAL_KEYS) turns this red; before, no test did."""
+    from rlvr.training_loop.resume import fingerprint, resolve_resume
 
     ckpt = _checkpoint_of_run(tmp_path / "run", fingerprint(compose_cfg(before)))
     assert resolve_resume(compose_cfg([*before, f"resume={ckpt}"]), tmp_path / "n")[1] == []
@@ -283,6 +283,6 @@ def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, befor
 
 def test_the_fingerprint_is_among_the_records_a_fresh_run_refuses():
     from rlvr.io import RUN_RECORDS
-    from rlvr.training.checkpoints import FINGERPRINT
+    from rlvr.training_loop.checkpoints import FINGERPRINT
 
     assert FINGERPRINT in RUN_RECORDS

@@ -6,8 +6,8 @@ import pytest
 from omegaconf import OmegaConf
 from tests.conftest import CONF, compose_config
 
+from rlvr.config.validation import check_targets
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.validation import check_targets
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
 # Nested groups too (evaluation/generator, data/checker, data/processor): each option composes.
@@ -21,15 +21,15 @@ def test_every_group_option_composes_and_binds(group, option):
     overrides = [f"{group}={option}"]
     if (group, option) in (("model", "hf"), ("model", "unsloth")):
         overrides.append("model.name_or_path=some/model")
-    if group == "source":  # no default: each option is placed under a name in data.eval_sets
-        overrides = [f"+source@data.eval_sets.extra={option}"]
-    if group.startswith("data/"):  # a file source's checker and processor
+    if group == "data/source":  # no default: each option is placed under a name in data.eval_sets
+        overrides = [f"+data/source@data.eval_sets.extra={option}"]
+    elif group.startswith("data/"):  # a file source's checker and processor
         overrides.insert(0, "data=qa_file")
     if group == "reward/terms":  # terms are keyed by name: reward.terms.<name>
         overrides = [f"+reward/terms@reward.terms.extra={option}"]
     cfg = compose_config(overrides)
     assert check_targets(cfg, runtime_args(cfg)) == []
-    where = {"source": "data.eval_sets.extra", "reward/terms": "reward.terms.extra"}
+    where = {"data/source": "data.eval_sets.extra", "reward/terms": "reward.terms.extra"}
     node = OmegaConf.select(cfg, where.get(group, group.replace("/", ".")))
     if node is None:  # a group that writes into another node (`# @package`): rollout -> training_loop.grpo
         assert group == "rollout" and "use_vllm" in cfg.training_loop.grpo
@@ -53,12 +53,12 @@ def test_cli_overrides_take_effect():
     cfg = compose_config(["data.task=letter_counting", "training_loop.grpo.max_steps=5", "model=tiny"])
     assert cfg.data.task == "letter_counting"
     assert cfg.training_loop.grpo.max_steps == 5
-    assert cfg.model._target_ == "rlvr.models.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
 
 
 def test_smoke_experiment_shrinks_the_run():
     cfg = compose_config(["experiment=smoke"])
-    assert cfg.model._target_ == "rlvr.models.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
     assert cfg.training_loop.grpo.max_steps <= 5
     assert cfg.data.train_size <= 100
 
@@ -93,7 +93,7 @@ def test_the_generation_budget_is_one_value_for_rollouts_and_evaluation_unless_s
 
 
 def test_the_evaluation_generator_is_chosen_by_its_config_file():
-    assert compose_config([]).evaluation.generator._target_ == "rlvr.generation.HFBackend"
+    assert compose_config([]).evaluation.generator._target_ == "rlvr.evaluation.generation.HFBackend"
     vllm = compose_config(["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"])
-    assert vllm.evaluation.generator._target_ == "rlvr.generation.VLLMBackend"
+    assert vllm.evaluation.generator._target_ == "rlvr.evaluation.generation.VLLMBackend"
     assert vllm.evaluation.generator.cpu_kv_cache_gb == 0.25

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.console import ConsoleObserver
 
 

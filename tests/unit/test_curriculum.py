@@ -19,8 +19,8 @@ from rlvr.data.curriculum import SLOT, STATE_FILE, Curriculum
 from rlvr.pipeline.orchestrator import _success_term_issues
 from rlvr.prompts import PromptTemplate
 from rlvr.report import difficulty_curve, write_report
-from rlvr.rewards import FormatReward, RewardSet
-from rlvr.training.loop import GRPOPhase
+from rlvr.reward import FormatReward, RewardSet
+from rlvr.training_loop.loop import GRPOPhase
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.disk import dir_size, finish_run_dir, human, keep_checkpoints_issues, prune_checkpoints
-from rlvr.training.checkpoints import MARKER, latest_checkpoint
+from rlvr.training_loop.checkpoints import MARKER, latest_checkpoint
 
 
 def make_run(root: Path) -> Path:

@@ -10,14 +10,14 @@ from hydra.utils import instantiate
 from tests.conftest import ROOT, compose_config, conf_checker, verifier_pool
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
+from rlvr.config.trust import PLUGINS_ENV
+from rlvr.config.validation import check_targets
 from rlvr.data import FileData, identity
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.trust import PLUGINS_ENV
-from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
-from rlvr.verify import ScoreRequest
-from rlvr.verify.checkers import ExactMatch, MathVerify
+from rlvr.verifier import ScoreRequest
+from rlvr.verifier.checkers import ExactMatch, MathVerify
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
 ROWS = gsm8k_rows(120)
@@ -51,7 +51,7 @@ def test_gsm8k_answer_is_the_text_after_hashes(gsm8k_file):
     assert {q: a for q, a in zip(both["question"], both["answer"], strict=True)} == gold
     assert "1," in "".join(both["answer"])  # thousands separators are kept in the gold text
     entry = json.loads(data.eval["entry"][0])
-    assert entry["checker"]["_target_"] == "rlvr.verify.checkers.MathVerify"
+    assert entry["checker"]["_target_"] == "rlvr.verifier.checkers.MathVerify"
     assert "####" in entry["metadata"]["solution"]
 
 
@@ -139,7 +139,7 @@ def test_flat_finqa_export_is_read_too():
         ({"path": "/nonexistent/gsm8k.jsonl"}, "data.path", "could not be read"),
         ({"processor": QuestionAnswer("prompt", "answer")}, "data.processor", "no field 'prompt'"),
         ({"train_size": 0}, "data.train_size", "positive integer"),
-        ({"checker": "exact"}, "data.checker", "is not a rlvr.verify.checkers.Checker"),
+        ({"checker": "exact"}, "data.checker", "is not a rlvr.verifier.checkers.Checker"),
     ],
 )
 def test_config_mistakes_name_the_key(gsm8k_file, kwargs, key, text):
@@ -160,7 +160,7 @@ def test_conf_groups_compose_and_instantiate(gsm8k_file, tmp_path):
         data = instantiate(cfg.data, _convert_="all")
         assert data.validate() == [] and data.name == group
     qa = compose_config(["data=qa_file", "data/checker=math_verify"]).data
-    assert qa.checker._target_ == "rlvr.verify.checkers.MathVerify"
+    assert qa.checker._target_ == "rlvr.verifier.checkers.MathVerify"
     assert isinstance(instantiate(compose_config(["data=qa_file"]).data).checker, ExactMatch)
 
 

@@ -211,7 +211,7 @@ class ShardedLoop:
         return model
 
     def run(self, model, session, resume=None):
-        from rlvr.training import TrainOutcome
+        from rlvr.training_loop import TrainOutcome
 
         session.attach(self.trainer)
         session.on_weights(model, "grpo", 1)
@@ -304,7 +304,7 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
     """In-training evaluations gather through the trainer of the phase that is running: the phase
     attaches it before train() starts (and so before its first evaluation callback)."""
     from rlvr.hardware import Hardware
-    from rlvr.training.loop import Session, SFTPhase, TrainOutcome
+    from rlvr.training_loop.loop import Session, SFTPhase, TrainOutcome
 
     attached = []
 

@@ -11,8 +11,8 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from rlvr import generation
-from rlvr.generation import Generation, HFGenerator, SamplingConfig
+from rlvr.evaluation import generation
+from rlvr.evaluation.generation import Generation, HFGenerator, SamplingConfig
 
 SPECIALS = ["<pad>", "<eos>", "<|user|>", "<|assistant|>"]
 CHAT_TEMPLATE = (
@@ -177,7 +177,7 @@ def test_empty_prompt_list(model, tokenizer):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
 def test_vllm_backend_explains_what_is_missing():
-    from rlvr.generation import require_vllm
+    from rlvr.evaluation.generation import require_vllm
 
     with pytest.raises(
         RuntimeError,
@@ -193,7 +193,7 @@ def test_vllm_backend_explains_what_is_missing():
 def test_peft_weights_reach_vllm_merged_under_base_names():
     from peft import LoraConfig, get_peft_model
 
-    from rlvr.generation import weights_for_vllm
+    from rlvr.evaluation.generation import weights_for_vllm
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -234,7 +234,7 @@ def test_invalid_config_reports_every_error_at_once():
 
 def test_library_batched_generate_agrees_with_hfgenerator(model, tokenizer, prompts):
     """The library path (evaluation's default) gives the same greedy texts, cut at the same stop."""
-    from rlvr.generation import BatchedGenerate
+    from rlvr.evaluation.generation import BatchedGenerate
 
     raw = HFGenerator(model, tokenizer, GREEDY).generate(prompts)
     stops = tuple(sorted({g[0].text[i] for g in raw for i in (2, 6)}))[:3]
@@ -247,7 +247,7 @@ def test_library_batched_generate_agrees_with_hfgenerator(model, tokenizer, prom
 def test_library_batched_generate_samples_k_per_prompt_without_touching_the_global_rng(
     model, tokenizer, prompts
 ):
-    from rlvr.generation import BatchedGenerate
+    from rlvr.evaluation.generation import BatchedGenerate
 
     cfg = SamplingConfig(max_new_tokens=8, temperature=1.0, num_samples=3, batch_size=6, stop_strings=())
     state = torch.get_rng_state()

@@ -63,7 +63,7 @@ def fake_run(
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     (run_dir / "config_resolved.yaml").write_text(
         OmegaConf.to_yaml(
-            config or {"evaluation": {"generator": {"_target_": "rlvr.generation.VLLMBackend"}}}
+            config or {"evaluation": {"generator": {"_target_": "rlvr.evaluation.generation.VLLMBackend"}}}
         )
     )
     return run_dir
@@ -102,10 +102,10 @@ def test_a_vllm_evaluation_of_the_trained_weights_passes_and_says_what_changed(t
 
 
 def test_the_stale_weights_judge_needs_the_vllm_backend_in_the_runs_own_config(tmp_path):
-    hf = {"evaluation": {"generator": {"_target_": "rlvr.generation.HFBackend"}}}
+    hf = {"evaluation": {"generator": {"_target_": "rlvr.evaluation.generation.HFBackend"}}}
     result = verdict(VLLM_EVAL, fake_run(tmp_path / "run", BASE, TRAINED, config=hf))
     assert result.status == "failed"
-    assert "evaluation.generator._target_ is 'rlvr.generation.HFBackend'" in result.why
+    assert "evaluation.generator._target_ is 'rlvr.evaluation.generation.HFBackend'" in result.why
 
 
 def test_a_run_that_did_not_finish_fails_on_that_alone_with_its_last_lines(tmp_path):
@@ -184,7 +184,7 @@ def test_every_checks_overrides_compose_against_the_real_conf(name):
     if "vLLM colocate" in name:
         assert cfg.training_loop.grpo.use_vllm is True and cfg.training_loop.grpo.vllm_mode == "colocate"
     if "unsloth" in name:
-        assert cfg.model._target_ == "rlvr.models.UnslothModel"
+        assert cfg.model._target_ == "rlvr.model.UnslothModel"
         assert cfg.model.name_or_path == "/models/SmolLM2-135M-Instruct"
 
 

@@ -13,15 +13,15 @@ from tests.conftest import compose_config, conf_checker
 from tests.data_fixtures import gsm8k_rows, write_jsonl
 
 from rlvr import events as ev
+from rlvr.config.validation import check_targets
 from rlvr.data import FileData, MixtureData, ReasoningGymData, identity
 from rlvr.data.mixture import shares
 from rlvr.data.processors import GSM8K
 from rlvr.evaluation.results import Evaluation, SampleRecord, paired
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
 from rlvr.report import write_report
-from rlvr.rewards import FormatReward, RewardSet
+from rlvr.reward import FormatReward, RewardSet
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
 PARAMS = {"basic_arithmetic": {"min_digits": 1, "max_digits": 1}, "leg_counting": {"max_animals": 3}}

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rlvr.models import HFModel
-from rlvr.models.loader import adapter_base
+from rlvr.model import HFModel
+from rlvr.model.loader import adapter_base
 
 
 def test_remote_code_off_and_safetensors_only_by_default():
@@ -44,8 +44,8 @@ def test_pickled_adapter_is_refused_before_anything_is_unpickled(tmp_path):
     import json
     import pickle
 
-    from rlvr.config_errors import ConfigValidationError
-    from rlvr.models import HFModel
+    from rlvr.config.errors import ConfigValidationError
+    from rlvr.model import HFModel
 
     marker = tmp_path / "unpickled"
     adapter = tmp_path / "adapter"

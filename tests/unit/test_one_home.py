@@ -11,7 +11,7 @@ from hydra.utils import get_object
 from omegaconf import OmegaConf
 from tests.conftest import CONF, compose_config
 
-from rlvr.pipeline.validation import iter_targets
+from rlvr.config.validation import iter_targets
 
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 # Still in two homes, each waiting on a change outside rlvr's component constructors (issue 25);
@@ -19,14 +19,14 @@ _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 WAITING = {
     # rlvr.benchmark.runner builds HFModel(name_or_path=...) for a hub id or directory: once benchmark
     # models are composed model nodes, HFModel's arguments lose their defaults too.
-    "rlvr.models.loader.HFModel": {
+    "rlvr.model.loader.HFModel": {
         "dtype", "trust_remote_code", "use_safetensors", "gguf_file", "lora", "quantization",
         "gradient_checkpointing",
     },
     "rlvr.prompts.PromptTemplate": {
         "system", "answer_start", "answer_end", "reasoning_start", "reasoning_end", "family",
     },
-    "rlvr.training.loop.GRPOLoop": {"device", "precision", "seed"},
+    "rlvr.training_loop.loop.GRPOLoop": {"device", "precision", "seed"},
     "rlvr.distributed.Distributed": {"accelerate_config"},
     "rlvr.benchmark.runner.Benchmark": {"allow_train_overlap", "devices", "task_params"},
 }  # fmt: skip
@@ -38,8 +38,8 @@ EXPERIMENTS = [f"experiment={f.stem}" for f in sorted((CONF / "experiment").glob
 
 def _overrides(option: str) -> list[str]:
     group, _, name = option.partition("=")
-    if group == "source":  # no default: each option is placed under a name in data.eval_sets
-        return [f"+source@data.eval_sets.extra={name}"]
+    if group == "data/source":  # no default: each option is placed under a name in data.eval_sets
+        return [f"+data/source@data.eval_sets.extra={name}"]
     if group == "reward/terms":  # terms are keyed by name
         return [f"+reward/terms@reward.terms.extra={name}"]
     if group.startswith("data/"):  # a file source's checker and processor

@@ -15,7 +15,7 @@ from rlvr.hardware import Hardware
 from rlvr.observers import Observer
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import Components
-from rlvr.training import TrainOutcome
+from rlvr.training_loop import TrainOutcome
 
 
 class Recorder(Observer):

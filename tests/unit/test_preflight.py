@@ -1,11 +1,11 @@
-"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.preflight)."""
+"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.config.memory)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.conftest import SIGNAL
 
-from rlvr.preflight import PUBLISHED, Plan, Shape, batch_issue, check, estimate
+from rlvr.config.memory import PUBLISHED, Plan, Shape, batch_issue, check, estimate
 
 QWEN = {size: PUBLISHED[f"Qwen/Qwen2.5-{size}-Instruct"] for size in ("0.5B", "1.5B", "7B")}
 
@@ -91,7 +91,7 @@ def _components(device: str, sft: bool = True, grpo: bool = True):
     trl.SFTConfig / trl.GRPOConfig the pre-flight reads)."""
     from types import SimpleNamespace
 
-    from rlvr.training import GRPOLoop
+    from rlvr.training_loop import GRPOLoop
 
     model = SimpleNamespace(name_or_path="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", quantization=None,
                             lora=None, gradient_checkpointing=False)  # fmt: skip
@@ -107,7 +107,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     """A field the run leaves out is TRL's default, read from trl.GRPOConfig / trl.SFTConfig."""
     import trl
 
-    from rlvr import preflight
+    from rlvr.config import memory as preflight
 
     model, loop = _components("cuda")
     del loop.grpo_phase.fields["per_device_train_batch_size"]
@@ -121,7 +121,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
 
 
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns(monkeypatch):
-    from rlvr import preflight
+    from rlvr.config import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
     refusals, _ = preflight.run_checks(*_components("cuda"))
@@ -178,7 +178,7 @@ def test_a_7b_full_fine_tune_fits_8_80gb_gpus_only_when_the_optimizer_state_is_s
 def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
     from tests.conftest import compose_config
 
-    from rlvr import preflight
+    from rlvr.config import memory as preflight
     from rlvr.distributed import Distributed
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
@@ -199,7 +199,7 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
 def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch):
     """report.json ``memory``: the same estimate the pre-flight checks against (scripts/gpu_check.py
     compares it with the measured peak); a CPU run measured no CUDA peak and says so with None."""
-    from rlvr import preflight
+    from rlvr.config import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")

@@ -9,7 +9,7 @@ import reasoning_gym
 from tests.conftest import verifier_pool
 
 from rlvr.prompts import PromptTemplate
-from rlvr.rewards import CorrectnessReward, FormatReward, LengthPenalty, RewardSet
+from rlvr.reward import CorrectnessReward, FormatReward, LengthPenalty, RewardSet
 
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
 
@@ -22,7 +22,7 @@ def test_extraction_reads_the_first_closed_answer_like_evaluation_does():
 
 
 def test_reward_and_evaluation_score_the_same_answer_of_one_completion():
-    from rlvr.generation import _cut_at_stop
+    from rlvr.evaluation.generation import _cut_at_stop
 
     entry = _entries("basic_arithmetic", min_digits=1, max_digits=1)[0]
     rollout = f"<answer>{entry['answer']}</answer> wait, <answer>{int(entry['answer']) + 1}</answer>"

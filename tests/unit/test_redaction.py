@@ -22,11 +22,11 @@ from tests.conftest import ROOT, SIGNAL
 
 from rlvr import events as ev
 from rlvr import secrets
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import checked_config
+from rlvr.config.hydra_check import preflight
 from rlvr.io import atomic_write_json, atomic_write_text
 from rlvr.observers.base import Observer, ObserverHub
-from rlvr.pipeline.gate import checked_config
-from rlvr.pipeline.hydra_check import preflight
 from rlvr.secrets import REDACTED, redact, redact_text
 
 SECRET = "s3cr-et-from-env-91f0"  # not credential-named: masked only because a config read it
@@ -199,7 +199,7 @@ def test_the_console_and_log_handlers_are_masked(monkeypatch):
 def test_trainer_arguments_are_pickled_masked(tmp_path):
     import torch
 
-    from rlvr.training.loop import GRPOPhase
+    from rlvr.training_loop.loop import GRPOPhase
 
     secrets.mark_secret(SECRET)
     hardware = lambda: SimpleNamespace(trainer_args=lambda: {"use_cpu": True, "bf16": False})  # noqa: E731
@@ -212,8 +212,8 @@ def test_trainer_arguments_are_pickled_masked(tmp_path):
 
 
 def test_the_resume_fingerprint_is_masked_and_still_matches(tmp_path):
-    from rlvr.training.checkpoints import check_fingerprint, write_fingerprint
-    from rlvr.training.resume import fingerprint
+    from rlvr.training_loop.checkpoints import check_fingerprint, write_fingerprint
+    from rlvr.training_loop.resume import fingerprint
 
     secrets.mark_secret(SECRET)
     cfg = OmegaConf.create({"data": {"name": f"gsm-{SECRET}", "path": f"/data/{SECRET}.jsonl"}, "seed": 1})
@@ -225,7 +225,7 @@ def test_the_resume_fingerprint_is_masked_and_still_matches(tmp_path):
 def test_a_credential_file_given_as_data_is_not_echoed(tmp_path):
     from rlvr.data.files import FileData
     from rlvr.data.processors import GSM8K
-    from rlvr.verify.checkers import ExactMatch
+    from rlvr.verifier.checkers import ExactMatch
 
     secret = "GOCSPX-q8Zr0cXv1Lm2Nb3Vc4Xz"
     creds = tmp_path / "application_default_credentials.json"

@@ -12,12 +12,12 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT, compose_config, verifier_pool
 
+from rlvr.config.resolvers import FAMILIES
+from rlvr.config.trust import PLUGINS_ENV
+from rlvr.config.validation import check_targets
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.trust import PLUGINS_ENV
-from rlvr.pipeline.validation import check_targets
 from rlvr.prompts import PromptTemplate
-from rlvr.resolvers import FAMILIES
-from rlvr.rewards import (
+from rlvr.reward import (
     AnswerMatchReward,
     ApproxFormatReward,
     FormatReward,
@@ -26,7 +26,7 @@ from rlvr.rewards import (
     OverlongPenalty,
     RewardSet,
 )
-from rlvr.rewards.catalogue import parse_number
+from rlvr.reward.catalogue import parse_number
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 TERM_FILES = sorted(f.stem for f in (CONF / "reward" / "terms").glob("*.yaml"))
@@ -238,7 +238,7 @@ def test_shipped_reward_sets_compose_and_name_each_term_as_trl_logs_it():
 
 # -- a user's own reward from a plugin package ----------------------------------------------------------
 PLUGIN_TERM = (
-    "+reward.terms.variety={_target_: rlvr.rewards.FunctionReward, weight: 0.25, "
+    "+reward.terms.variety={_target_: rlvr.reward.FunctionReward, weight: 0.25, "
     "function: {_target_: rlvr_example_plugin.rewards.distinct_words, _partial_: true}}"
 )
 

@@ -16,8 +16,8 @@ import pytest
 import reasoning_gym
 from tests.conftest import verifier_pool
 
-from rlvr.verify import Score, ScoreRequest, VerifierPool, screen_answer
-from rlvr.verify.screen import SCREENS
+from rlvr.verifier import Score, ScoreRequest, VerifierPool, screen_answer
+from rlvr.verifier.screen import SCREENS
 
 EVAL_TASKS = sorted(SCREENS)  # the nine tasks whose verifiers eval / parse_expr the answer
 TIMEOUT_S = 1.5
@@ -338,7 +338,7 @@ def test_workers_die_with_their_parent(tmp_path):
         f"""
         import json, os, sys, threading, time
         sys.path[:0] = {sys.path!r}
-        from rlvr.verify import ScoreRequest, VerifierPool
+        from rlvr.verifier import ScoreRequest, VerifierPool
         pool = VerifierPool(num_workers=2, timeout_s=600, memory_limit_mb=1024, max_answer_chars=2048,
                             failure_reward=0.0)
         hang = ScoreRequest("bitwise_arithmetic", "1", json.loads({json.dumps(entry_running("9**9**9**9"))!r}))

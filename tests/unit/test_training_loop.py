@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from tests.conftest import make_eval_result, make_loop
 
-from rlvr.training.loop import _checkpointing_follows_model
+from rlvr.training_loop.loop import _checkpointing_follows_model
 
 
 @pytest.mark.parametrize("model_flag", [False, True])
@@ -37,7 +37,7 @@ def test_the_grpo_phase_takes_its_weights_from_the_reward_set_it_was_built_with(
 @pytest.mark.parametrize(("ours", "warns"), [(1.0, True), (0.5, False)])
 def test_zero_variance_warning_uses_the_pipelines_group_check(ours, warns):
     from rlvr import events as ev
-    from rlvr.training.callbacks import EventBridge
+    from rlvr.training_loop.callbacks import EventBridge
 
     emitted = []
     bridge = EventBridge(
@@ -90,7 +90,7 @@ def test_an_evaluation_of_the_final_weights_is_found_for_reuse(steps, evals, exp
 def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
     """Driven in the Trainer's own callback order: step begin, step end (evaluation), log."""
     from rlvr import events as ev
-    from rlvr.training.callbacks import EventBridge
+    from rlvr.training_loop.callbacks import EventBridge
 
     emitted = []
     acc = dict(zip([2, 4, 6], accuracies, strict=True))

@@ -11,11 +11,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config_errors import ConfigValidationError
-from rlvr.pipeline.gate import checked_config
-from rlvr.pipeline.hydra_check import check_hydra_node, preflight
-from rlvr.pipeline.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
-from rlvr.pipeline.validation import check_targets
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import checked_config
+from rlvr.config.hydra_check import check_hydra_node, preflight
+from rlvr.config.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
+from rlvr.config.validation import check_targets
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 
@@ -29,15 +29,15 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
         "importlib.import_module",
         # a path spelt inside rlvr that walks into another module's attribute
         "rlvr.disk.shutil.copyfile",
-        "rlvr.pipeline.trust.importlib.import_module",
+        "rlvr.config.trust.importlib.import_module",
         "rlvr.pipeline.orchestrator.instantiate",
-        "rlvr.models.loader.Path",
+        "rlvr.model.loader.Path",
         # modules, dunder escapes, and rlvr's own helper functions that write files
         "rlvr.secrets.os",
-        "rlvr.rewards.CorrectnessReward.__class__",
+        "rlvr.reward.CorrectnessReward.__class__",
         "rlvr.io.SymlinkRefused.__subclasses__",
         "rlvr.io.atomic_write_text",
-        "rlvr.rewards.CorrectnessReward.__init__",
+        "rlvr.reward.CorrectnessReward.__init__",
         # not a dotted path at all
         "rlvr.app.train; import os",
         "rlvr",
@@ -53,8 +53,8 @@ def test_targets_outside_the_trusted_code_are_refused(target):
 @pytest.mark.parametrize(
     "target",
     [
-        "rlvr.rewards.CorrectnessReward",
-        "rlvr.rewards.terms.FormatReward",
+        "rlvr.reward.CorrectnessReward",
+        "rlvr.reward.terms.FormatReward",
         "rlvr.app.train",
         "rlvr.benchmark.runner.run",
     ],
@@ -68,9 +68,9 @@ def test_every_node_is_judged_including_app_lists_and_args():
         {
             "app": {"_target_": "builtins.open", "_partial_": True},
             "reward": {
-                "_target_": "rlvr.rewards.RewardSet",
+                "_target_": "rlvr.reward.RewardSet",
                 "terms": {
-                    "a": {"_target_": "rlvr.rewards.CorrectnessReward", "_args_": [{"_target_": "os.system"}]}
+                    "a": {"_target_": "rlvr.reward.CorrectnessReward", "_args_": [{"_target_": "os.system"}]}
                 },
             },
             "extra": [{"_target_": "rlvr.disk.shutil.rmtree"}],
@@ -297,7 +297,7 @@ def test_a_missing_dependency_names_the_package_not_the_path(monkeypatch):
     issue = judge_target("k", "rlvr_example_plugin.broken.NeedsMissingPackage")
     assert "rlvr_package_that_is_not_installed" in issue.problem and "not installed" in issue.problem
     assert issue.fix.startswith("pip install rlvr-package-that-is-not-installed")
-    typo = judge_target("k", "rlvr.rewards.CorectnessReward")
+    typo = judge_target("k", "rlvr.reward.CorectnessReward")
     assert "typo" in typo.fix
 
 

@@ -1,4 +1,4 @@
-"""The unsloth model component (rlvr.models.UnslothModel): config -> unsloth's two calls, and its refusals.
+"""The unsloth model component (rlvr.model.UnslothModel): config -> unsloth's two calls, and its refusals.
 
 unsloth needs a CUDA GPU, so the translation is tested up to the call with a stand-in ``unsloth``
 module put into ``sys.modules`` that records the keywords it is given. Whether the locked unsloth
@@ -19,11 +19,11 @@ import pytest
 from hydra.utils import instantiate
 from tests.conftest import SIGNAL, compose_config
 
-from rlvr.config_errors import ConfigValidationError
-from rlvr.models import UnslothModel
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.validation import check_targets
+from rlvr.model import UnslothModel
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.validation import check_targets
 
 QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
 
@@ -63,7 +63,7 @@ class StandIn:
 @pytest.fixture
 def unsloth_on_a_gpu(monkeypatch):
     """A machine with CUDA and unsloth installed, as far as the component can tell."""
-    from rlvr.models import unsloth as component
+    from rlvr.model import unsloth as component
 
     stand_in = StandIn()
     monkeypatch.setitem(sys.modules, "unsloth", stand_in.module)
@@ -184,7 +184,7 @@ def test_without_cuda_the_config_is_refused_before_anything_loads(tmp_path, monk
     with pytest.raises(ConfigValidationError) as info:
         PipelineOrchestrator(compose_config(["model=unsloth_qwen2_5_1_5b"]), tmp_path).build()
     [issue] = [i for i in info.value.issues if i.key == "model"]
-    assert issue.value == "rlvr.models.UnslothModel"
+    assert issue.value == "rlvr.model.UnslothModel"
     assert "CUDA GPU" in issue.problem and "no GPU is visible" in issue.problem
     assert "model=hf model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct model.quantization=4bit" in issue.fix
     assert "unsloth" not in sys.modules  # nothing of unsloth was imported, let alone loaded
@@ -214,8 +214,8 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
 
     import trl
 
-    from rlvr import preflight
-    from rlvr.training import GRPOLoop
+    from rlvr.config import memory as preflight
+    from rlvr.training_loop import GRPOLoop
 
     model = _component()
     args = trl.GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, per_device_train_batch_size=8)

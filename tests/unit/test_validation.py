@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from tests.conftest import compose_config
 
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.validation import check_targets
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import runtime_args
-from rlvr.pipeline.validation import check_targets
 
 
 def build_errors(overrides, tmp_path):
@@ -104,7 +104,7 @@ def test_wrong_types_fail_at_load(override, key):
 
 
 def test_type_check_accepts_valid_values():
-    from rlvr.pipeline.validation import type_ok
+    from rlvr.config.validation import type_ok
 
     assert type_ok(3, float) and type_ok(None, int | None) and type_ok([1], list[int])
     assert not type_ok(True, int) and not type_ok("3", int) and not type_ok({"a": 1}, list)

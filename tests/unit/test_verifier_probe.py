@@ -2,7 +2,7 @@
 
 Every reasoning-gym verifier is run directly (in a throwaway, time-limited process) on answers
 that create a file if evaluated as code; the tasks whose verifier executed one must be exactly
-the tasks rlvr.verify.screen screens. A reasoning-gym release with a new eval()ing verifier
+the tasks rlvr.verifier.screen screens. A reasoning-gym release with a new eval()ing verifier
 therefore fails here until the screen covers it.
 """
 
@@ -14,7 +14,7 @@ import sys
 
 from tests.conftest import ROOT
 
-from rlvr.verify.screen import SCREENS, screen_answer
+from rlvr.verifier.screen import SCREENS, screen_answer
 
 PROBE = ROOT / "tests" / "tools" / "probe_verifiers.py"
 # Meta-tasks that have no entry of their own with default parameters (composite mixes other tasks).

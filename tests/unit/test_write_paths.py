@@ -15,10 +15,10 @@ import pytest
 from tests.conftest import ROOT
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.hydra_check import preflight
 from rlvr.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
 from rlvr.observers import JsonlObserver, TensorBoardObserver
-from rlvr.pipeline.hydra_check import preflight
 
 SCRIPT = ROOT / "run_pipeline.py"
 # Spellings of "outside the run directory" for a config-chosen file or folder name.

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
-from rlvr.config_errors import suggest
+from rlvr.config.errors import suggest
 from rlvr.io import atomic_write_bytes
 
 AVERAGE_LABEL = "average"

@@ -24,11 +24,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, write_reports
-from rlvr.config_errors import ConfigIssue, ConfigValidationError, suggest
+from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity
 from rlvr.data.reasoning_gym import split_entries, task_names, to_dataset
-from rlvr.models import HFModel
-from rlvr.models.loader import adapter_base
+from rlvr.model import HFModel
+from rlvr.model.loader import adapter_base
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def _worker(cfg_yaml: str, names: list[str], device: str) -> None:
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
     """The benchmark, its evaluator, prompt and verifier, built and checked as the pipeline builds
     its components (the models, as conf/model nodes, with the benchmark); raise with every issue."""
-    from rlvr.pipeline.gate import config_issues, refuse
+    from rlvr.config.gate import config_issues, refuse
     from rlvr.pipeline.orchestrator import build_component, runtime_args
 
     issues = config_issues(cfg, runtime_args(cfg))

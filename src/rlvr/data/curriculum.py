@@ -9,7 +9,7 @@ level up (``increment_attr_level``), below ``lower_at`` one level down, each wit
 ``[min_level, min(max_level, its top level)]``; after a change the window starts afresh, so the new
 level is judged on its own batches.
 
-How the questions follow the level (rlvr.training.curriculum): every training row carries a
+How the questions follow the level (rlvr.training_loop.curriculum): every training row carries a
 ``slot``; TRL's sampler picks slots as for any dataset, and right before GRPO generates for a batch
 each slot is filled with question ``slot`` of the current level's pool. A pool is a train-side
 draw of ``train_size`` questions at one level (rlvr.data.identity), so no held-out question is
@@ -33,7 +33,7 @@ from reasoning_gym.coaching.attributes import RangeAttributeDefinition, ScalarAt
 from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
-from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, with_eval_sets
 from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset

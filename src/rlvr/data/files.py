@@ -9,7 +9,7 @@
   the network for a hub id).
 
 Rows become questions through ``data.processor`` (rlvr.data.processors) and are scored by
-``data.checker`` (rlvr.verify.checkers), which every entry names so the sandboxed verifier
+``data.checker`` (rlvr.verifier.checkers), which every entry names so the sandboxed verifier
 worker applies it. Which rows may be trained on follows the one split rule of the product
 (rlvr.data.identity): a row's side is decided by the hash of ``data.name`` and its question,
 so the same question is held out in every run, every evaluation and every benchmark, whatever
@@ -24,14 +24,14 @@ from typing import Any
 
 from datasets import Dataset
 
-from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.processors import Processor, QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.secrets import error_text
-from rlvr.verify.checkers import Checker
+from rlvr.verifier.checkers import Checker
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -67,7 +67,7 @@ class FileData:
         path: file, ``save_to_disk`` directory or hub id (see the module docstring).
         processor: turns a row into a QAItem (``rlvr.data.processors.GSM8K``, ``FinQA``,
             ``QuestionAnswer`` or your own from a plugin package).
-        checker: scores an answer against the gold (``rlvr.verify.checkers.MathVerify`` or
+        checker: scores an answer against the gold (``rlvr.verifier.checkers.MathVerify`` or
             ``ExactMatch``, or your own); runs in the verifier sandbox.
         train_size: training questions (None = every train-side row).
         eval_size: held-out questions (None = every test-side row).
@@ -180,8 +180,8 @@ class FileData:
                 ConfigIssue(
                     f"{key}.checker",
                     type(self.checker).__name__,
-                    "is not a rlvr.verify.checkers.Checker",
-                    "use rlvr.verify.checkers.MathVerify or ExactMatch, or subclass Checker",
+                    "is not a rlvr.verifier.checkers.Checker",
+                    "use rlvr.verifier.checkers.MathVerify or ExactMatch, or subclass Checker",
                 )
             )
         for size_key, value in (("train_size", self.train_size), ("eval_size", self.eval_size)):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
 
 SPLIT_RULE = {
     "version": 1,

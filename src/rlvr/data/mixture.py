@@ -22,7 +22,7 @@ from typing import Any
 
 from datasets import Dataset, concatenate_datasets
 
-from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.files import FileData
@@ -137,7 +137,7 @@ class MixtureData:
                     if issue.key == "data.task":
                         fix = (
                             f"{issue.fix.split(' (')[0]}; for a file dataset of this name add "
-                            f"+source@data.sources.{name}=gsm8k data.sources.{name}.name={name} "
+                            f"+data/source@data.sources.{name}=gsm8k data.sources.{name}.name={name} "
                             f"data.sources.{name}.path=<file> (or another source option)"
                         )
                         issues.append(ConfigIssue(f"data.tasks.{name}", name, issue.problem, fix))

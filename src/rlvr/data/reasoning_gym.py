@@ -10,7 +10,7 @@ import reasoning_gym
 from datasets import Dataset
 from reasoning_gym.factory import DATASETS
 
-from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate

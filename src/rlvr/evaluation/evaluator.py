@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
@@ -25,13 +25,13 @@ if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of c
     from datasets import Dataset
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from rlvr.generation import Generator, SamplingConfig
+    from rlvr.evaluation.generation import Generator, SamplingConfig
     from rlvr.observers.base import ProgressHandle
-    from rlvr.verify import Score, ScoreRequest
+    from rlvr.verifier import Score, ScoreRequest
 
 
 class EvaluationBackend(Protocol):
-    """A generation backend (conf/evaluation/generator/, rlvr.generation.HFBackend and its siblings)."""
+    """A generation backend (conf/evaluation/generator/, rlvr.evaluation.generation.HFBackend and its siblings)."""
 
     name: str
 
@@ -41,7 +41,7 @@ class EvaluationBackend(Protocol):
 
 
 class Scorer(Protocol):
-    """What evaluation needs from the verifier sandbox (rlvr.verify.VerifierPool)."""
+    """What evaluation needs from the verifier sandbox (rlvr.verifier.VerifierPool)."""
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
@@ -106,12 +106,12 @@ class Evaluator:
         ks: the k values reported for pass@k.
         seed: seeds sampling (and the vLLM engine).
         generator: the generation backend (``evaluation/generator=hf|hf_continuous|vllm``, a
-            :class:`rlvr.generation.HFBackend`, ``HFContinuousBackend`` or ``VLLMBackend``): called with
+            :class:`rlvr.evaluation.generation.HFBackend`, ``HFContinuousBackend`` or ``VLLMBackend``): called with
             the model, tokenizer and sampling settings before each evaluation.
         sampled: ``{num_samples, temperature, max_examples}`` (:class:`SampledEvaluation`) or None:
             also evaluate the GRPO stage's start and end sampled; greedy accuracy stays the headline.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
-        scorer: the run's verifier sandbox (rlvr.verify.VerifierPool).
+        scorer: the run's verifier sandbox (rlvr.verifier.VerifierPool).
 
     ``prompt`` and ``scorer`` are runtime objects: the orchestrator (or the benchmark) passes them
     at instantiation, beside the YAML values.
@@ -212,7 +212,7 @@ class Evaluator:
         return view
 
     def sampling(self) -> SamplingConfig:
-        from rlvr.generation import SamplingConfig
+        from rlvr.evaluation.generation import SamplingConfig
 
         return SamplingConfig(
             max_new_tokens=self.max_new_tokens,
@@ -265,7 +265,7 @@ class Evaluator:
         progress: ProgressHandle | None = None,
     ) -> Evaluation:
         """Generate, extract and score every question of ``dataset`` (at most ``max_examples``)."""
-        from rlvr.verify import ScoreRequest
+        from rlvr.verifier import ScoreRequest
 
         rows = self.rows(dataset)
         prompts = [self.prompt.render(tokenizer, m) for m in rows["prompt"]]

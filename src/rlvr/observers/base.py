@@ -10,7 +10,7 @@ import logging
 from typing import Any, Protocol
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue
 from rlvr.secrets import redact
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue
 from rlvr.io import config_path_problem, inside, open_append
 from rlvr.observers.base import Observer
 

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue
 from rlvr.io import config_path_problem, inside
 from rlvr.observers.base import Observer
 

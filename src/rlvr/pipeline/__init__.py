@@ -8,7 +8,7 @@ __all__ = ["PipelineOrchestrator", "RunResult"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: run_pipeline.py imports rlvr.pipeline.hydra_check to refuse a config before Hydra starts, and
+    # Lazy: run_pipeline.py imports rlvr.config.hydra_check to refuse a config before Hydra starts, and
     # that check must not wait ~6 s for the orchestrator's torch/transformers imports.
     if name in __all__:
         from rlvr.pipeline import orchestrator

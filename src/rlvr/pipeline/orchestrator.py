@@ -9,7 +9,7 @@ always closed.
 
 Each stage is a few lines of one :class:`RunContext` (what the run has so far); the policies live
 with their components: what is evaluated when, and what is reused (rlvr.evaluation.schedule),
-resume and the settings fingerprint (rlvr.training.resume), the final model (rlvr.models.final).
+resume and the settings fingerprint (rlvr.training_loop.resume), the final model (rlvr.model.final).
 Runtime collaborators are passed at instantiation (the prompt and the verifier to rewards and
 evaluation, the prompt and the reward set to the training loop), so every built component is
 complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes files,
@@ -32,21 +32,21 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr import distributed
 from rlvr import events as ev
-from rlvr.config_errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.config.gate import config_issues, refuse
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
 from rlvr.events import RunResult
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
-from rlvr.models.final import save_final
-from rlvr.models.loader import LoadedModel
+from rlvr.model.final import save_final
+from rlvr.model.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.gate import config_issues, refuse
 from rlvr.run_history import AttemptLog, RunHistory
 from rlvr.secrets import redact
-from rlvr.training.checkpoints import Preempted, PreemptionGuard, write_fingerprint
-from rlvr.training.loop import Session, TrainOutcome
-from rlvr.training.resume import continues, fingerprint, resolve_resume, run_dir_issues
+from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
+from rlvr.training_loop.loop import Session, TrainOutcome
+from rlvr.training_loop.resume import continues, fingerprint, resolve_resume, run_dir_issues
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
 
@@ -87,7 +87,7 @@ def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recurs
 
 def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
     """Per config path, the arguments the orchestrator passes at instantiation (absent from YAML on
-    purpose); :func:`rlvr.pipeline.validation.check_targets` counts them as provided."""
+    purpose); :func:`rlvr.config.validation.check_targets` counts them as provided."""
     terms = OmegaConf.select(cfg, "reward.terms", default=None)
     terms = terms if isinstance(terms, DictConfig) else {}  # anything else: check_targets names it
     return {
@@ -303,7 +303,7 @@ def save_model(ctx: RunContext) -> None:
 
 
 def write_report(ctx: RunContext) -> None:
-    from rlvr.preflight import memory_record
+    from rlvr.config.memory import memory_record
     from rlvr.report import write_report
 
     c = ctx.components
@@ -411,7 +411,7 @@ class PipelineOrchestrator:
         if "distributed" in built:
             issues.extend(built["distributed"].model_issues(built.get("model")))
         if not issues and "model" in built and "training_loop" in built:
-            from rlvr.preflight import run_checks
+            from rlvr.config.memory import run_checks
 
             memory, warnings = run_checks(built["model"], built["training_loop"], built.get("distributed"))
             issues.extend(memory)

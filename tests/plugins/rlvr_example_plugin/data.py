@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from rlvr.data.processors import QAItem
-from rlvr.verify.checkers import Checker
+from rlvr.verifier.checkers import Checker
 
 
 class TriviaProcessor:

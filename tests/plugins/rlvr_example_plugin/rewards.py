@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rlvr.rewards.terms import _Term, completion_text
+from rlvr.reward.terms import _Term, completion_text
 
 
 class EvenAnswerReward(_Term):
@@ -31,9 +31,9 @@ class BuggyTerm(_Term):
 
 def distinct_words(completions: list[Any], **_: Any) -> list[float | None]:
     """A plain TRL reward function: the share of distinct words (1.0 = no word repeated), None for
-    an empty completion. Joins a run through ``rlvr.rewards.FunctionReward``:
+    an empty completion. Joins a run through ``rlvr.reward.FunctionReward``:
 
-    ``+reward.terms.variety={_target_: rlvr.rewards.FunctionReward, weight: 0.1,
+    ``+reward.terms.variety={_target_: rlvr.reward.FunctionReward, weight: 0.1,
     function: {_target_: rlvr_example_plugin.rewards.distinct_words, _partial_: true}}``
 
     >>> distinct_words(["a b a b", "", "one two"])

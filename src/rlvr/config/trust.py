@@ -1,0 +1,230 @@
+"""What a config may make this program do, decided before anything acts on the config.
+
+Threat model (SECURITY.md): the installed code and the user's own command line are
+trusted; config files, experiment and sweep files, checkpoints and caches are not.
+So a config may only name code that is
+
+- a class defined in the ``rlvr`` package, or one of the two app entry points, or
+- anything defined in a plugin package the user named on the command line through
+  the ``RLVR_PLUGINS`` environment variable (a config file cannot set it),
+
+judged on the imported object (where it is *defined*), not on the spelling of the
+path, so ``rlvr.some_module.shutil.copyfile`` is refused. Resolvers are limited to a
+safe set and targets are judged after resolution, so a resolver cannot build a node
+after the check. Hydra's own settings are judged before Hydra starts
+(:mod:`rlvr.config.hydra_check`); everything else by the gate after composition
+(:mod:`rlvr.config.gate`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
+
+PLUGINS_ENV = "RLVR_PLUGINS"
+PROJECT_PACKAGE = "rlvr"
+# The only functions a config may name in this package: the apps run_pipeline.py dispatches to.
+APP_FUNCTIONS = frozenset({"rlvr.app.train", "rlvr.benchmark.runner.run"})
+# rlvr.marker / rlvr.family_of are pure table look-ups (rlvr.config.resolvers; tests/unit/test_resolvers.py
+# plays the attacker). Any resolver added here must be as pure: no I/O, no environment, no code.
+SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select", "rlvr.marker", "rlvr.family_of"})
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+_RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
+
+
+# -- plugin packages ---------------------------------------------------------------------------------
+def plugin_packages() -> tuple[str, ...]:
+    """Packages named in ``RLVR_PLUGINS`` (comma separated); refuses names that are not plugins."""
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    bad = [
+        n
+        for n in names
+        if not n.isidentifier()
+        or n in sys.stdlib_module_names
+        or n in {PROJECT_PACKAGE, "hydra", "omegaconf"}
+    ]
+    if bad:
+        raise ConfigValidationError(
+            [
+                ConfigIssue(
+                    PLUGINS_ENV,
+                    ",".join(bad),
+                    "a plugin package must be your own top-level package, not the standard library, "
+                    "rlvr or hydra",
+                    f"set {PLUGINS_ENV}=<your_package> (comma separated for several)",
+                )
+            ]
+        )
+    return tuple(names)
+
+
+def allowed_packages() -> tuple[str, ...]:
+    return (PROJECT_PACKAGE, *plugin_packages())
+
+
+# -- targets -----------------------------------------------------------------------------------------
+class _MissingDependency(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _import_object(path: str) -> Any:
+    """The object at a dotted path: the longest importable module prefix, then attributes.
+
+    A module that exists but fails importing because one of ITS imports is missing raises
+    _MissingDependency, so that error is not mistaken for a misspelt path.
+    """
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        try:
+            obj: Any = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                continue  # this prefix is not a module: try a shorter one
+            raise _MissingDependency(exc.name or "?") from exc
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(f"no module named {parts[0]!r}")
+
+
+def _install_hint(module: str) -> str:
+    top = module.split(".")[0]
+    if top in {"vllm", "unsloth", "bitsandbytes"}:
+        return f"make setup GPU=1 (the hashed GPU lock, on a CUDA machine), or remove the option that needs {top}"
+    if top in {"wandb", "tensorboard"}:
+        return f"pip install 'rlvr[tracking]', or drop the observer that needs {top}"
+    return f"pip install {top.replace('_', '-')}"
+
+
+def judge_target(key: str, target: Any) -> ConfigIssue | None:
+    """None when ``target`` may be instantiated from a config, else the issue saying why not."""
+    allowed = allowed_packages()
+    fix = (
+        "point _target_ at a class in the rlvr package; for your own component, name its package on "
+        f"the command line with {PLUGINS_ENV}=<package> (see SECURITY.md)"
+    )
+    if not isinstance(target, str) or not _DOTTED.fullmatch(target):
+        return ConfigIssue(
+            key, target, "not a dotted path to a class (a config must not run arbitrary code)", fix
+        )
+    if target.split(".")[0] not in allowed:
+        return ConfigIssue(key, target, f"outside the allowed packages {allowed}", fix)
+    try:
+        obj = _import_object(target)
+    except _MissingDependency as exc:
+        return ConfigIssue(
+            key, target, f"needs the package {exc.name!r}, which is not installed", _install_hint(exc.name)
+        )
+    except (ImportError, AttributeError) as exc:
+        return ConfigIssue(key, target, f"cannot be imported ({exc})", "check the dotted path for a typo")
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        return ConfigIssue(key, target, f"is a {type(obj).__name__}, not a class or function", fix)
+    module = getattr(obj, "__module__", "") or ""
+    defined = f"{module}.{getattr(obj, '__qualname__', '?')}"
+    if module.split(".")[0] not in allowed:
+        return ConfigIssue(key, target, f"resolves to {defined}, which is defined outside {allowed}", fix)
+    if module.split(".")[0] == PROJECT_PACKAGE and inspect.isfunction(obj) and defined not in APP_FUNCTIONS:
+        return ConfigIssue(
+            key,
+            target,
+            f"{defined} is a function; a config may only name rlvr classes and the apps {sorted(APP_FUNCTIONS)}",
+            fix,
+        )
+    return None
+
+
+# -- resolvers ---------------------------------------------------------------------------------------
+def _strings(node: Any, path: str = "") -> list[tuple[str, str]]:
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in _strings(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings(v, f"{path}[{i}]")]
+    return [(path, node)] if isinstance(node, str) else []
+
+
+def check_resolvers(cfg: DictConfig) -> list[ConfigIssue]:
+    """Every interpolation uses only :data:`SAFE_RESOLVERS` (``oc.create``/``oc.decode`` build nodes
+    after a check has looked at a string; custom resolvers run code)."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    issues = []
+    for path, value in _strings(raw):
+        for name in _RESOLVER.findall(value):
+            if name not in SAFE_RESOLVERS:
+                issues.append(
+                    ConfigIssue(
+                        path,
+                        value,
+                        f"uses the resolver {name!r}; configs may only use {sorted(SAFE_RESOLVERS)}",
+                        "write the value itself instead of building it with a resolver",
+                    )
+                )
+    return issues
+
+
+def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
+    """Credential-named keys with a value: refused, so no credential can reach any file a run writes
+    (records, trainer argument files in checkpoints, tracker files). The value is never echoed."""
+    from rlvr.secrets import REDACTED, is_credential_key
+
+    issues = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and is_credential_key(key) and value not in (None, ""):
+                issues.append(
+                    ConfigIssue(
+                        sub,
+                        REDACTED,
+                        "a credential in a config would be written into the run's records and checkpoints",
+                        "remove it and export it as an environment variable instead (HF_TOKEN, WANDB_API_KEY)",
+                    )
+                )
+            else:
+                issues.extend(credential_issues(value, sub))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            issues.extend(credential_issues(value, f"{path}[{i}]"))
+    return issues
+
+
+def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:
+    """Resolved values that read as an interpolation again (``"${d}{oc.create:...}"`` with
+    ``d: $``): the resolved copy is a new config, which would resolve them after every check."""
+    return [
+        ConfigIssue(
+            path,
+            value,
+            "resolves to text that is itself an interpolation; it would be resolved again after the checks",
+            "write the value itself (a literal '${' is not supported in config values)",
+        )
+        for path, value in _strings(container)
+        if "${" in value
+    ]
+
+
+def secret_path_issue(key: str, path: str) -> ConfigIssue | None:
+    """A directory named after a secret (a value read from the environment, a credential) would
+    carry it into every record that names the run directory: refused, never written masked."""
+    from rlvr.secrets import REDACTED, contains_secret, redact_text
+
+    if not contains_secret(path):
+        return None
+    return ConfigIssue(
+        key,
+        redact_text(path),
+        f"the directory holds a value read from the environment or a credential ({REDACTED} above); "
+        "a path is written into the run's records, logs and trackers",
+        "write the directory out on the command line (your shell expands variables: "
+        "hydra.run.dir=$SCRATCH/runs/x), or drop the ${oc.env:...} from it",
+    )

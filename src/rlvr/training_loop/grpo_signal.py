@@ -1,0 +1,350 @@
+"""Every rollout carries signal: zero-advantage skipping and dynamic sampling on TRL's GRPOTrainer.
+
+**Skipping.** A completion whose advantage is exactly zero (every completion of a group without
+reward variance) adds nothing to the policy loss of any TRL loss type: each one multiplies the
+advantage into the per-token loss. When nothing else in the loss reads it (``beta = 0``, no entropy
+bonus or entropy mask, no router loss), it is dropped from its micro-batch before the forward pass,
+and the micro-batch's loss is rescaled by what its normaliser counted (rows or tokens of the full
+micro-batch; the global token count of ``dapo``/``cispo``/``vespo`` is kept as it is), so the update
+equals TRL's own (tests/integration/test_grpo_signal.py compares the weights per loss type). A
+micro-batch with nothing left is not forwarded at all (with several processes one row is kept, so
+every rank runs the same collective backward).
+
+**Dynamic sampling** (DAPO, Yu et al. 2025, "dynamic sampling"; trl issue 3708). The step's first
+round is TRL's own batch. While fewer groups than the step holds have reward variance, a further
+round generates for prompts drawn from the training set, up to ``max_rounds`` rounds; the batch
+is then the first informative groups in order, topped up with groups without variance if the cap
+was hit (those are skipped above at no cost). A round's prompts depend only on (seed, step, round),
+so a resumed run draws the very prompts the uninterrupted run drew. A curriculum fills and scores
+every round, so its level sees all that was generated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rlvr.config.errors import ConfigIssue
+
+# How each TRL loss type normalises a micro-batch's summed per-token loss (trl GRPOTrainer._compute_loss).
+ROW_MEAN = frozenset({"grpo", "sapo", "dr_grpo", "luspo"})  # by the micro-batch's rows
+TOKEN_MEAN = frozenset({"bnpo"})  # by the micro-batch's completion tokens
+GLOBAL_TOKENS = frozenset({"dapo", "cispo", "vespo"})  # by num_items_in_batch of the whole generation batch
+LOSS_TYPES = ROW_MEAN | TOKEN_MEAN | GLOBAL_TOKENS
+
+SCALE_KEY = "rlvr_loss_scale"
+# Keys of TRL's scored batch that dynamic sampling knows how to join across rounds: how each is padded.
+_LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
+_RIGHT_PADDED = {
+    "completion_ids": "pad",
+    "completion_mask": 0,
+    "old_per_token_logps": 0.0,
+    "ref_per_token_logps": 0.0,
+    "sampling_per_token_logps": 0.0,
+    "importance_sampling_ratio": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class SignalSettings:
+    """``training_loop.signal``.
+
+    Args:
+        skip_zero_advantage: do not forward or backpropagate completions whose advantage is zero
+            (exact: applies only where the update is unchanged, see :func:`skip_blockers`).
+        dynamic_sampling: refill each GRPO batch with groups that have reward variance (DAPO).
+        max_rounds: at most this many generation rounds per step under dynamic sampling (>= 1).
+    """
+
+    skip_zero_advantage: bool
+    dynamic_sampling: bool
+    max_rounds: int
+
+    @classmethod
+    def from_config(cls, node: dict[str, Any]) -> SignalSettings:
+        return cls(**{k: node[k] for k in ("skip_zero_advantage", "dynamic_sampling", "max_rounds")})
+
+    @staticmethod
+    def issues(node: dict[str, Any], grpo: dict[str, Any], processes: int) -> list[ConfigIssue]:
+        """Unknown keys, wrong types, and settings dynamic sampling cannot honour."""
+        key = "training_loop.signal"
+        known = {"skip_zero_advantage": bool, "dynamic_sampling": bool, "max_rounds": int}
+        issues = []
+        for name, value in node.items():
+            if name not in known:
+                from rlvr.config.errors import suggest
+
+                issues.append(
+                    ConfigIssue(f"{key}.{name}", value, "not a signal setting", suggest(name, known))
+                )
+            elif type(value) is not known[name]:
+                issues.append(
+                    ConfigIssue(
+                        f"{key}.{name}", value, f"must be a {known[name].__name__}", f"e.g. {key}.{name}=true"
+                    )
+                )
+        issues += [
+            ConfigIssue(f"{key}.{name}", "(missing)", "required", f"add {key}.{name}")
+            for name in known
+            if name not in node
+        ]
+        if issues:
+            return issues
+        if node["max_rounds"] < 1:
+            issues.append(ConfigIssue(f"{key}.max_rounds", node["max_rounds"], "must be >= 1", "set e.g. 4"))
+        if node["dynamic_sampling"] and processes > 1:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.dynamic_sampling",
+                    True,
+                    f"runs on one process: TRL splits a group's completions across processes ({processes} here)",
+                    f"set {key}.dynamic_sampling=false for multi-process runs",
+                )
+            )
+        return issues
+
+
+def skip_blockers(args: Any, trainer: Any = None) -> list[str]:
+    """Why dropping zero-advantage completions would change this run's update (empty: it would not)."""
+    reasons = []
+    if args.beta != 0.0:
+        reasons.append(f"beta={args.beta} (the KL term reads every completion)")
+    if getattr(args, "top_entropy_quantile", 1.0) < 1.0:
+        reasons.append(
+            f"top_entropy_quantile={args.top_entropy_quantile} (its threshold reads every completion)"
+        )
+    if getattr(args, "entropy_coef", 0.0) or getattr(args, "use_adaptive_entropy", False):
+        reasons.append("an entropy bonus (it reads every completion)")
+    if getattr(args, "use_liger_kernel", False):
+        reasons.append("use_liger_kernel (its loss normalises on its own)")
+    if args.loss_type not in LOSS_TYPES:
+        reasons.append(f"loss_type={args.loss_type} (its normaliser is not known here)")
+    if trainer is not None and getattr(trainer, "aux_loss_enabled", False):
+        reasons.append("the router's auxiliary loss")
+    return reasons
+
+
+def _rows(inputs: dict[str, Any]) -> int:
+    return int(inputs["advantages"].shape[0])
+
+
+def _take(inputs: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+    """The rows ``index`` of every per-row entry (scalars such as ``num_items_in_batch`` kept)."""
+    n = _rows(inputs)
+    out = {}
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == n:
+            out[key] = value[index.to(value.device)]
+        elif isinstance(value, list) and len(value) == n:
+            out[key] = [value[i] for i in index.tolist()]
+        else:
+            out[key] = value
+    return out
+
+
+def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, keep_one: bool = False) -> dict[str, Any]:
+    """The micro-batch without its zero-advantage rows, and the loss scale that keeps TRL's normaliser.
+
+    TRL divides the summed per-token loss of a micro-batch by its rows (ROW_MEAN), by its completion
+    tokens (TOKEN_MEAN) or by a count fixed for the whole generation batch (GLOBAL_TOKENS). With the
+    rows gone, TRL would divide by the kept rows or tokens; multiplying by kept/full restores the
+    full micro-batch's divisor. ``keep_one`` keeps one row of an all-zero micro-batch (several
+    processes must all run a backward).
+
+    >>> import torch
+    >>> batch = {"advantages": torch.tensor([0.0, 1.0, -1.0, 0.0]),
+    ...          "completion_mask": torch.tensor([[1, 1], [1, 0], [1, 1], [1, 1]]),
+    ...          "num_items_in_batch": torch.tensor(7)}
+    >>> out = drop_zero_advantage(batch, "grpo")
+    >>> out["advantages"].tolist(), out[SCALE_KEY]
+    ([1.0, -1.0], 0.5)
+    >>> drop_zero_advantage(batch, "bnpo")[SCALE_KEY], drop_zero_advantage(batch, "dapo")[SCALE_KEY]
+    (0.42857142857142855, 1.0)
+    """
+    advantages = inputs["advantages"]
+    nonzero = advantages.reshape(advantages.shape[0], -1).ne(0).any(dim=1)
+    keep = nonzero.nonzero().flatten()
+    if keep.numel() == 0 and keep_one:
+        keep = torch.zeros(1, dtype=torch.long, device=advantages.device)
+    out = _take(inputs, keep)
+    if loss_type in ROW_MEAN:
+        scale = keep.numel() / max(_rows(inputs), 1)
+    elif loss_type in TOKEN_MEAN:
+        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+        kept_tokens = float(mask[keep.to(mask.device)].sum()) if keep.numel() else 0.0
+        scale = max(kept_tokens, 1.0) / max(float(mask.sum()), 1.0)
+    else:
+        scale = 1.0
+    out[SCALE_KEY] = scale
+    return out
+
+
+def informative(advantages: torch.Tensor, group_size: int) -> torch.Tensor:
+    """One flag per group of ``group_size`` consecutive rows: whether any of its advantages is nonzero."""
+    return advantages.reshape(advantages.shape[0], -1).ne(0).any(dim=1).reshape(-1, group_size).any(dim=1)
+
+
+def join_rounds(outputs: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """One scored batch from several rounds of TRL's ``_generate_and_score_completions``.
+
+    Prompts are left-padded and completions right-padded to the longest of any round, as TRL pads one
+    round; ``num_items_in_batch`` is recounted by the caller on the rows it keeps.
+    """
+    if len(outputs) == 1:
+        return outputs[0]
+    joined: dict[str, Any] = {}
+    for key in outputs[0]:
+        if key == "num_items_in_batch":
+            continue
+        values = [o[key] for o in outputs]
+        if key == "advantages":
+            joined[key] = torch.cat(values)
+        elif key in _LEFT_PADDED or key in _RIGHT_PADDED:
+            left = key in _LEFT_PADDED
+            fill = (_LEFT_PADDED if left else _RIGHT_PADDED)[key]
+            fill = pad_token_id if fill == "pad" else fill
+            width = max(v.shape[1] for v in values) if values[0].ndim > 1 else None
+            if width is None:
+                joined[key] = torch.cat(values)
+                continue
+            padded = [
+                F.pad(v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]), value=fill)
+                for v in values
+            ]
+            joined[key] = torch.cat(padded)
+        else:
+            raise NotImplementedError(
+                f"dynamic sampling cannot join TRL's batch key {key!r} across rounds (multimodal or tool "
+                "inputs): set training_loop.signal.dynamic_sampling=false for this run"
+            )
+    return joined
+
+
+def round_rows(
+    dataset: Any, seed: int, step: int, round_: int, groups: int, group_size: int
+) -> list[dict[str, Any]]:
+    """The rows of one extra round: ``groups`` prompts drawn from ``dataset``, each repeated ``group_size`` times.
+
+    The draw depends only on (seed, step, round), so a resumed run repeats it exactly.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng([seed, step, round_])
+    picks = rng.choice(len(dataset), size=groups, replace=groups > len(dataset))
+    return [dataset[int(i)] for i in picks for _ in range(group_size)]
+
+
+def select_groups(advantages: torch.Tensor, group_size: int, wanted: int) -> tuple[torch.Tensor, int]:
+    """Row indices of the first ``wanted`` informative groups, topped up with uninformative ones in order.
+
+    >>> import torch
+    >>> adv = torch.tensor([0., 0., 1., -1., 0., 0., 2., -2.])
+    >>> select_groups(adv, 2, 2)
+    (tensor([2, 3, 6, 7]), 2)
+    >>> select_groups(adv[:4], 2, 2)
+    (tensor([2, 3, 0, 1]), 1)
+    """
+    flags = informative(advantages, group_size)
+    order = torch.cat([flags.nonzero().flatten(), (~flags).nonzero().flatten()])[:wanted]
+    kept = int(flags[order].sum())
+    rows = (order[:, None] * group_size + torch.arange(group_size)).flatten()
+    return rows, kept
+
+
+def trainer_class(base: type) -> type:
+    """``base`` (TRL's GRPOTrainer or a subclass) with skipping and dynamic sampling."""
+
+    class SignalGRPOTrainer(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self, *args: Any, signal: SignalSettings, warn: Callable[[str], None] | None = None, **kwargs: Any
+        ):
+            super().__init__(*args, **kwargs)
+            self.signal = signal
+            self._warn = warn or (lambda message: None)
+            blockers = skip_blockers(self.args, self) if signal.skip_zero_advantage else []
+            self.skipping = signal.skip_zero_advantage and not blockers
+            if blockers:
+                self._warn(
+                    "training_loop.signal.skip_zero_advantage is on but does not apply to this run: "
+                    + "; ".join(blockers)
+                )
+            self._cap_warned = False
+
+        # -- dynamic sampling ---------------------------------------------------------------------
+        def _score_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            return super()._generate_and_score_completions(inputs)
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            if not (self.model.training and self.signal.dynamic_sampling):
+                return self._score_round(inputs)
+            size = self.num_generations
+            wanted = len(inputs) // size
+            outputs = [self._score_round(inputs)]
+            found = int(informative(outputs[0]["advantages"], size).sum())
+            generated, rounds = wanted, 1
+            while found < wanted and rounds < self.signal.max_rounds:
+                rate = max(found / generated, 1.0 / wanted)
+                groups = min(wanted, math.ceil((wanted - found) / rate))
+                rows = round_rows(
+                    self.train_dataset, self.args.seed, self.state.global_step, rounds, groups, size
+                )
+                outputs.append(self._score_round(rows))
+                found += int(informative(outputs[-1]["advantages"], size).sum())
+                generated += groups
+                rounds += 1
+            joined = join_rounds(outputs, self.processing_class.pad_token_id)
+            index, kept = select_groups(joined["advantages"], size, wanted)
+            batch = _take(joined, index.to(joined["advantages"].device))
+            mask = batch["completion_mask"] * batch.get("tool_mask", 1)
+            batch["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+            metrics = self._metrics["train"]
+            metrics["signal/groups_generated"].append(float(generated))
+            metrics["signal/groups_kept"].append(float(kept))
+            metrics["signal/rounds"].append(float(rounds))
+            if kept < wanted:
+                metrics["signal/cap_hit"].append(1.0)
+                if not self._cap_warned:
+                    self._cap_warned = True
+                    self._warn(
+                        f"dynamic sampling hit training_loop.signal.max_rounds={self.signal.max_rounds} at GRPO "
+                        f"step {self.state.global_step + 1}: {kept} of {wanted} groups had reward variance after "
+                        f"{generated} generated (the rest of the batch carries no signal; raise max_rounds "
+                        "or make the task easier/harder; the metric signal/cap_hit counts such steps)"
+                    )
+            else:
+                metrics["signal/cap_hit"].append(0.0)
+            return batch
+
+        # -- skipping ------------------------------------------------------------------------------
+        def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+            inputs = super()._prepare_inputs(generation_batch)
+            if not (self.model.training and self.skipping):
+                return inputs
+            full = _rows(inputs)
+            # Several processes (or a DeepSpeed/FSDP engine) must all run a backward through the model.
+            keep_one = self.accelerator.num_processes > 1 or self.accelerator.distributed_type != "NO"
+            out = drop_zero_advantage(inputs, self.loss_type, keep_one=keep_one)
+            self._metrics["train"]["signal/rows_skipped"].append(float(full - _rows(out)))
+            return out
+
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            scale = inputs.pop(SCALE_KEY, None)
+            if scale is None:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if _rows(inputs) == 0:  # nothing carries signal: no forward, no backward through the model
+                return torch.zeros((), device=self.accelerator.device, requires_grad=True)
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return loss * scale
+
+    return SignalGRPOTrainer

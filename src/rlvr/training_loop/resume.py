@@ -1,0 +1,130 @@
+"""``resume`` and the run directory: which checkpoint a run continues from, and the settings fingerprint
+that must match the run it continues (rlvr.training_loop.checkpoints keeps the checkpoints and their copies
+of the fingerprint)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlvr import distributed
+from rlvr.config.errors import ConfigIssue
+from rlvr.io import run_records_in
+from rlvr.secrets import redact
+from rlvr.training_loop.checkpoints import FINGERPRINT, check_fingerprint, latest_checkpoint, phase_of
+
+# Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
+CRITICAL_KEYS = (
+    "model",
+    "data.task",
+    "data.task_params",
+    "data.tasks",
+    "data.name",
+    "data.path",
+    "seed",
+    "training_loop.grpo.num_generations",
+)
+
+
+def fingerprint(cfg: DictConfig) -> dict[str, Any]:
+    """The critical settings, secrets masked: the record on disk and the comparison on resume agree."""
+    return redact(
+        {
+            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
+            for k in CRITICAL_KEYS
+        }
+    )
+
+
+def continues(cfg: DictConfig) -> bool:
+    """Whether ``resume`` is set: the run continues the one recorded in its directory."""
+    return OmegaConf.select(cfg, "resume", default=None) not in (None, "", False)
+
+
+def _allow_changes(cfg: DictConfig) -> bool:
+    return bool(OmegaConf.select(cfg, "resume_allow_changes", default=False))
+
+
+def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | None, list[ConfigIssue]]:
+    """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
+    fresh run) or a checkpoint path (which must exist). Returns (phase, checkpoint) or None, and
+    the issues."""
+    value = OmegaConf.select(cfg, "resume", default=None)
+    if not continues(cfg):
+        return None, []
+    if value == "auto":
+        # The newest complete checkpoint, or a fresh run when there is none yet: the same command
+        # starts a SLURM array task or a cloud VM and continues it after a requeue or a restart.
+        found = latest_checkpoint(run_dir)
+        if found is None:
+            print(f"resume=auto: no complete checkpoint under {run_dir}/checkpoints, starting fresh")
+            return None, []
+    else:
+        path = Path(str(value))  # resume=123 names a folder too
+        if not path.is_dir():
+            return None, [
+                ConfigIssue(
+                    "resume",
+                    value,
+                    "checkpoint directory does not exist",
+                    "pass an existing <run_dir>/checkpoints/<phase>/checkpoint-N or resume=auto",
+                )
+            ]
+        try:
+            found = (phase_of(path), path)
+        except ValueError as exc:
+            return None, [ConfigIssue("resume", value, str(exc), "pick a complete checkpoint")]
+    # The settings are compared with the run that OWNS the checkpoint (<run>/checkpoints/<phase>/
+    # checkpoint-N), whether it was found by resume=auto or given as a path; the checkpoint's own
+    # copy of its run's fingerprint first (rlvr.training_loop.checkpoints).
+    owner = found[1].parent.parent.parent
+    diffs = check_fingerprint(owner, fingerprint(cfg), _allow_changes(cfg), checkpoint=found[1])
+    if diffs:
+        return found, [
+            ConfigIssue(
+                "resume",
+                value,
+                "critical settings differ from the run being resumed: " + "; ".join(diffs),
+                "restore them, or set resume_allow_changes=true",
+            )
+        ]
+    return found, []
+
+
+def run_dir_issues(cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | None) -> list[ConfigIssue]:
+    """A fresh run never starts in a directory holding another run's records (it would rewrite
+    its fingerprint and mix its metrics); a continued run (``resume`` set) only in one whose
+    fingerprint matches its settings, found checkpoint or not: ``resume=auto`` in a run that
+    died before its first checkpoint starts afresh, and must not adopt another run's directory.
+    ``resume`` = what :func:`resolve_resume` found. Checked on rank 0 (the other ranks would see
+    the records rank 0 is writing)."""
+    if not distributed.is_main() or not run_dir.is_dir():
+        return []
+    found = run_records_in(run_dir)
+    if not found:
+        return []
+    if not continues(cfg):
+        return [
+            ConfigIssue(
+                "hydra.run.dir",
+                str(run_dir),
+                f"holds another run ({', '.join(found)}); a fresh run here would overwrite its "
+                "records and settings fingerprint",
+                "choose a new hydra.run.dir, or continue that run with resume=auto and its settings",
+            )
+        ]
+    if resume is not None and resume[1].parent.parent.parent.resolve() == run_dir.resolve():
+        return []  # resolve_resume compared the settings with the checkpoint's own fingerprint
+    diffs = check_fingerprint(run_dir, fingerprint(cfg), _allow_changes(cfg))
+    if (run_dir / FINGERPRINT).is_file() and diffs:
+        return [
+            ConfigIssue(
+                "hydra.run.dir",
+                str(run_dir),
+                "holds a run with other critical settings: " + "; ".join(diffs),
+                "restore them, choose a new hydra.run.dir, or set resume_allow_changes=true",
+            )
+        ]
+    return []

@@ -1,6 +1,0 @@
-"""Sandboxed scoring of model answers with reasoning-gym's verifiers (screen + killable worker processes)."""
-
-from rlvr.verify.sandbox import Score, ScoreRequest, VerifierPool, verifier_task
-from rlvr.verify.screen import screen_answer
-
-__all__ = ["Score", "ScoreRequest", "VerifierPool", "screen_answer", "verifier_task"]
