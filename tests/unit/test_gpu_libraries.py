@@ -121,7 +121,7 @@ def unaccepted(source: Source, found: Found, positional: int, keywords: list[str
 
 
 # -- unsloth (+ unsloth_zoo): the lock's wheels ---------------------------------------------------------
-UNSLOTH_PY = SRC / "models" / "unsloth.py"
+UNSLOTH_PY = SRC / "model" / "unsloth.py"
 
 
 def unsloth() -> Source:
@@ -406,7 +406,7 @@ def test_the_trainer_attributes_distributed_py_walks_exist_in_the_locked_librari
 
 
 # -- bitsandbytes: the product's quantised loading, run for real on the CPU ------------------------------
-LOADER_PY = SRC / "models" / "loader.py"
+LOADER_PY = SRC / "model" / "loader.py"
 
 
 def test_the_bitsandbytes_config_keywords_are_parameters_of_the_locked_transformers():
@@ -571,7 +571,7 @@ def test_the_vllm_mode_the_product_assumes_by_default_is_trls_default():
     default = next(k.value.value for k in field.value.keywords if k.arg == "default")
     assumed = {
         node.args[1].value
-        for node in ast.walk(ast.parse((SRC / "training" / "loop.py").read_text()))
+        for node in ast.walk(ast.parse((SRC / "training_loop" / "loop.py").read_text()))
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "get"
