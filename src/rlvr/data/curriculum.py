@@ -30,7 +30,11 @@ from typing import Any
 
 from datasets import Dataset
 from reasoning_gym.coaching.attributes import RangeAttributeDefinition, ScalarAttributeDefinition
-from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, RangeAttributeMode
+from reasoning_gym.coaching.base_curriculum import (
+    BaseCurriculum,
+    DefaultCurriculumContext,
+    RangeAttributeMode,
+)
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
 from rlvr.config.errors import ConfigIssue, suggest
@@ -395,6 +399,20 @@ class CurriculumData(ReasoningGymData):
         names = list(rg.attributes)
         tops = {n: len(rg.get_attribute(n).levels) - 1 for n in names}
         listing = ", ".join(f"{n} (0-{tops[n]})" for n in names)
+        # Each of the first two groups stops the checks: the later ones would only repeat it.
+        issues = self._attribute_name_issues(rg, names, listing) or self._level_bound_issues()
+        if issues:
+            return issues
+        moving = self.attributes if self.attributes is not None else names
+        return (
+            self._min_level_issues(tops, moving, listing)
+            + self._start_level_issues(rg, tops, moving, listing)
+            + self._eval_level_issues(tops, listing)
+            + self._task_param_issues(rg, moving)
+        )
+
+    def _attribute_name_issues(self, rg: BaseCurriculum, names: list[str], listing: str) -> list[ConfigIssue]:
+        """Attribute names in data.start_levels and data.attributes that the curriculum lacks."""
         issues = []
         for key, chosen in (("start_levels", list(self.start_levels)), ("attributes", self.attributes or [])):
             for name in chosen:
@@ -413,9 +431,11 @@ class CurriculumData(ReasoningGymData):
             issues.append(
                 ConfigIssue("data.attributes", [], "no attribute would move", f"list some of: {listing}")
             )
-        if issues:
-            return issues
-        moving = self.attributes if self.attributes is not None else names
+        return issues
+
+    def _level_bound_issues(self) -> list[ConfigIssue]:
+        """data.min_level / data.max_level: levels >= 0, in order."""
+        issues = []
         for key, value in (("min_level", self.min_level), ("max_level", self.max_level)):
             if value is None and key == "max_level":
                 continue
@@ -424,25 +444,35 @@ class CurriculumData(ReasoningGymData):
         if issues:
             return issues
         if self.max_level is not None and self.max_level < self.min_level:
-            issues.append(
+            return [
                 ConfigIssue(
                     "data.max_level",
                     self.max_level,
                     f"below data.min_level ({self.min_level})",
                     "raise max_level or lower min_level",
                 )
+            ]
+        return []
+
+    def _min_level_issues(self, tops: dict[str, int], moving: list[str], listing: str) -> list[ConfigIssue]:
+        """data.min_level must be reachable by every moving attribute."""
+        if self.min_level <= min(tops[n] for n in moving):
+            return []
+        return [
+            ConfigIssue(
+                "data.min_level",
+                self.min_level,
+                "above the top level of a moving attribute",
+                f"set it at most {min(tops[n] for n in moving)}; levels: {listing}",
             )
-            return issues  # the level checks below would only repeat this one
-        if self.min_level > min(tops[n] for n in moving):
-            issues.append(
-                ConfigIssue(
-                    "data.min_level",
-                    self.min_level,
-                    "above the top level of a moving attribute",
-                    f"set it at most {min(tops[n] for n in moving)}; levels: {listing}",
-                )
-            )
-        for name in names:
+        ]
+
+    def _start_level_issues(
+        self, rg: BaseCurriculum, tops: dict[str, int], moving: list[str], listing: str
+    ) -> list[ConfigIssue]:
+        """Each attribute's starting level (configured or reasoning-gym's default) within its bounds."""
+        issues = []
+        for name in tops:
             level = self.start_levels.get(name, rg.get_attribute(name).default_level)
             low = self.min_level if name in moving else 0
             high = (
@@ -460,28 +490,35 @@ class CurriculumData(ReasoningGymData):
                         f"set a level in {low}-{high}",
                     )
                 )
-        for level in self.eval_levels:
-            if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= max(tops.values()):
-                issues.append(
-                    ConfigIssue(
-                        "data.eval_levels",
-                        level,
-                        f"not a level of the {self.task} curriculum (0-{max(tops.values())})",
-                        f"use levels within 0-{max(tops.values())}; attributes: {listing}",
-                    )
-                )
-        for name in moving:
-            for field in _fields(rg.get_attribute(name)):
-                if field in self.params:
-                    issues.append(
-                        ConfigIssue(
-                            f"data.task_params.{self.task}.{field}",
-                            self.params[field],
-                            f"set by the curriculum attribute {name}, so this value would be ignored",
-                            f"remove it; choose the difficulty with data.start_levels.{self.task}.{name}",
-                        )
-                    )
         return issues
+
+    def _eval_level_issues(self, tops: dict[str, int], listing: str) -> list[ConfigIssue]:
+        """data.eval_levels: global levels of the curriculum."""
+        top = max(tops.values())
+        return [
+            ConfigIssue(
+                "data.eval_levels",
+                level,
+                f"not a level of the {self.task} curriculum (0-{top})",
+                f"use levels within 0-{top}; attributes: {listing}",
+            )
+            for level in self.eval_levels
+            if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= top
+        ]
+
+    def _task_param_issues(self, rg: BaseCurriculum, moving: list[str]) -> list[ConfigIssue]:
+        """Generator parameters the moving attributes set, which data.task_params would set in vain."""
+        return [
+            ConfigIssue(
+                f"data.task_params.{self.task}.{field}",
+                self.params[field],
+                f"set by the curriculum attribute {name}, so this value would be ignored",
+                f"remove it; choose the difficulty with data.start_levels.{self.task}.{name}",
+            )
+            for name in moving
+            for field in _fields(rg.get_attribute(name))
+            if field in self.params
+        ]
 
     def level_eval_sets(self) -> dict[str, ReasoningGymData]:
         """One fixed-difficulty held-out set per ``eval_levels`` entry."""
