@@ -29,6 +29,9 @@ from rlvr.config.errors import ConfigIssue
 
 T = TypeVar("T")
 
+# The config key every issue about the accelerate config file names.
+_KEY = "distributed.accelerate_config"
+
 # What `accelerate launch` puts in each process's environment for these strategies.
 _LAUNCH_FLAGS = {"FSDP": "ACCELERATE_USE_FSDP", "DEEPSPEED": "ACCELERATE_USE_DEEPSPEED"}
 
@@ -136,22 +139,27 @@ class Distributed:
                     )
                 ]
             return []
-        key = "distributed.accelerate_config"
         if not self.path.is_file():
             return [
                 ConfigIssue(
-                    key,
+                    _KEY,
                     self.accelerate_config,
                     "file not found",
                     "name a file under infrastructure/accelerate/",
                 )
             ]
         strategy = self.strategy
+        return (
+            self._launch_issues(processes, strategy) + self._machine_issues(strategy) + self._zero3_issues()
+        )
+
+    def _launch_issues(self, processes: int, strategy: str) -> list[ConfigIssue]:
+        """The processes were started by `accelerate launch` with this file's strategy."""
         issues = []
         if processes <= 1:
             issues.append(
                 ConfigIssue(
-                    key,
+                    _KEY,
                     self.accelerate_config,
                     f"a {strategy} setup, but this is a single process (started without accelerate launch)",
                     f"start it as `{self.command()}`, or use distributed=single",
@@ -162,16 +170,21 @@ class Distributed:
         if processes > 1 and launched != ({strategy} if flag else set()):
             issues.append(
                 ConfigIssue(
-                    key,
+                    _KEY,
                     self.accelerate_config,
                     f"the processes were launched as {sorted(launched) or 'plain DDP'}, this file says {strategy}",
                     f"launch with --config_file {self.accelerate_config}",
                 )
             )
+        return issues
+
+    def _machine_issues(self, strategy: str) -> list[ConfigIssue]:
+        """What the strategy needs of this machine: a GPU for FSDP / DeepSpeed, the deepspeed package."""
+        issues = []
         if strategy in _LAUNCH_FLAGS and not _cuda():
             issues.append(
                 ConfigIssue(
-                    key,
+                    _KEY,
                     self.accelerate_config,
                     f"{strategy} needs a GPU: on a CPU, accelerate (1.15) resolves an {_LAUNCH_FLAGS[strategy]} "
                     "launch to MULTI_CPU, plain DDP (with use_cpu) or to no distribution at all (without), so "
@@ -185,16 +198,21 @@ class Distributed:
             if importlib.util.find_spec("deepspeed") is None:
                 issues.append(
                     ConfigIssue(
-                        key,
+                        _KEY,
                         self.accelerate_config,
                         "DeepSpeed ZeRO needs the deepspeed package, which is not installed",
                         "make setup (both locks hold deepspeed), or use distributed=ddp",
                     )
                 )
+        return issues
+
+    def _zero3_issues(self) -> list[ConfigIssue]:
+        """ZeRO-3 gathers rank 0's full copy with DeepSpeed's 16-bit consolidation, which needs its flag."""
+        issues = []
         if self._zero_stage() == 3 and not self.settings()["deepspeed_config"].get("zero3_save_16bit_model"):
             issues.append(
                 ConfigIssue(
-                    f"{key} (deepspeed_config.zero3_save_16bit_model)",
+                    f"{_KEY} (deepspeed_config.zero3_save_16bit_model)",
                     self.settings()["deepspeed_config"].get("zero3_save_16bit_model"),
                     "ZeRO-3 shards the weights; rank 0 evaluates and saves a full copy gathered with "
                     "DeepSpeed's 16-bit consolidation, which DeepSpeed allows only with this flag",
