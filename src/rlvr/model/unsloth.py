@@ -99,6 +99,10 @@ class UnslothModel:
         return " ".join(parts)
 
     def validate(self) -> list[ConfigIssue]:
+        return self._argument_issues() + self._lora_issues() + self._path_issues() + self.machine_issues()
+
+    def _argument_issues(self) -> list[ConfigIssue]:
+        """The loading arguments: dtype, checkpointing, sequence length, one quantisation."""
         issues = []
         if self.dtype not in DTYPES:
             issues.append(
@@ -130,6 +134,11 @@ class UnslothModel:
                     "model.load_in_8bit", True, "load_in_4bit is also true", "set one of them to false"
                 )
             )
+        return issues
+
+    def _lora_issues(self) -> list[ConfigIssue]:
+        """model.lora: required for a quantised base; only peft's LoRA arguments the component leaves open."""
+        issues = []
         if self.lora is None and self.quantization:
             issues.append(
                 ConfigIssue(
@@ -161,6 +170,11 @@ class UnslothModel:
                         "model.lora", unknown, "not LoRA arguments", "see peft.LoraConfig for the valid names"
                     )
                 )
+        return issues
+
+    def _path_issues(self) -> list[ConfigIssue]:
+        """model.name_or_path: no pickled adapter, and a local path that exists."""
+        issues = []
         pickled = pickled_adapter_issue(self.name_or_path, use_safetensors=True)
         if pickled is not None:
             issues.append(pickled)
@@ -171,7 +185,6 @@ class UnslothModel:
                     "model.name_or_path", self.name_or_path, "local path does not exist", "check the path"
                 )
             )
-        issues.extend(self.machine_issues())
         return issues
 
     def machine_issues(self) -> list[ConfigIssue]:
