@@ -84,6 +84,13 @@ class MixtureData:
         )
 
     def validate(self) -> list[ConfigIssue]:
+        issues = self._weight_issues() + self._unused_source_issues()
+        for name in self.tasks:
+            issues += self._source_issues(name) if name in self.sources else self._task_issues(name)
+        return issues + self._size_issues() + eval_set_issues(self.eval_sets)
+
+    def _weight_issues(self) -> list[ConfigIssue]:
+        """data.tasks: at least one task, each with a weight > 0."""
         issues = []
         if not self.tasks:
             issues.append(
@@ -99,50 +106,63 @@ class MixtureData:
                 issues.append(
                     ConfigIssue(f"data.tasks.{name}", weight, "weight must be a number > 0", "e.g. 0.5")
                 )
-        for name in self.sources:
-            if name not in self.tasks:
-                issues.append(
-                    ConfigIssue(
-                        f"data.sources.{name}",
-                        name,
-                        "is not in data.tasks, so it would never be used",
-                        f"add data.tasks.{name}=<weight> or remove the source ({suggest(name, self.tasks)})",
-                    )
+        return issues
+
+    def _unused_source_issues(self) -> list[ConfigIssue]:
+        """data.sources entries that no task in data.tasks names."""
+        return [
+            ConfigIssue(
+                f"data.sources.{name}",
+                name,
+                "is not in data.tasks, so it would never be used",
+                f"add data.tasks.{name}=<weight> or remove the source ({suggest(name, self.tasks)})",
+            )
+            for name in self.sources
+            if name not in self.tasks
+        ]
+
+    def _source_issues(self, name: str) -> list[ConfigIssue]:
+        """A task of data.sources: a FileData named as its key, valid on its own."""
+        source = self.sources[name]
+        if not isinstance(source, FileData):
+            return [
+                ConfigIssue(
+                    f"data.sources.{name}",
+                    type(source).__name__,
+                    "data.sources holds file datasets (rlvr.data.FileData)",
+                    "name a reasoning-gym task in data.tasks and its parameters in data.task_params",
                 )
-        for name in self.tasks:
-            if name in self.sources:
-                source = self.sources[name]
-                if not isinstance(source, FileData):
-                    issues.append(
-                        ConfigIssue(
-                            f"data.sources.{name}",
-                            type(source).__name__,
-                            "data.sources holds file datasets (rlvr.data.FileData)",
-                            "name a reasoning-gym task in data.tasks and its parameters in data.task_params",
-                        )
-                    )
-                    continue
-                if source.name != name:
-                    issues.append(
-                        ConfigIssue(
-                            f"data.sources.{name}.name",
-                            source.name,
-                            "must equal its key in data.sources (the task name of its questions)",
-                            f"set data.sources.{name}.name={name}",
-                        )
-                    )
-                issues.extend(_rekey(source.validate(), "data", f"data.sources.{name}"))
-            else:
-                for issue in self._rg(name).validate():
-                    if issue.key == "data.task":
-                        fix = (
-                            f"{issue.fix.split(' (')[0]}; for a file dataset of this name add "
-                            f"+data/source@data.sources.{name}=gsm8k data.sources.{name}.name={name} "
-                            f"data.sources.{name}.path=<file> (or another source option)"
-                        )
-                        issues.append(ConfigIssue(f"data.tasks.{name}", name, issue.problem, fix))
-                    elif issue.key.startswith("data.task_params"):
-                        issues.append(issue)
+            ]
+        issues = []
+        if source.name != name:
+            issues.append(
+                ConfigIssue(
+                    f"data.sources.{name}.name",
+                    source.name,
+                    "must equal its key in data.sources (the task name of its questions)",
+                    f"set data.sources.{name}.name={name}",
+                )
+            )
+        return issues + _rekey(source.validate(), "data", f"data.sources.{name}")
+
+    def _task_issues(self, name: str) -> list[ConfigIssue]:
+        """A reasoning-gym task: its name and data.task_params, as ReasoningGymData checks them."""
+        issues = []
+        for issue in self._rg(name).validate():
+            if issue.key == "data.task":
+                fix = (
+                    f"{issue.fix.split(' (')[0]}; for a file dataset of this name add "
+                    f"+data/source@data.sources.{name}=gsm8k data.sources.{name}.name={name} "
+                    f"data.sources.{name}.path=<file> (or another source option)"
+                )
+                issues.append(ConfigIssue(f"data.tasks.{name}", name, issue.problem, fix))
+            elif issue.key.startswith("data.task_params"):
+                issues.append(issue)
+        return issues
+
+    def _size_issues(self) -> list[ConfigIssue]:
+        """data.train_size covers every task; data.eval_size is positive."""
+        issues = []
         if self.tasks and (not isinstance(self.train_size, int) or self.train_size < len(self.tasks)):
             issues.append(
                 ConfigIssue(
@@ -156,7 +176,6 @@ class MixtureData:
             issues.append(
                 ConfigIssue("data.eval_size", self.eval_size, "must be a positive integer", "e.g. 100")
             )
-        issues.extend(eval_set_issues(self.eval_sets))
         return issues
 
     def _splits(self, name: str, n_train: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
