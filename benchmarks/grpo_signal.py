@@ -37,12 +37,13 @@ def steps(run_dir: Path) -> list[dict]:
 
 def row(name: str, records: list[dict], groups: int, micro_batches: int) -> str:
     seconds = [r["grpo/step_seconds"] for r in records]
-    zero = statistics.mean(r["grpo/frac_reward_zero_std"] for r in records)
+    # the pipeline's own count of groups whose rewards are all equal (rlvr.reward.RewardSet)
+    zero = statistics.mean(r["grpo/reward/zero_std_groups_frac"] for r in records)
     skipped = statistics.mean(r.get("grpo/signal/rows_skipped", 0.0) for r in records)
     # rows_skipped is TRL's mean over the step's micro-batches (gradient_accumulation_steps of them)
     generated = statistics.mean(r.get("grpo/signal/groups_generated", groups) for r in records)
     kept = statistics.mean(
-        r.get("grpo/signal/groups_kept", (1 - r["grpo/frac_reward_zero_std"]) * groups) for r in records
+        r.get("grpo/signal/groups_kept", (1 - r["grpo/reward/zero_std_groups_frac"]) * groups) for r in records
     )
     per_minute = kept / statistics.mean(seconds) * 60
     return (

@@ -96,7 +96,7 @@ class Distributed:
     During the run it gives rank 0 the full weights where it evaluates or saves (:meth:`on_rank0`).
     """
 
-    def __init__(self, accelerate_config: str | None = None):
+    def __init__(self, accelerate_config: str | None):
         self.accelerate_config = accelerate_config
         self._trainer: Any = None
 

@@ -26,9 +26,6 @@ WAITING = {
     "rlvr.prompts.PromptTemplate": {
         "system", "answer_start", "answer_end", "reasoning_start", "reasoning_end", "family",
     },
-    "rlvr.training_loop.loop.GRPOLoop": {"device", "precision", "seed"},
-    "rlvr.distributed.Distributed": {"accelerate_config"},
-    "rlvr.benchmark.runner.Benchmark": {"allow_train_overlap", "devices", "task_params"},
 }  # fmt: skip
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
 SUBGROUPS = sorted(str(p.relative_to(CONF)) for g in GROUPS for p in (CONF / g).iterdir() if p.is_dir())

@@ -98,7 +98,7 @@ def _components(device: str, sft: bool = True, grpo: bool = True):
     loop = GRPOLoop(sft={"enabled": sft, "max_length": 256},
                     grpo={"enabled": grpo, "per_device_train_batch_size": 16, "num_generations": 8,
                           "max_completion_length": 256},
-                    signal=SIGNAL, prompt=None, rewards=None)  # fmt: skip
+                    signal=SIGNAL, seed=0, device="auto", precision="auto", prompt=None, rewards=None)  # fmt: skip
     loop.hardware = _Hardware(device)
     return model, loop
 

@@ -226,6 +226,9 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
         sft={},
         grpo={"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 256},
         signal=SIGNAL,
+        seed=0,
+        device="auto",
+        precision="auto",
         prompt=None,
         rewards=None,
     )
