@@ -43,7 +43,8 @@ def row(name: str, records: list[dict], groups: int, micro_batches: int) -> str:
     # rows_skipped is TRL's mean over the step's micro-batches (gradient_accumulation_steps of them)
     generated = statistics.mean(r.get("grpo/signal/groups_generated", groups) for r in records)
     kept = statistics.mean(
-        r.get("grpo/signal/groups_kept", (1 - r["grpo/reward/zero_std_groups_frac"]) * groups) for r in records
+        r.get("grpo/signal/groups_kept", (1 - r["grpo/reward/zero_std_groups_frac"]) * groups)
+        for r in records
     )
     per_minute = kept / statistics.mean(seconds) * 60
     return (
