@@ -79,6 +79,7 @@ def test_app_and_dotted_path_bypasses_are_refused(tmp_path):
 def test_plugin_package_only_when_named_on_the_command_line(tmp_path):
     plugin = [
         "+reward.terms.even._target_=rlvr_example_plugin.rewards.EvenAnswerReward",
+        "+reward.terms.even.weight=1.0",  # a term's weight lives in its config (no Python default)
         "validate_only=true",
     ]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "plugins"), os.environ.get("PYTHONPATH", "")])}

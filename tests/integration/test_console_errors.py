@@ -57,6 +57,9 @@ def interrupt_after(run_dir: Path, line: str, *overrides: str, ready: Path | Non
     proc = subprocess.Popen(
         command(run_dir, *overrides), cwd=ROOT, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        # as from a terminal: pytest-xdist's workers ignore SIGINT, and a child inherits that (Python
+        # then installs no KeyboardInterrupt handler and the run would go on)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     seen: list[str] = []
     deadline = time.time() + 400
