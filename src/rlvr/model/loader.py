@@ -44,6 +44,20 @@ def adapter_base(path: str | Path) -> str | None:
     return json.loads(config.read_text())["base_model_name_or_path"]
 
 
+def name_or_path_issues(name_or_path: str, use_safetensors: bool) -> list[ConfigIssue]:
+    """model.name_or_path: no pickled adapter, and a local path (absolute or ./...) that exists."""
+    issues = []
+    pickled = pickled_adapter_issue(name_or_path, use_safetensors)
+    if pickled is not None:
+        issues.append(pickled)
+    local = Path(name_or_path)
+    if (local.is_absolute() or name_or_path.startswith(".")) and not local.exists():
+        issues.append(
+            ConfigIssue("model.name_or_path", name_or_path, "local path does not exist", "check the path")
+        )
+    return issues
+
+
 def pickled_adapter_issue(path: str | Path, use_safetensors: bool) -> ConfigIssue | None:
     """An adapter directory with only a pickled ``adapter_model.bin`` (unpickling can run code)."""
     folder = Path(path)
@@ -126,17 +140,7 @@ class HFModel:
                         "see peft.LoraConfig for the valid names",
                     )
                 )
-        pickled = pickled_adapter_issue(self.name_or_path, self.use_safetensors)
-        if pickled is not None:
-            issues.append(pickled)
-        local = Path(self.name_or_path)
-        if (local.is_absolute() or self.name_or_path.startswith(".")) and not local.exists():
-            issues.append(
-                ConfigIssue(
-                    "model.name_or_path", self.name_or_path, "local path does not exist", "check the path"
-                )
-            )
-        return issues
+        return issues + name_or_path_issues(self.name_or_path, self.use_safetensors)
 
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``from_pretrained`` (built without touching a GPU)."""

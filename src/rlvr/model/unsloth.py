@@ -13,11 +13,10 @@ without touching a GPU, so the translation is testable here.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
-from rlvr.model.loader import LoadedModel, adapter_base, pickled_adapter_issue
+from rlvr.model.loader import LoadedModel, adapter_base, name_or_path_issues, pickled_adapter_issue
 
 DTYPES = (None, "bfloat16", "float16")
 """unsloth's ``dtype``: None lets it pick (bf16 where the GPU supports it, else fp16)."""
@@ -174,18 +173,7 @@ class UnslothModel:
 
     def _path_issues(self) -> list[ConfigIssue]:
         """model.name_or_path: no pickled adapter, and a local path that exists."""
-        issues = []
-        pickled = pickled_adapter_issue(self.name_or_path, use_safetensors=True)
-        if pickled is not None:
-            issues.append(pickled)
-        local = Path(self.name_or_path)
-        if (local.is_absolute() or self.name_or_path.startswith(".")) and not local.exists():
-            issues.append(
-                ConfigIssue(
-                    "model.name_or_path", self.name_or_path, "local path does not exist", "check the path"
-                )
-            )
-        return issues
+        return name_or_path_issues(self.name_or_path, use_safetensors=True)
 
     def machine_issues(self) -> list[ConfigIssue]:
         """Refusals of this machine (no CUDA, unsloth not installed), checked without importing unsloth."""
