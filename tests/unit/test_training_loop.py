@@ -105,3 +105,23 @@ def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
         bridge.on_log(None, state, None, logs={"reward": reward})
     hacking = [e for e in emitted if isinstance(e, ev.Warning_) and "reward hacking" in e.message]
     assert bool(hacking) is warns
+
+
+def test_signal_settings_name_unknown_missing_and_mistyped_keys_and_refuse_dynamic_sampling_across_processes():
+    from rlvr.training_loop.grpo_signal import SignalSettings
+
+    good = {"skip_zero_advantage": True, "dynamic_sampling": False, "max_rounds": 4}
+    assert SignalSettings.issues(good, processes=1) == []
+    bad = {"skip_zero_advantag": True, "dynamic_sampling": "yes", "max_rounds": 4}
+    found = {(i.key, i.problem.split(" (")[0]) for i in SignalSettings.issues(bad, processes=1)}
+    assert found == {
+        ("training_loop.signal.skip_zero_advantag", "unknown key"),
+        ("training_loop.signal.skip_zero_advantage", "missing"),
+        ("training_loop.signal.dynamic_sampling", "must be a bool"),
+    }
+    [typo] = [i for i in SignalSettings.issues(bad, processes=1) if i.problem.startswith("unknown")]
+    assert "skip_zero_advantage" in typo.fix
+    [zero] = SignalSettings.issues({**good, "max_rounds": 0}, processes=1)
+    assert zero.key == "training_loop.signal.max_rounds"
+    [multi] = SignalSettings.issues({**good, "dynamic_sampling": True}, processes=2)
+    assert multi.key == "training_loop.signal.dynamic_sampling" and "one process" in multi.problem

@@ -36,3 +36,19 @@ def suggest(value: str, choices: Iterable[str], n: int = 3) -> str:
     """'did you mean ...' text for a misspelt name."""
     close = difflib.get_close_matches(value, list(choices), n=n, cutoff=0.5)
     return f"did you mean {', '.join(repr(c) for c in close)}?" if close else "no close match"
+
+
+def key_issues(key: str, raw: Any, names: Iterable[str], missing_fix: str = "") -> list[ConfigIssue]:
+    """Unknown keys (with a close match) and missing keys of a nested settings node ``key`` that
+    must hold exactly ``names`` (a typed settings dataclass's fields)."""
+    names = list(names)
+    issues = [
+        ConfigIssue(f"{key}.{name}", raw[name], f"unknown key (valid: {', '.join(names)})",
+                    f"{suggest(name, names)} remove {key}.{name}")
+        for name in raw if name not in names
+    ]  # fmt: skip
+    return issues + [
+        ConfigIssue(f"{key}.{name}", None, "missing", f"set +{key}.{name}=...{missing_fix}")
+        for name in names
+        if name not in raw
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, key_issues
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
@@ -66,16 +66,7 @@ class SampledEvaluation:
         if raw is None:
             return None, []
         key, names = "evaluation.sampled", [f.name for f in fields(cls)]
-        issues = [
-            ConfigIssue(f"{key}.{name}", raw[name], f"unknown key (valid: {', '.join(names)})",
-                        f"{suggest(name, names)} remove {key}.{name}")
-            for name in raw if name not in names
-        ]  # fmt: skip
-        issues += [
-            ConfigIssue(f"{key}.{name}", None, "missing", f"set +{key}.{name}=... or {key}=null")
-            for name in names
-            if name not in raw
-        ]
+        issues = key_issues(key, raw, names, missing_fix=f" or {key}=null")
         k, t, n = (raw.get(name) for name in names)
         if "num_samples" in raw and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
             issues.append(ConfigIssue(f"{key}.num_samples", k, "must be an integer >= 1", "set 4"))

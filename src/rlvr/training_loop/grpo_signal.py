@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.config.errors import ConfigIssue, key_issues
 
 # How each TRL loss type normalises a micro-batch's summed per-token loss (trl GRPOTrainer._compute_loss).
 ROW_MEAN = frozenset({"grpo", "sapo", "dr_grpo", "luspo"})  # by the micro-batch's rows
@@ -72,30 +72,22 @@ class SignalSettings:
     def from_config(cls, node: dict[str, Any]) -> SignalSettings:
         return cls(**{k: node[k] for k in ("skip_zero_advantage", "dynamic_sampling", "max_rounds")})
 
-    @staticmethod
-    def issues(node: dict[str, Any], grpo: dict[str, Any], processes: int) -> list[ConfigIssue]:
-        """Unknown keys, wrong types, and settings dynamic sampling cannot honour."""
+    @classmethod
+    def issues(cls, node: dict[str, Any], processes: int) -> list[ConfigIssue]:
+        """Unknown, missing and mistyped keys, and settings dynamic sampling cannot honour."""
         key = "training_loop.signal"
-        known = {"skip_zero_advantage": bool, "dynamic_sampling": bool, "max_rounds": int}
-        issues = []
-        for name, value in node.items():
-            if name not in known:
-                from rlvr.config.errors import suggest
-
-                issues.append(
-                    ConfigIssue(f"{key}.{name}", value, "not a signal setting", suggest(name, known))
-                )
-            elif type(value) is not known[name]:
+        issues = key_issues(key, node, [f.name for f in fields(cls)])
+        for name, kind in (("skip_zero_advantage", bool), ("dynamic_sampling", bool), ("max_rounds", int)):
+            if name in node and type(node[name]) is not kind:
+                example = "true" if kind is bool else "4"
                 issues.append(
                     ConfigIssue(
-                        f"{key}.{name}", value, f"must be a {known[name].__name__}", f"e.g. {key}.{name}=true"
+                        f"{key}.{name}",
+                        node[name],
+                        f"must be a {kind.__name__}",
+                        f"e.g. {key}.{name}={example}",
                     )
                 )
-        issues += [
-            ConfigIssue(f"{key}.{name}", "(missing)", "required", f"add {key}.{name}")
-            for name in known
-            if name not in node
-        ]
         if issues:
             return issues
         if node["max_rounds"] < 1:

@@ -368,7 +368,7 @@ class GRPOPhase(_Phase):
             issues.extend(_vllm_rollout_issues(self.fields, self._hardware().device))
         from rlvr.training_loop.grpo_signal import SignalSettings
 
-        issues.extend(SignalSettings.issues(self.signal_node, self.fields, distributed_processes()))
+        issues.extend(SignalSettings.issues(self.signal_node, distributed_processes()))
         return issues
 
     def metrics(self) -> dict[str, float]:
