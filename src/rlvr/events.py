@@ -136,13 +136,15 @@ class StageChange:
 @dataclass
 class RunResult:
     """What a run produced: its status, its evaluations in run order (earlier attempts' included),
-    the paired change of each stage, and the files worth opening (name -> path)."""
+    the paired change of each stage, what to read into those changes (``notes``) and the files
+    worth opening (name -> path)."""
 
     status: str  # COMPLETED | FAILED | INTERRUPTED | PREEMPTED
     run_dir: Path
     evaluations: list[EvalResult] = field(default_factory=list)
     changes: list[StageChange] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

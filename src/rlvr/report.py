@@ -311,6 +311,7 @@ def write_report(
             if changes
             else []
         ),
+        *[f"Note: {n}\n" for n in meta.get("notes", [])],
         "Training: "
         + (
             ", ".join(

@@ -31,3 +31,9 @@ def test_default_model_short_run_learns_the_format(tmp_path):
     formatted = sum(a[0] is not None for a in (r["answers"] for r in final["samples"]))
     assert formatted >= 40  # after 30 SFT steps nearly every completion has an <answer> tag
     assert final["model"] == "SmolLM2-135M-Instruct"
+    # The embedded default's GRPO stage says what the measured budget curve expects of it
+    # (rlvr.training_loop.expectation), in the report and on the console.
+    (note,) = report["notes"]
+    assert note.startswith("GRPO stage (4 steps)") and "not expected to gain" in note
+    assert f"Note: {note}" in (tmp_path / "report.md").read_text()
+    assert "Note: GRPO stage (4 steps)" in proc.stdout

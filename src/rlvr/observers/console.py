@@ -188,6 +188,8 @@ class ConsoleObserver(Observer):
             self.console.print("What each stage changed, paired on the same questions (95% CI):")
             for change in changes:
                 self.console.print(f"  {change.stage}: {escape(change.text)}")
+        for note in result.notes if result else []:
+            self.console.print(f"[yellow]Note:[/yellow] {escape(note)}")
         for name, value in files.items():
             self.console.print(f"  {name}: {value}")
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")

@@ -45,6 +45,7 @@ from rlvr.observers.base import ObserverHub
 from rlvr.run_history import AttemptLog, RunHistory
 from rlvr.secrets import redact
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
+from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
 from rlvr.training_loop.resume import continues, fingerprint, resolve_resume, run_dir_issues
 
@@ -309,12 +310,14 @@ def write_report(ctx: RunContext) -> None:
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
     memory = memory_record(c.model, c.training_loop, c.distributed)
+    note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
+    ctx.result.notes = [note] if note else []
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.evals.evaluations,
             ctx.outcome,
-            {**ctx.meta, "memory": memory},
+            {**ctx.meta, "memory": memory, "notes": ctx.result.notes},
             time.perf_counter() - ctx.start,
             history=ctx.history,
             attempt=ctx.attempts.snapshot("COMPLETED"),

@@ -1,0 +1,171 @@
+"""The RL budget curve: GRPO for 16, 64 and 256 steps against SFT alone for the same wall time.
+
+Both arms start from one checkpoint (``--start``: the default run's after-SFT checkpoint) and run
+the real pipeline (run_pipeline.py, default conf/) with the same optimizer and the same constant
+learning rate (the GRPO stage's, 1e-5); only the training signal differs:
+
+- GRPO arm: the default GRPO stage (8 prompts x 8 completions, zero-signal skipping on) for the
+  largest budget, saving the weights every ``--grpo-steps[0]`` steps.
+- SFT arm: more SFT on gold answers for ``ratio x`` the GRPO steps, where ``ratio`` (``--sft-per-grpo``)
+  is an SFT step's time per GRPO step measured alone on this machine (benchmarks/grpo_signal.md: a
+  GRPO step 6.9 s, an SFT step 1.9 s, so 3.625: 16 GRPO steps = 58 SFT steps). The table prints
+  both arms' own measured training minutes at each budget, so the equality can be checked.
+
+Then the start and every budget's weights go through the benchmark app on the same ``--eval-size``
+held-out questions, greedy and sampled at the training temperature (``--samples`` per question),
+each paired against the start and GRPO paired against SFT at the same budget (mean change, 95% CI).
+Finished runs and evaluated cells are reused, so an interrupted benchmark continues.
+
+    .venv/bin/python benchmarks/grpo_budget.py --start <run>/checkpoints/sft/checkpoint-640 \\
+        --out outputs/grpo_budget/seed42 --seed 42
+
+Results: benchmarks/grpo_budget.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from learning import bench, events, run  # benchmarks/learning.py: the same run and benchmark helpers
+
+SAMPLING = ("evaluation.temperature=1.0",)
+
+
+def arm_overrides(start: Path, seed: int) -> list[str]:
+    """What both arms share: the start weights, no evaluations inside the runs, every save kept."""
+    return [
+        "model=hf",
+        f"model.name_or_path={start}",
+        "evaluation.baseline=false",
+        "evaluation.every_n_steps=0",
+        "evaluation.sampled=null",
+        "data.eval_size=16",
+        f"seed={seed}",
+        "keep_checkpoints=all",
+    ]
+
+
+def grpo_arm(steps: int, every: int) -> list[str]:
+    return [
+        "training_loop.sft.enabled=false",
+        f"training_loop.grpo.max_steps={steps}",
+        f"training_loop.grpo.save_steps={every}",
+        "training_loop.grpo.save_total_limit=null",
+        "+training_loop.grpo.save_only_model=true",
+    ]
+
+
+def sft_arm(steps: int, every: int, lr: float) -> list[str]:
+    return [
+        "training_loop.grpo.enabled=false",
+        f"training_loop.sft.max_steps={steps}",
+        f"training_loop.sft.learning_rate={lr}",
+        "training_loop.sft.lr_scheduler_type=constant",
+        "training_loop.sft.warmup_steps=0",
+        f"training_loop.sft.save_steps={every}",
+        "training_loop.sft.save_total_limit=null",
+        "+training_loop.sft.save_only_model=true",
+    ]
+
+
+def train_minutes(run_dir: Path, phase: str) -> dict[int, float]:
+    """Cumulative measured training minutes at each step (the pipeline's own step_seconds)."""
+    total, out = 0.0, {}
+    for r in events(run_dir):
+        if r["event"] == "train_step" and r["phase"] == phase:
+            total += r["metrics"][f"{phase}/step_seconds"]
+            out[r["step"]] = total / 60
+    return out
+
+
+def change(a, b) -> str:
+    from rlvr.evaluation.results import paired
+
+    p = paired(a, b)
+    return f"{p.delta * 100:+.1f} [{p.ci_low * 100:+.1f}, {p.ci_high * 100:+.1f}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--start", type=Path, required=True, help="the after-SFT checkpoint both arms start from")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--grpo-steps", type=int, nargs="+", default=[16, 64, 256], help="the budgets, in GRPO steps"
+    )
+    ap.add_argument("--sft-per-grpo", type=float, default=3.625, help="SFT steps per GRPO step of wall time")
+    ap.add_argument("--lr", type=float, default=1e-5, help="the SFT arm's constant learning rate (GRPO's)")
+    ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions, greedy and sampled")
+    ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0")
+    ap.add_argument("--arm", choices=["grpo", "sft", "both"], default="both", help="train one arm only")
+    ap.add_argument("--no-eval", action="store_true", help="train only (evaluate in a later call)")
+    args = ap.parse_args()
+    start = args.start.resolve()
+    budgets = sorted(args.grpo_steps)
+    sft_budgets = [round(b * args.sft_per_grpo) for b in budgets]
+    if any(b % budgets[0] for b in budgets) or any(b % sft_budgets[0] for b in sft_budgets):
+        ap.error(f"--grpo-steps {budgets}: every budget must be a multiple of the first (saves are periodic)")
+    arms = {
+        "grpo": (args.out / "grpo", grpo_arm(budgets[-1], budgets[0]), budgets),
+        "sft": (args.out / "sft", sft_arm(sft_budgets[-1], sft_budgets[0], args.lr), sft_budgets),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, (run_dir, overrides, _) in arms.items():
+        if args.arm in (name, "both") and not (run_dir / "report.json").is_file():
+            run(run_dir, [*arm_overrides(start, args.seed), *overrides])
+    if args.no_eval:
+        return
+    models = {"start": start}
+    for name, (run_dir, _, steps) in arms.items():
+        for s in steps:
+            models[f"{name} {s}"] = run_dir / "checkpoints" / name / f"checkpoint-{s}"
+    greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed)
+    sampled = bench(
+        args.out / "sampled",
+        models,
+        ["basic_arithmetic"],
+        None,
+        args.eval_size,
+        args.seed,
+        (*SAMPLING, f"evaluation.num_samples={args.samples}", f"evaluation.ks=[1,{args.samples}]"),
+    )
+    table(args, arms, greedy["basic_arithmetic"], sampled["basic_arithmetic"], budgets, sft_budgets)
+
+
+def table(args, arms, greedy, sampled, budgets, sft_budgets) -> None:
+    minutes = {name: train_minutes(run_dir, name) for name, (run_dir, _, _) in arms.items()}
+    for name in minutes:
+        totals = list(minutes[name].values())
+        seconds = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
+        print(f"{name} arm: median step {statistics.median(seconds) * 60:.1f} s over {len(seconds)} steps")
+    print(
+        f"\nFrom {args.start} (seed {args.seed}): {args.eval_size} held-out questions, greedy and "
+        f"sampled at T=1.0 ({args.samples} per question, pass@1); paired changes, 95% CI"
+    )
+    print(
+        f"start: greedy {greedy['start'].summary.accuracy:.1%}, sampled {sampled['start'].summary.accuracy:.1%}\n"
+    )
+    header = (
+        "| budget | GRPO steps (min) | SFT steps (min) | greedy GRPO | greedy SFT | GRPO vs start | SFT vs start "
+        "| **GRPO vs SFT** | sampled GRPO | sampled SFT | GRPO vs start | SFT vs start | **GRPO vs SFT** |"
+    )
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    for g, s in zip(budgets, sft_budgets, strict=True):
+        cells = [f"{g} GRPO steps", f"{g} ({minutes['grpo'][g]:.1f})", f"{s} ({minutes['sft'][s]:.1f})"]
+        for axis in (greedy, sampled):
+            a, b, z = axis[f"grpo {g}"], axis[f"sft {s}"], axis["start"]
+            cells += [
+                f"{a.summary.accuracy:.1%}",
+                f"{b.summary.accuracy:.1%}",
+                change(z, a),
+                change(z, b),
+                change(b, a),
+            ]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

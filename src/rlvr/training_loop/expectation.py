@@ -1,0 +1,40 @@
+"""What the measurements say a GRPO stage of this size does on the embedded default.
+
+The embedded default (SmolLM2-135M on basic_arithmetic, on a 2-core CPU) can afford only a small
+GRPO stage, and measured GRPO budgets of that size did not gain over the after-SFT checkpoint or
+over SFT alone at equal time (benchmarks/grpo_budget.md). A reader who sees the GRPO stage's
+paired change should know that this is expected, not a broken GRPO: the console and report.md say
+so beside the stage's change, for the runs the measurement covers (the embedded model, its task, a
+GRPO stage no larger than the largest budget measured). Other models, tasks and budgets get no
+note: nothing was measured for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The largest GRPO budget of the measured curve (benchmarks/grpo_budget.md), in optimizer steps.
+MEASURED_STEPS = 256
+MEASURED_TASKS = ["basic_arithmetic"]
+
+
+def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
+    """The note for a run's GRPO stage, or None where the measurement does not cover the run.
+
+    ``model`` is the run's model component, ``grpo`` the training loop's GRPO phase (its
+    ``enabled`` and TRL fields).
+    """
+    from rlvr.model.loader import EmbeddedModel
+
+    steps = int(grpo.fields.get("max_steps", 0) or 0) if grpo is not None and grpo.enabled is True else 0
+    if (
+        not isinstance(model, EmbeddedModel)
+        or list(tasks) != MEASURED_TASKS
+        or not 0 < steps <= MEASURED_STEPS
+    ):
+        return None
+    return (
+        f"GRPO stage ({steps} steps): on this model and task, GRPO budgets of 16, 64 and 256 steps "
+        "did not beat SFT alone at equal wall time (benchmarks/grpo_budget.md), so at this budget "
+        "the GRPO stage demonstrates the RL path and is not expected to gain."
+    )
