@@ -6,10 +6,11 @@ learning rate (the GRPO stage's, 1e-5); only the training signal differs:
 
 - GRPO arm: the default GRPO stage (8 prompts x 8 completions, zero-signal skipping on) for the
   largest budget, saving the weights every ``--grpo-steps[0]`` steps.
-- SFT arm: more SFT on gold answers for ``ratio x`` the GRPO steps, where ``ratio`` (``--sft-per-grpo``)
-  is an SFT step's time per GRPO step measured alone on this machine (benchmarks/grpo_signal.md: a
-  GRPO step 6.9 s, an SFT step 1.9 s, so 3.625: 16 GRPO steps = 58 SFT steps). The table prints
-  both arms' own measured training minutes at each budget, so the equality can be checked.
+- SFT arm: more SFT on gold answers for ``ratio x`` the GRPO steps, where ``ratio`` is the GRPO
+  arm's median step time over the median SFT step time of the run that saved ``--start`` (same
+  machine, same SFT batch; run each alone for a fair ratio), or ``--sft-per-grpo``. The GRPO arm
+  therefore trains first. The table prints both arms' own measured training minutes at each budget,
+  so the equality can be checked.
 
 Then the start and every budget's weights go through the benchmark app on the same ``--eval-size``
 held-out questions, greedy and sampled at the training temperature (``--samples`` per question),
@@ -80,6 +81,26 @@ def train_minutes(run_dir: Path, phase: str) -> dict[int, float]:
     return out
 
 
+def step_seconds(run_dir: Path, phase: str) -> list[float]:
+    return [
+        r["metrics"][f"{phase}/step_seconds"]
+        for r in events(run_dir)
+        if r["event"] == "train_step" and r["phase"] == phase and f"{phase}/step_seconds" in r["metrics"]
+    ]
+
+
+def measured_ratio(start: Path, grpo_dir: Path) -> float:
+    """SFT steps per GRPO step of equal time: the GRPO arm's median step over the SFT stage's median
+    step of the run that saved ``start`` (``<run>/checkpoints/sft/checkpoint-N``)."""
+    sft = step_seconds(start.parents[2], "sft")
+    if not sft or not (grpo_dir / "metrics.jsonl").is_file():
+        raise SystemExit(
+            f"--sft-per-grpo not given: needs the SFT step times of {start.parents[2]} and a trained GRPO "
+            f"arm in {grpo_dir} (train --arm grpo first, or give --sft-per-grpo)"
+        )
+    return statistics.median(step_seconds(grpo_dir, "grpo")) / statistics.median(sft)
+
+
 def change(a, b) -> str:
     from rlvr.evaluation.results import paired
 
@@ -95,7 +116,11 @@ def main() -> None:
     ap.add_argument(
         "--grpo-steps", type=int, nargs="+", default=[16, 64, 256], help="the budgets, in GRPO steps"
     )
-    ap.add_argument("--sft-per-grpo", type=float, default=3.625, help="SFT steps per GRPO step of wall time")
+    ap.add_argument(
+        "--sft-per-grpo",
+        type=float,
+        help="SFT steps per GRPO step of wall time (default: measured, see above)",
+    )
     ap.add_argument("--lr", type=float, default=1e-5, help="the SFT arm's constant learning rate (GRPO's)")
     ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions, greedy and sampled")
     ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0")
@@ -104,21 +129,25 @@ def main() -> None:
     args = ap.parse_args()
     start = args.start.resolve()
     budgets = sorted(args.grpo_steps)
-    sft_budgets = [round(b * args.sft_per_grpo) for b in budgets]
-    if any(b % budgets[0] for b in budgets) or any(b % sft_budgets[0] for b in sft_budgets):
+    if any(b % budgets[0] for b in budgets):
         ap.error(f"--grpo-steps {budgets}: every budget must be a multiple of the first (saves are periodic)")
-    arms = {
-        "grpo": (args.out / "grpo", grpo_arm(budgets[-1], budgets[0]), budgets),
-        "sft": (args.out / "sft", sft_arm(sft_budgets[-1], sft_budgets[0], args.lr), sft_budgets),
-    }
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, (run_dir, overrides, _) in arms.items():
-        if args.arm in (name, "both") and not (run_dir / "report.json").is_file():
-            run(run_dir, [*arm_overrides(start, args.seed), *overrides])
+    grpo_dir, sft_dir = args.out / "grpo", args.out / "sft"
+    if args.arm in ("grpo", "both") and not (grpo_dir / "report.json").is_file():
+        run(grpo_dir, [*arm_overrides(start, args.seed), *grpo_arm(budgets[-1], budgets[0])])
+    if args.arm == "grpo" and args.no_eval:
+        return
+    ratio = args.sft_per_grpo or measured_ratio(start, grpo_dir)
+    first = round(budgets[0] * ratio)
+    sft_budgets = [first * b // budgets[0] for b in budgets]
+    print(f"{ratio:.3f} SFT steps per GRPO step: SFT budgets {sft_budgets}")
+    if args.arm in ("sft", "both") and not (sft_dir / "report.json").is_file():
+        run(sft_dir, [*arm_overrides(start, args.seed), *sft_arm(sft_budgets[-1], first, args.lr)])
     if args.no_eval:
         return
+    arms = {"grpo": (grpo_dir, budgets), "sft": (sft_dir, sft_budgets)}
     models = {"start": start}
-    for name, (run_dir, _, steps) in arms.items():
+    for name, (run_dir, steps) in arms.items():
         for s in steps:
             models[f"{name} {s}"] = run_dir / "checkpoints" / name / f"checkpoint-{s}"
     greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed)
@@ -135,7 +164,7 @@ def main() -> None:
 
 
 def table(args, arms, greedy, sampled, budgets, sft_budgets) -> None:
-    minutes = {name: train_minutes(run_dir, name) for name, (run_dir, _, _) in arms.items()}
+    minutes = {name: train_minutes(run_dir, name) for name, (run_dir, _) in arms.items()}
     for name in minutes:
         totals = list(minutes[name].values())
         seconds = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
