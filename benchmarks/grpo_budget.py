@@ -26,6 +26,7 @@ Results: benchmarks/grpo_budget.md.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 from pathlib import Path
 
@@ -123,7 +124,10 @@ def main() -> None:
     )
     ap.add_argument("--lr", type=float, default=1e-5, help="the SFT arm's constant learning rate (GRPO's)")
     ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions, greedy and sampled")
-    ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0")
+    ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0 (0: greedy only)")
+    ap.add_argument(
+        "--dtype", default="float32", help="the evaluated models' dtype (bfloat16: about 2x faster)"
+    )
     ap.add_argument("--arm", choices=["grpo", "sft", "both"], default="both", help="train one arm only")
     ap.add_argument("--no-eval", action="store_true", help="train only (evaluate in a later call)")
     args = ap.parse_args()
@@ -150,41 +154,48 @@ def main() -> None:
     for name, (run_dir, steps) in arms.items():
         for s in steps:
             models[f"{name} {s}"] = run_dir / "checkpoints" / name / f"checkpoint-{s}"
-    greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed)
-    sampled = bench(
+    # Every model in the same dtype (--dtype), as a model node's own setting.
+    keys = [re.sub(r"\W+", "_", name) for name in models]  # bench()'s model keys
+    dtype = tuple(f"benchmark.models.{key}.dtype={args.dtype}" for key in keys)
+    greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed, dtype)
+    sampled = args.samples and bench(
         args.out / "sampled",
         models,
         ["basic_arithmetic"],
         None,
         args.eval_size,
         args.seed,
-        (*SAMPLING, f"evaluation.num_samples={args.samples}", f"evaluation.ks=[1,{args.samples}]"),
+        (*dtype, *SAMPLING, f"evaluation.num_samples={args.samples}", f"evaluation.ks=[1,{args.samples}]"),
     )
-    table(args, arms, greedy["basic_arithmetic"], sampled["basic_arithmetic"], budgets, sft_budgets)
+    axes = {
+        "greedy": greedy["basic_arithmetic"],
+        **({"sampled": sampled["basic_arithmetic"]} if sampled else {}),
+    }
+    table(args, arms, axes, budgets, sft_budgets)
 
 
-def table(args, arms, greedy, sampled, budgets, sft_budgets) -> None:
+def table(args, arms, axes: dict, budgets, sft_budgets) -> None:
     minutes = {name: train_minutes(run_dir, name) for name, (run_dir, _) in arms.items()}
     for name in minutes:
         totals = list(minutes[name].values())
         seconds = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
         print(f"{name} arm: median step {statistics.median(seconds) * 60:.1f} s over {len(seconds)} steps")
     print(
-        f"\nFrom {args.start} (seed {args.seed}): {args.eval_size} held-out questions, greedy and "
-        f"sampled at T=1.0 ({args.samples} per question, pass@1); paired changes, 95% CI"
+        f"\nFrom {args.start} (seed {args.seed}): {args.eval_size} held-out questions, "
+        f"{' and '.join(axes)} (sampled: T=1.0, {args.samples} per question, pass@1), {args.dtype}; "
+        "paired changes, 95% CI"
     )
     print(
-        f"start: greedy {greedy['start'].summary.accuracy:.1%}, sampled {sampled['start'].summary.accuracy:.1%}\n"
+        "start: " + ", ".join(f"{axis} {e['start'].summary.accuracy:.1%}" for axis, e in axes.items()) + "\n"
     )
-    header = (
-        "| budget | GRPO steps (min) | SFT steps (min) | greedy GRPO | greedy SFT | GRPO vs start | SFT vs start "
-        "| **GRPO vs SFT** | sampled GRPO | sampled SFT | GRPO vs start | SFT vs start | **GRPO vs SFT** |"
+    header = "| budget | GRPO steps (min) | SFT steps (min) |" + "".join(
+        f" {axis} GRPO | {axis} SFT | GRPO vs start | SFT vs start | **GRPO vs SFT** |" for axis in axes
     )
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
     for g, s in zip(budgets, sft_budgets, strict=True):
         cells = [f"{g} GRPO steps", f"{g} ({minutes['grpo'][g]:.1f})", f"{s} ({minutes['sft'][s]:.1f})"]
-        for axis in (greedy, sampled):
+        for axis in axes.values():
             a, b, z = axis[f"grpo {g}"], axis[f"sft {s}"], axis["start"]
             cells += [
                 f"{a.summary.accuracy:.1%}",
