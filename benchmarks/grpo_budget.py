@@ -72,22 +72,22 @@ def sft_arm(steps: int, every: int, lr: float) -> list[str]:
     ]
 
 
-def train_minutes(run_dir: Path, phase: str) -> dict[int, float]:
-    """Cumulative measured training minutes at each step (the pipeline's own step_seconds)."""
-    total, out = 0.0, {}
-    for r in events(run_dir):
-        if r["event"] == "train_step" and r["phase"] == phase:
-            total += r["metrics"][f"{phase}/step_seconds"]
-            out[r["step"]] = total / 60
-    return out
-
-
-def step_seconds(run_dir: Path, phase: str) -> list[float]:
-    return [
-        r["metrics"][f"{phase}/step_seconds"]
+def step_seconds(run_dir: Path, phase: str) -> dict[int, float]:
+    """Step -> the pipeline's own measured seconds of that training step."""
+    return {
+        r["step"]: r["metrics"][f"{phase}/step_seconds"]
         for r in events(run_dir)
         if r["event"] == "train_step" and r["phase"] == phase and f"{phase}/step_seconds" in r["metrics"]
-    ]
+    }
+
+
+def train_minutes(run_dir: Path, phase: str) -> dict[int, float]:
+    """Cumulative measured training minutes at each step."""
+    total, out = 0.0, {}
+    for step, seconds in step_seconds(run_dir, phase).items():
+        total += seconds
+        out[step] = total / 60
+    return out
 
 
 def measured_ratio(start: Path, grpo_dir: Path) -> float:
@@ -99,7 +99,7 @@ def measured_ratio(start: Path, grpo_dir: Path) -> float:
             f"--sft-per-grpo not given: needs the SFT step times of {start.parents[2]} and a trained GRPO "
             f"arm in {grpo_dir} (train --arm grpo first, or give --sft-per-grpo)"
         )
-    return statistics.median(step_seconds(grpo_dir, "grpo")) / statistics.median(sft)
+    return statistics.median(step_seconds(grpo_dir, "grpo").values()) / statistics.median(sft.values())
 
 
 def change(a, b) -> str:
@@ -125,9 +125,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5, help="the SFT arm's constant learning rate (GRPO's)")
     ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions, greedy and sampled")
     ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0 (0: greedy only)")
-    ap.add_argument(
-        "--dtype", default="float32", help="the evaluated models' dtype (bfloat16: about 2x faster)"
-    )
+    ap.add_argument("--dtype", default="float32", help="the evaluated models' dtype (one for all)")
     ap.add_argument("--arm", choices=["grpo", "sft", "both"], default="both", help="train one arm only")
     ap.add_argument("--no-eval", action="store_true", help="train only (evaluate in a later call)")
     args = ap.parse_args()
@@ -176,10 +174,9 @@ def main() -> None:
 
 def table(args, arms, axes: dict, budgets, sft_budgets) -> None:
     minutes = {name: train_minutes(run_dir, name) for name, (run_dir, _) in arms.items()}
-    for name in minutes:
-        totals = list(minutes[name].values())
-        seconds = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
-        print(f"{name} arm: median step {statistics.median(seconds) * 60:.1f} s over {len(seconds)} steps")
+    for name, (run_dir, _) in arms.items():
+        seconds = step_seconds(run_dir, name).values()
+        print(f"{name} arm: median step {statistics.median(seconds):.1f} s over {len(seconds)} steps")
     print(
         f"\nFrom {args.start} (seed {args.seed}): {args.eval_size} held-out questions, "
         f"{' and '.join(axes)} (sampled: T=1.0, {args.samples} per question, pass@1), {args.dtype}; "
