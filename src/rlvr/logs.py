@@ -30,9 +30,11 @@ def _file_handlers() -> list[logging.Handler]:
 def _to_log_file_only(name: str, file_handlers: list[logging.Handler]) -> None:
     logger = logging.getLogger(name)
     logger.propagate = False
-    for handler in file_handlers:
-        if handler not in logger.handlers:
-            logger.addHandler(handler)
+    # This run's log files only: a file handler of an earlier run in this process (a multirun's
+    # previous job) would reopen that run's log and write this run's records into it.
+    logger.handlers[:] = [
+        h for h in logger.handlers if not isinstance(h, (logging.FileHandler, logging.NullHandler))
+    ] + file_handlers
     if not logger.handlers:  # no log file (hydra/job_logging=disabled): dropped, not Python's last resort
         logger.addHandler(logging.NullHandler())
 
@@ -51,7 +53,10 @@ def route_library_loggers() -> None:
     # DeepSpeed gives its logger a stdout handler of its own when imported (accelerate imports it when
     # the package is present): a logger-level filter hands its records to the log file instead.
     deepspeed = logging.getLogger("DeepSpeed")
-    if not any(isinstance(f, _ToFiles) for f in deepspeed.filters):
+    routed = [f for f in deepspeed.filters if isinstance(f, _ToFiles)]
+    if routed:
+        routed[0].handlers = file_handlers  # this run's log files, as above
+    else:
         deepspeed.addFilter(_ToFiles(file_handlers))
 
 

@@ -4,10 +4,50 @@ from __future__ import annotations
 
 import io
 import logging
+from pathlib import Path
 
 import pytest
 
 from rlvr.logs import LIBRARY_LOGGERS, route_library_loggers
+
+
+@pytest.fixture(autouse=True)
+def library_loggers_restored():
+    """Each test leaves the library loggers as it found them: a handler left on one would write a
+    later test's records into this test's (by then deleted) temp dir."""
+    names = (*LIBRARY_LOGGERS, "DeepSpeed")
+    saved = {
+        name: (logger.propagate, list(logger.handlers), list(logger.filters))
+        for name, logger in ((n, logging.getLogger(n)) for n in names)
+    }
+    yield
+    for name, (propagate, handlers, filters) in saved.items():
+        logger = logging.getLogger(name)
+        logger.propagate, logger.handlers[:], logger.filters[:] = propagate, handlers, filters
+    logging.captureWarnings(False)
+
+
+def test_a_second_run_in_one_process_writes_library_records_to_its_own_log_only(tmp_path):
+    """A multirun's jobs share one process: job 2's library records go to job 2's log file, not also
+    to job 1's (whose handler Hydra closed; a closed FileHandler reopens its file on the next record)."""
+    root = logging.getLogger()
+    logs = {}
+    for job in ("job1", "job2"):
+        (tmp_path / job).mkdir()
+        handler = logging.FileHandler(tmp_path / job / "run.log")
+        root.addHandler(handler)
+        try:
+            route_library_loggers()
+            logging.getLogger("transformers.modeling_utils").warning("record of %s", job)
+            logging.getLogger("DeepSpeed").warning("deepspeed record of %s", job)
+        finally:
+            root.removeHandler(handler)
+            handler.close()
+        logs[job] = handler.baseFilename
+    first, second = (Path(logs[j]).read_text() for j in ("job1", "job2"))
+    assert "record of job1" in first and "deepspeed record of job1" in first
+    assert "job2" not in first, first
+    assert "record of job2" in second and "deepspeed record of job2" in second
 
 
 def test_a_library_that_brings_its_own_console_handler_still_writes_to_the_log_file_only(tmp_path):
