@@ -2,7 +2,7 @@
 
 The embedded default (SmolLM2-135M on basic_arithmetic, on a 2-core CPU) can afford only a small
 GRPO stage, and measured GRPO budgets up to 256 steps did not beat SFT alone at equal time, greedy
-on 2 seeds or sampled (benchmarks/grpo_budget.md). A reader who sees the GRPO stage's
+or sampled, on 2 seeds (benchmarks/grpo_budget.md). A reader who sees the GRPO stage's
 paired change should know that this is expected, not a broken GRPO: the console and report.md say
 so beside the stage's change, for the runs the measurement covers (the embedded model, its task, a
 GRPO stage no larger than the largest budget measured). Other models, tasks and budgets get no
@@ -36,7 +36,7 @@ def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
     return (
         f"GRPO stage ({steps} steps): on this model and task (2-core CPU, 3 seeds) a 16-step stage moved "
         "greedy accuracy by -0.2 to -2.6 points and accuracy at the sampling temperature by +1.3 to "
-        "+1.6; 16, 64 and 256 GRPO steps did not beat more SFT for the same time, greedy (2 seeds) or "
-        "sampled (benchmarks/grpo_budget.md). At this budget the GRPO stage demonstrates the RL path and is "
+        "+1.6; 16, 64 and 256 GRPO steps did not beat more SFT for the same time, greedy or sampled, "
+        "on 2 seeds (benchmarks/grpo_budget.md). At this budget the GRPO stage demonstrates the RL path and is "
         "not expected to gain."
     )
