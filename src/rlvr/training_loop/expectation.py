@@ -37,6 +37,6 @@ def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
         f"GRPO stage ({steps} steps): on this model and task (2-core CPU, 3 seeds) a 16-step stage moved "
         "greedy accuracy by -0.2 to -2.6 points and accuracy at the sampling temperature by +1.3 to "
         "+1.6; 16, 64 and 256 GRPO steps did not beat more SFT for the same time, greedy or sampled, "
-        "on 2 seeds (benchmarks/grpo_budget.md). At this budget the GRPO stage demonstrates the RL path and is "
-        "not expected to gain."
+        "on 2 seeds (benchmarks/grpo_budget.md). At this budget the GRPO stage demonstrates the RL "
+        "path and is not expected to gain."
     )
