@@ -26,11 +26,11 @@ Results: benchmarks/grpo_budget.md.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 from pathlib import Path
 
-from learning import bench, events, run  # benchmarks/learning.py: the same run and benchmark helpers
+# benchmarks/learning.py: the same run and benchmark helpers
+from learning import bench, events, model_key, run
 
 SAMPLING = ("evaluation.temperature=1.0",)
 
@@ -158,13 +158,14 @@ def main() -> None:
     for name, (run_dir, steps) in arms.items():
         for s in steps:
             models[f"{name} {s}"] = run_dir / "checkpoints" / name / f"checkpoint-{s}"
-    # Every model in the same dtype (--dtype), as a model node's own setting.
-    keys = [re.sub(r"\W+", "_", name) for name in models]  # bench()'s model keys
-    dtype = (
-        *(f"benchmark.models.{key}.dtype={args.dtype}" for key in keys),
+    # Every model in the same dtype (--dtype), as a model node's own setting, and one backend.
+    evaluation = (
+        *(f"benchmark.models.{model_key(name)}.dtype={args.dtype}" for name in models),
         f"evaluation/generator={args.generator}",
     )
-    greedy = bench(args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed, dtype)
+    greedy = bench(
+        args.out / "greedy", models, ["basic_arithmetic"], None, args.eval_size, args.seed, evaluation
+    )
     sampled = args.samples and bench(
         args.out / "sampled",
         models,
@@ -172,7 +173,12 @@ def main() -> None:
         None,
         args.eval_size,
         args.seed,
-        (*dtype, *SAMPLING, f"evaluation.num_samples={args.samples}", f"evaluation.ks=[1,{args.samples}]"),
+        (
+            *evaluation,
+            *SAMPLING,
+            f"evaluation.num_samples={args.samples}",
+            f"evaluation.ks=[1,{args.samples}]",
+        ),
     )
     axes = {
         "greedy": greedy["basic_arithmetic"],

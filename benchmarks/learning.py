@@ -83,6 +83,11 @@ def after_sft_checkpoint(run_dir: Path, n: int) -> Path:
     return run_dir / "checkpoints" / "sft" / f"checkpoint-{n}"
 
 
+def model_key(name: str) -> str:
+    """A model's name as its benchmark.models key (an identifier)."""
+    return re.sub(r"\W+", "_", name).strip("_")
+
+
 def bench(
     out: Path, models: dict[str, Path], tasks: list[str], params: str | None, size: int, seed: int, extra=()
 ) -> dict[str, dict]:
@@ -95,7 +100,7 @@ def bench(
     out.mkdir(parents=True, exist_ok=True)
     store = CellStore(out)
     # Each model is a conf/model node (model/hf on its directory) keyed by its name as an identifier.
-    keys = {name: re.sub(r"\W+", "_", name).strip("_") for name in models}
+    keys = {name: model_key(name) for name in models}
     nodes = [
         override
         for name, path in models.items()
