@@ -6,7 +6,10 @@ random weights: rlvr.model.loader.ShapeModel).
     python benchmarks/memory_preflight.py --device cpu --small     # what this 2-core CPU can run
     python benchmarks/memory_preflight.py --device cuda --json out.json
 
-Each case runs in its own process (so each peak is its own): the model is loaded by rlvr's own model
+Each case runs in this process one after the other (``--isolate``: each in its own process), its
+model and optimizer freed before the next, and CUDA's peak counter reset: each peak is its own
+(``max_memory_allocated`` counts live tensors, so what the allocator kept cached does not count).
+The model is loaded by rlvr's own model
 component (dtype, LoRA through PEFT, NF4 through bitsandbytes, gradient checkpointing), given TRL's
 fused LM head (trl.trainer.utils.add_fused_lm_head, which TRL's SFT and GRPO trainers add, so the
 (batch, seq, vocab) logits are never materialised), and trained for two optimizer steps the way
@@ -160,7 +163,7 @@ def measure(case: Case, device: str) -> dict:
     if device == "cuda":
         torch.cuda.synchronize()
         record["train_peak_gb"] = torch.cuda.max_memory_allocated() / gb
-    if case.phase == "grpo":
+    if case.phase == "grpo" and not case.gc:  # generation runs without checkpointing either way
         gen_batch = case.generation_batch or case.batch
         prompts = torch.randint(0, 49152, (gen_batch, case.prompt), device=device)
         if device == "cuda":
@@ -181,6 +184,23 @@ def measure(case: Case, device: str) -> dict:
             torch.cuda.synchronize()
             record["generate_peak_gb"] = torch.cuda.max_memory_allocated() / gb
     return record
+
+
+def measure_here(case: Case, device: str) -> dict:
+    """:func:`measure` in this process, everything it made freed afterwards."""
+    import gc
+
+    import torch
+
+    try:
+        return measure(case, device)
+    except Exception as exc:  # one case's failure (out of memory, a missing library) is its record
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    finally:
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
 
 
 def estimate(case: Case, device_gb: float) -> dict[str, float]:
@@ -223,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="cases whose label contains this")
     ap.add_argument("--json", type=Path, help="write every record here")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--isolate", action="store_true", help="each case in its own process")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -236,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in grid(args.device, args.small):
         if args.only and args.only not in case.label:
             continue
-        got = run_case(case, args.device, args.timeout)
+        got = run_case(case, args.device, args.timeout) if args.isolate else measure_here(case, args.device)
         try:
             terms = estimate(case, device_gb)
         except Exception as exc:  # the estimate's own bug must not lose the measurement

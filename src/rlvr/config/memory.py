@@ -325,32 +325,34 @@ def training_args(loop: Any) -> Any | None:
 PROMPT_BUDGET = 256
 
 
+# Chat-template tokens around an SFT answer (the assistant turn's markers, the end of turn).
+ANSWER_MARKERS = 8
+
+
 def plan_of(
-    model: Any, args: Any, processes: int, shard: str | None = None, prompt_tokens: int | None = None
+    model: Any, args: Any, processes: int, shard: str | None = None, lengths: tuple[int, int] | None = None
 ) -> Plan:
     """The memory plan of the configured model component and a phase's TRL config (``args``);
-    ``prompt_tokens``: the longest prompt of the run's data (None: PROMPT_BUDGET)."""
+    ``lengths``: the data's longest (prompt, answer) in tokens (None: PROMPT_BUDGET, and for SFT the
+    rest of ``max_length``)."""
     lora = getattr(model, "lora", None) or {}
     modules = lora.get("target_modules")
-    prompt = prompt_tokens or PROMPT_BUDGET
+    prompt = lengths[0] if lengths else PROMPT_BUDGET
     generation_batch = 0
     if hasattr(args, "max_completion_length"):  # GRPO: the prompt + the completion
         completion = args.max_completion_length
         generation_batch = args.generation_batch_size or (
             args.per_device_train_batch_size * args.steps_per_generation
         )
-    else:  # SFT: max_length covers prompt and answer (None: not truncated)
-        budget = args.max_length or (prompt + PROMPT_BUDGET)
-        completion = max(budget - prompt, 0) if prompt_tokens is None else min(PROMPT_BUDGET, budget - prompt)
-        completion = max(completion, 0)
+    else:  # SFT: the prompt + the formatted gold answer, truncated at max_length
+        limit = args.max_length or (prompt + PROMPT_BUDGET)
+        answer = lengths[1] + ANSWER_MARKERS if lengths else limit - prompt
+        prompt = min(prompt, limit)
+        completion = max(min(answer, limit - prompt), 0)
     dtype = getattr(model, "dtype", "float32")
     precision = "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"
-    if isinstance(modules, str):  # "all-linear" and friends: every projection of the block
-        targets = ALL_LINEAR
-    elif isinstance(modules, list | tuple):
-        targets = tuple(modules)
-    else:
-        targets = ALL_LINEAR
+    # "all-linear" and friends, or no list: every projection of the block
+    targets = tuple(modules) if isinstance(modules, list | tuple) else ALL_LINEAR
     return Plan(
         # "auto" (transformers) and None (unsloth) pick a 16-bit dtype on a GPU
         dtype=dtype if dtype not in ("auto", None) else "bfloat16",
@@ -369,25 +371,29 @@ def plan_of(
     )
 
 
-def prompt_tokens(dataset: Any, tokenizer: Any, limit: int = 4096) -> int | None:
-    """The longest prompt of ``dataset`` (its ``prompt`` column of chat messages, as TRL tokenizes it
-    with the model's chat template), over the first ``limit`` rows; None when it cannot be told."""
+def data_lengths(
+    dataset: Any, tokenizer: Any, format_answer: Any, limit: int = 4096
+) -> tuple[int, int] | None:
+    """The longest prompt (its chat messages as TRL tokenizes them, with the model's chat template)
+    and the longest formatted gold answer of ``dataset``'s first ``limit`` rows, in tokens; None
+    when they cannot be told (no chat prompts, no template): the estimate keeps its budget then."""
     try:
-        rows = dataset.select(range(min(limit, len(dataset))))["prompt"]
-        lengths = [
+        rows = dataset.select(range(min(limit, len(dataset))))
+        prompts = [
             len(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True))
-            for messages in rows
+            for messages in rows["prompt"]
         ]
-    except Exception:  # a dataset without chat prompts or a tokenizer without a template: keep the bound
+        answers = [len(tokenizer(format_answer(a))["input_ids"]) for a in rows["answer"]]
+    except Exception:  # a plugin's dataset without these columns, a tokenizer without a template
         return None
-    return max(lengths, default=None)
+    return (max(prompts), max(answers)) if prompts and answers else None
 
 
 def run_checks(
-    model: Any, loop: Any, setup: Any = None, prompt_tokens: int | None = None
+    model: Any, loop: Any, setup: Any = None, lengths: tuple[int, int] | None = None
 ) -> tuple[list[ConfigIssue], list[str]]:
     """Memory and batch checks of a configured pipeline (``setup``: the distributed component, for
-    what its strategy shards; ``prompt_tokens``: the data's longest prompt, once it is loaded)."""
+    what its strategy shards; ``lengths``: the data's longest prompt and answer in tokens, once it is loaded)."""
     import os
 
     processes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -402,7 +408,7 @@ def run_checks(
         )
         if found:
             issues.append(found)
-    inputs = _estimate_inputs(model, loop, args, setup, processes, prompt_tokens)
+    inputs = _estimate_inputs(model, loop, args, setup, processes, lengths)
     if inputs is None:
         return issues, []
     shape, plan, device = inputs
@@ -413,19 +419,37 @@ def run_checks(
     return issues + refusals, warnings
 
 
+def fits_batch(
+    model: Any, loop: Any, setup: Any, lengths: tuple[int, int] | None, batch: int, share: float = 0.8
+) -> bool:
+    """Whether a training micro-batch of ``batch`` sequences keeps the estimated peak under ``share``
+    of the device's memory (rlvr.training_loop.microbatch folds GRPO's accumulation with it)."""
+    import dataclasses
+    import os
+
+    inputs = _estimate_inputs(
+        model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")), lengths
+    )
+    if inputs is None:
+        return False
+    shape, plan, device = inputs
+    device_gb = device_memory_gb(device)
+    return peak(estimate(shape, dataclasses.replace(plan, batch=batch), device_gb)) <= share * device_gb
+
+
 def _estimate_inputs(
-    model: Any, loop: Any, args: Any, setup: Any, processes: int, prompt_tokens: int | None = None
+    model: Any, loop: Any, args: Any, setup: Any, processes: int, lengths: tuple[int, int] | None = None
 ) -> tuple[Shape, Plan, str] | None:
     """(shape, plan, device) of a configured training run; None when nothing is estimated (no
     training phase, or a model whose shape is unknown)."""
     shape = shape_of(str(getattr(model, "name_or_path", "")))
     if args is None or shape is None:
         return None
-    return shape, plan_of(model, args, processes, shard_of(setup), prompt_tokens), loop.hardware.device
+    return shape, plan_of(model, args, processes, shard_of(setup), lengths), loop.hardware.device
 
 
 def memory_record(
-    model: Any, loop: Any, setup: Any = None, prompt_tokens: int | None = None
+    model: Any, loop: Any, setup: Any = None, lengths: tuple[int, int] | None = None
 ) -> dict[str, Any]:
     """What report.json records under ``memory``: the pre-flight's estimate for this run (the same
     arithmetic as :func:`run_checks`, per process) beside the CUDA peak this process measured, so
@@ -436,7 +460,7 @@ def memory_record(
     from rlvr.hardware import cuda_peak_gb
 
     inputs = _estimate_inputs(
-        model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")), prompt_tokens
+        model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")), lengths
     )
     record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
     if inputs is not None:
