@@ -32,6 +32,7 @@ from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.secrets import error_text
 from rlvr.verifier.checkers import Checker
+from rlvr.verifier.entries import to_json_safe
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -203,12 +204,14 @@ class FileData:
 
     # -- splits -------------------------------------------------------------------------------------
     def _entry(self, item: QAItem) -> dict[str, Any]:
-        return {
+        entry = {
             "question": item.question,
             "answer": item.answer,
             "metadata": {**item.metadata, "source_dataset": self.name},
             "checker": self.checker.spec(),
         }
+        # A parquet or save_to_disk row can hold values JSON cannot (timestamps, bytes, numpy).
+        return to_json_safe(entry, f"{self.name} question {item.question[:40]!r}")
 
     def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
         """Entries of one side of the content-hash split: ``test`` distinct and in a fixed order
