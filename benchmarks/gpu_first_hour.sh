@@ -4,8 +4,9 @@
 #      against the CUDA peak at the 0.5B and 1.5B shapes with a real backward, and SFT MFU at 1.5B;
 #   2. the memory pre-flight against measured training steps (benchmarks/memory_preflight.py);
 #   3. the embedded default run on the GPU, timed (report.json: stage times, accuracy, tokens/s, MFU).
-# Usage: bash benchmarks/gpu_first_hour.sh OUT_DIR   (PYTHON=python3; run from the repository root
-# with rlvr importable: `make setup GPU=1`, or PYTHONPATH=<site>:src beside a preinstalled torch stack)
+# Usage: bash benchmarks/gpu_first_hour.sh OUT_DIR [BUNDLE]   (PYTHON=python3; run from the repository
+# root with rlvr importable: `make setup GPU=1`, or PYTHONPATH=<site>:src beside a preinstalled torch
+# stack). BUNDLE: a .tgz of every record (reports, logs, tables; no weights) written at the end.
 set -u
 out=${1:-outputs/gpu_first_hour}
 py=${PYTHON:-python3}
@@ -30,3 +31,8 @@ rc=$?
 stamp "default run rc=$rc in $(( $(date +%s) - start )) s"
 cp "$out/default/report.json" "$out/default_report.json" 2>/dev/null
 tail -25 "$out/default.log"
+if [ -n "${2:-}" ]; then
+  (cd "$out" && find . \( -name '*.json' -o -name '*.md' -o -name '*.log' -o -name '*.jsonl' -o -name '*.yaml' -o -name '*.out' \) \
+    -not -path '*/checkpoint*' -not -path '*/final/*' -print0 | tar czf "$2" --null -T -)
+  stamp "bundle: $2"
+fi

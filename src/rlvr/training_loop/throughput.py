@@ -76,7 +76,7 @@ def phase_throughput(
         "tokens": int(round(tokens)),
         "seconds": round(seconds, 2),
         "tokens_per_second": round(rate, 1),
-        "flops_per_token": per_token,
+        "flops_per_token_trained": per_token,
         "mfu": round(rate * per_token / (peak * 1e12), 4) if peak else None,
         "peak_tflops": peak,
         "device": device_name or "cpu",
