@@ -210,8 +210,9 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
     model, loop = _components("cuda")
     loop.grpo_phase.fields["per_device_train_batch_size"] = 8
     # TRL's config, built here as in one process: with WORLD_SIZE set it would join a process group.
-    args = preflight.training_args(loop)
-    monkeypatch.setattr(preflight, "training_args", lambda loop: args)
+    configs = preflight.phase_configs(loop)
+    monkeypatch.setattr(preflight, "training_args", lambda loop: configs["grpo"])
+    monkeypatch.setattr(preflight, "phase_configs", lambda loop: configs)
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     plans = []
@@ -228,7 +229,8 @@ def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")
     record = preflight.memory_record(model, loop)
-    terms = preflight.estimate(QWEN["7B"], preflight.plan_of(model, preflight.training_args(loop), 1), 80.0)
+    plans = [preflight.plan_of(model, args, 1) for args in preflight.phase_configs(loop).values()]
+    terms = max((preflight.estimate(QWEN["7B"], plan, 80.0) for plan in plans), key=peak)
     assert record["preflight_estimate_gb"] == round(peak(terms), 3) > 60  # a 7B full fine-tune
     assert record["preflight_terms_gb"]["weights"] == round(terms["weights"], 3)
     assert record["device_memory_gb"] == 80.0

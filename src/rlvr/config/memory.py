@@ -17,10 +17,11 @@ this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
   which keep no s x s score matrix): ``16 h + 6 q + 4 kv + 8 i`` bytes for a Llama/Qwen block
   (h hidden, q and kv the query and key/value widths, i the MLP width), 1.5x that with an fp32
   residual stream; with gradient checkpointing each layer keeps its 16-bit input (2 h) and one
-  layer is recomputed at a time;
+  layer is recomputed at a time (up to 1.5x its activations, measured);
 - logits: TRL's fused LM head scores the completion tokens in tiles and never holds the
-  (batch, sequence, vocabulary) logits, so what remains is a tile's worth; generation holds one
-  step's fp32 logits for the generation batch;
+  (batch, sequence, vocabulary) logits, so what remains is a tile's worth (LOGIT_ROWS rows of
+  fp32 logits, softmax and gradient); generation holds one step's fp32 logits for the generation
+  batch;
 - the rollout KV cache of GRPO generation (``2 x layers x kv_heads x head_dim x tokens x 2`` bytes
   for each sequence generated at once), or the share a colocated vLLM reserves;
 - the peak is the resident part (weights, autocast copies, optimizer state) plus the larger of the
@@ -149,9 +150,13 @@ class Plan:
 RESIDENT = ("weights", "autocast copies", "optimizer state")
 BACKWARD = ("gradients", "activations", "logits")
 ROLLOUT = ("rollout KV cache", "vLLM reservation")
-# A tile of TRL's fused LM head and the transient of a cross-entropy over it (rows x vocab x fp32,
-# the logits, their softmax and its gradient); measured peaks: benchmarks/memory_preflight.md.
-LOGIT_ROWS = 1024
+# What TRL's fused LM head holds at once, as rows of fp32 logits with their softmax and gradient
+# (rows x vocab x 4 x 3 bytes): the largest transient beside the activations measured on an H200
+# was 0.43 GB at Qwen2.5's 151,936-token vocabulary (benchmarks/memory_preflight.md).
+LOGIT_ROWS = 256
+# Gradient checkpointing recomputes one layer during backward; the recomputed layer and its
+# gradients were up to 1.5x a layer's saved activations (benchmarks/memory_preflight.md).
+RECOMPUTE = 1.5
 
 
 def adapter_params(shape: Shape, plan: Plan) -> float:
@@ -172,7 +177,7 @@ def activation_bytes_per_token(shape: Shape, plan: Plan) -> float:
         block *= 2.0
     if plan.activation_checkpointing:
         stream = 4 if plan.dtype == "float32" else 2
-        return shape.layers * stream * d["h"] + block
+        return shape.layers * stream * d["h"] + RECOMPUTE * block
     return shape.layers * block
 
 
@@ -379,10 +384,12 @@ def data_lengths(
     when they cannot be told (no chat prompts, no template): the estimate keeps its budget then."""
     try:
         rows = dataset.select(range(min(limit, len(dataset))))
-        prompts = [
-            len(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True))
-            for messages in rows["prompt"]
+        texts = [
+            tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
+            for m in rows["prompt"]
         ]
+        # the template's text already holds its special tokens
+        prompts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
         answers = [len(tokenizer(format_answer(a))["input_ids"]) for a in rows["answer"]]
     except Exception:  # a plugin's dataset without these columns, a tokenizer without a template
         return None
@@ -408,7 +415,7 @@ def run_checks(
         )
         if found:
             issues.append(found)
-    inputs = _estimate_inputs(model, loop, args, setup, processes, lengths)
+    inputs = _estimate_inputs(model, loop, setup, processes, lengths)
     if inputs is None:
         return issues, []
     shape, plan, device = inputs
@@ -422,34 +429,67 @@ def run_checks(
 def fits_batch(
     model: Any, loop: Any, setup: Any, lengths: tuple[int, int] | None, batch: int, share: float = 0.8
 ) -> bool:
-    """Whether a training micro-batch of ``batch`` sequences keeps the estimated peak under ``share``
+    """Whether a GRPO micro-batch of ``batch`` sequences keeps the estimated peak under ``share``
     of the device's memory (rlvr.training_loop.microbatch folds GRPO's accumulation with it)."""
-    import dataclasses
     import os
 
     inputs = _estimate_inputs(
-        model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")), lengths
+        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {"grpo": batch}
     )
     if inputs is None:
         return False
     shape, plan, device = inputs
     device_gb = device_memory_gb(device)
-    return peak(estimate(shape, dataclasses.replace(plan, batch=batch), device_gb)) <= share * device_gb
+    return peak(estimate(shape, plan, device_gb)) <= share * device_gb
+
+
+def phase_configs(loop: Any) -> dict[str, Any]:
+    """The TRL config of every enabled phase, by name, built as the phase builds it."""
+    import tempfile
+
+    out = {}
+    for name in ("grpo", "sft"):
+        phase = getattr(loop, f"{name}_phase", None)
+        if phase is not None and phase.enabled:
+            with tempfile.TemporaryDirectory() as tmp:
+                out[name] = phase.config(Path(tmp))
+    return out
 
 
 def _estimate_inputs(
-    model: Any, loop: Any, args: Any, setup: Any, processes: int, lengths: tuple[int, int] | None = None
+    model: Any,
+    loop: Any,
+    setup: Any,
+    processes: int,
+    lengths: tuple[int, int] | None = None,
+    micro_batches: dict[str, int] | None = None,
 ) -> tuple[Shape, Plan, str] | None:
-    """(shape, plan, device) of a configured training run; None when nothing is estimated (no
-    training phase, or a model whose shape is unknown)."""
+    """(shape, plan, device) of a configured training run, the plan of the phase with the larger
+    estimated peak (``micro_batches``: a phase's micro-batch as it ran, when the device changed it);
+    None when nothing is estimated (no training phase, or a model whose shape is unknown)."""
+    import dataclasses
+
     shape = shape_of(str(getattr(model, "name_or_path", "")))
-    if args is None or shape is None:
+    configs = phase_configs(loop)
+    if not configs or shape is None:
         return None
-    return shape, plan_of(model, args, processes, shard_of(setup), lengths), loop.hardware.device
+    device = loop.hardware.device
+    plans = []
+    for name, args in configs.items():
+        plan = plan_of(model, args, processes, shard_of(setup), lengths)
+        if micro_batches and name in micro_batches:
+            plan = dataclasses.replace(plan, batch=micro_batches[name])
+        plans.append(plan)
+    device_gb = device_memory_gb(device)
+    return shape, max(plans, key=lambda plan: peak(estimate(shape, plan, device_gb))), device
 
 
 def memory_record(
-    model: Any, loop: Any, setup: Any = None, lengths: tuple[int, int] | None = None
+    model: Any,
+    loop: Any,
+    setup: Any = None,
+    lengths: tuple[int, int] | None = None,
+    micro_batches: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """What report.json records under ``memory``: the pre-flight's estimate for this run (the same
     arithmetic as :func:`run_checks`, per process) beside the CUDA peak this process measured, so
@@ -460,7 +500,7 @@ def memory_record(
     from rlvr.hardware import cuda_peak_gb
 
     inputs = _estimate_inputs(
-        model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")), lengths
+        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, micro_batches
     )
     record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
     if inputs is not None:

@@ -343,7 +343,8 @@ def write_report(ctx: RunContext) -> None:
 
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
-    memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths)
+    micro = ctx.outcome.micro_batches if ctx.outcome is not None else None
+    memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
     ctx.result.notes = [note] if note else []
     ctx.result.files.update(

@@ -62,6 +62,8 @@ class TrainOutcome:
     seconds: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     hardware: dict[str, str] = field(default_factory=dict)
+    # a phase's micro-batch where the device changed the configured one (GRPO folding on a GPU)
+    micro_batches: dict[str, int] = field(default_factory=dict)
 
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
@@ -401,6 +403,7 @@ class GRPOPhase(_Phase):
         outcome.hardware["grpo_micro_batch"] = (
             f"{before} -> {folded[0]}x{folded[1]} (fits the memory estimate)"
         )
+        outcome.micro_batches[self.name] = folded[0]
         return args
 
     def metrics(self) -> dict[str, float]:
