@@ -528,7 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, (kind, report) in zip(args.files, loaded, strict=True):
             chart = task_chart if kind == KIND_TASK else all_tasks_chart
             try:
-                figures.append(chart(report, title=args.title, rename=rename, source=str(path), only=args.only))
+                figures.append(
+                    chart(report, title=args.title, rename=rename, source=str(path), only=args.only)
+                )
             except ReportError as e:
                 errors.append(str(e))
         if errors:

@@ -235,7 +235,9 @@ class Curriculum:
         problems = []
         for name, level in levels.items():
             if name not in self.rg.attributes:
-                problems.append(f"{where} names {name!r}, not an attribute of {self.task} ({sorted(self.rg.attributes)})")
+                problems.append(
+                    f"{where} names {name!r}, not an attribute of {self.task} ({sorted(self.rg.attributes)})"
+                )
             elif isinstance(level, bool) or not isinstance(level, int):
                 problems.append(f"{where}.{name} is {level!r:.40}, not an integer level")
             else:
@@ -272,7 +274,11 @@ class Curriculum:
         elif last:
             problems += self._level_problems("last.levels", last.get("levels"))
             top = max(self._bounds(name)[1] for name in self.moving)
-            for key, low, high in (("level", self.min_level, top), ("success", 0, 1), ("window_success", 0, 1)):
+            for key, low, high in (
+                ("level", self.min_level, top),
+                ("success", 0, 1),
+                ("window_success", 0, 1),
+            ):
                 value = last.get(key, low)
                 number = not isinstance(value, bool) and isinstance(value, (int, float))
                 if not number or not math.isfinite(value) or not low <= value <= high:

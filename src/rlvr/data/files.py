@@ -186,9 +186,7 @@ class FileData:
         try:
             rows = load_source(str(self.path), self.split, self.subset)
         except DataFileError as exc:
-            raise ConfigValidationError(
-                [ConfigIssue(f"{key}.path", self.path, str(exc), exc.fix)]
-            ) from None
+            raise ConfigValidationError([ConfigIssue(f"{key}.path", self.path, str(exc), exc.fix)]) from None
         except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError...)
             raise ConfigValidationError(
                 [

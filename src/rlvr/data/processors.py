@@ -90,7 +90,8 @@ class QuestionAnswer:
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         return QAItem(
-            str(_field(row, self.question_field)).strip(), gold(_field(row, self.answer_field), self.answer_field)
+            str(_field(row, self.question_field)).strip(),
+            gold(_field(row, self.answer_field), self.answer_field),
         )
 
 

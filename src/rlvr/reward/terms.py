@@ -196,7 +196,11 @@ class _Recorded:
         self.__name__ = term.__name__
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
-        out = self.deadline(self.term, completions, **kwargs) if self.deadline else self.term(completions, **kwargs)
+        out = (
+            self.deadline(self.term, completions, **kwargs)
+            if self.deadline
+            else self.term(completions, **kwargs)
+        )
         self.record(self.__name__, out, kwargs.get("task"))
         return out
 
@@ -274,7 +278,11 @@ class RewardSet:
                 continue
             issues.extend(term.validate(f"reward.terms.{name}"))
         timeout = self.plugin_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= MAX_TIMEOUT_S
+        ):
             issues.append(
                 ConfigIssue(
                     "reward.plugin_timeout_s",
