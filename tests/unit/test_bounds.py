@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import stat
 import subprocess
 import sys
@@ -376,8 +375,9 @@ def test_prompts_longer_than_the_models_context_are_refused_with_the_numbers(tmp
     """An extra evaluation level built 8,425-character prompts for a 2,048-token model: each
     evaluation ran 50-100x slower, with a warning in the log file only. Mutation:
     ``prompt_length_issues`` returning [] -> red."""
-    from rlvr.data.base import prompt_length_issues
     from tests.conftest import tiny_model
+
+    from rlvr.data.base import prompt_length_issues
 
     loaded = tiny_model().load()
     long_rows = [
