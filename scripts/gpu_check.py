@@ -100,9 +100,9 @@ class Evidence:
         if (run_dir / "report.json").is_file():
             evidence.report = json.loads((run_dir / "report.json").read_text())
         if (run_dir / "config_resolved.yaml").is_file():
-            from omegaconf import OmegaConf
+            from rlvr.config.safe_yaml import load_data  # measured first: no alias bomb reaches a parser
 
-            evidence.config = OmegaConf.to_container(OmegaConf.load(run_dir / "config_resolved.yaml"))
+            evidence.config = load_data(run_dir / "config_resolved.yaml")
         for row in evidence.report.get("accuracy", []):
             path = Path(row.get("path") or "")
             if path.is_file():

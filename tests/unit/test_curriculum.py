@@ -277,7 +277,9 @@ def test_config_errors_name_key_value_and_fix(overrides, key, words):
 
 
 def test_a_curriculum_needs_a_term_that_runs_the_verifier():
-    format_only = RewardSet({"format": FormatReward(1.0, prompt=PROMPT)}, prompt=PROMPT, scorer=None)
+    format_only = RewardSet(
+        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+    )
     issues = _success_term_issues(data(), format_only)
     assert [i.key for i in issues] == ["reward.terms"] and "correctness" in issues[0].fix
     assert _success_term_issues(SimpleNamespace(), format_only) == []  # other data: no such need
@@ -287,7 +289,9 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
 
 
 def test_grpo_step_metrics_carry_the_difficulty():
-    rewards = RewardSet({"format": FormatReward(1.0, prompt=PROMPT)}, prompt=PROMPT, scorer=None)
+    rewards = RewardSet(
+        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+    )
     phase = GRPOPhase({}, 0, lambda: None, rewards, SIGNAL)
     source = (
         data(start_levels={"basic_arithmetic": {"num_terms": 2, "num_digits": 1}}).load(PROMPT).curriculum

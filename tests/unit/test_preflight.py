@@ -145,15 +145,29 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     assert isinstance(args, trl.SFTConfig) and plan.prompt + plan.completion == 256
 
 
-def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns(monkeypatch):
+def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_swap_can_hold_it(monkeypatch):
     from rlvr.config import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
+    monkeypatch.setattr(preflight, "swap_gb", lambda: 1000.0)
     refusals, _ = preflight.run_checks(*_components("cuda"))
     assert [i.key for i in refusals] == ["model"]
     refusals, warnings = preflight.run_checks(*_components("cpu"))
     assert refusals == [] and "does not fit" in warnings[0]
     assert preflight.run_checks(*_components("cuda", sft=False, grpo=False)) == ([], [])  # evaluation only
+
+
+def test_a_cpu_run_beyond_ram_plus_swap_is_refused_before_loading(monkeypatch):
+    """The attack: a model whose config claims absurd sizes; on a CPU the estimate only warned and
+    loading went on allocating. Mutation: the CPU branch back to warn-only (no ``hard`` check) -> red."""
+    from rlvr.config import memory as preflight
+
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
+    monkeypatch.setattr(preflight, "swap_gb", lambda: 8.0)
+    refusals, warnings = preflight.run_checks(*_components("cpu"))  # a 7B full fine-tune: > 32 GB
+    assert [i.key for i in refusals] == ["model"] and warnings == []
+    assert "does not fit" in refusals[0].problem and "32 GB cpu (its RAM plus swap)" in refusals[0].problem
+    assert "LoRA" in refusals[0].fix
 
 
 def test_sharding_divides_what_each_strategy_shards_by_the_processes():
@@ -239,3 +253,22 @@ def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch
     )  # no CUDA here
     nothing = preflight.memory_record(*_components("cuda", sft=False, grpo=False))
     assert nothing["preflight_estimate_gb"] is None
+
+
+def test_a_model_directory_with_an_absurd_layer_count_is_refused_on_this_machines_cpu(tmp_path):
+    """The reviewer's attack as it came: a model directory whose config.json claims 100,000 layers
+    (thousands of GB), judged against this machine's real RAM and swap. Mutation: the CPU branch
+    back to warn-only -> red."""
+    import json
+
+    from rlvr.config import memory as preflight
+
+    config = {"hidden_size": 576, "num_hidden_layers": 100_000, "num_attention_heads": 9,
+              "num_key_value_heads": 3, "vocab_size": 49152, "intermediate_size": 1536}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model, loop = _components("cpu")
+    model.name_or_path = str(tmp_path)
+    refusals, _ = preflight.run_checks(model, loop)
+    assert [i.key for i in refusals] == ["model"], refusals
+    total = preflight.device_memory_gb("cpu") + preflight.swap_gb()
+    assert f"on a {total:.0f} GB cpu (its RAM plus swap)" in refusals[0].problem

@@ -420,9 +420,12 @@ def run_checks(
         return issues, []
     shape, plan, device = inputs
     refusals, warnings = check(shape, plan, device_memory_gb(device), device)
-    if device != "cuda":  # RAM is not a hard wall (and the estimate is for GPUs): say it, don't refuse
-        warnings = [i.problem for i in refusals] + warnings
-        refusals = []
+    if device != "cuda":
+        # RAM bends (swap, a rough estimate made for GPUs): past it, warn. Past RAM plus swap nothing
+        # bends: loading would allocate until the kernel kills the process, so refuse before it starts.
+        hard, _ = check(shape, plan, device_memory_gb(device) + swap_gb(), device)
+        warnings = warnings if hard else [i.problem for i in refusals] + warnings
+        refusals = [ConfigIssue(i.key, i.value, f"{i.problem} (its RAM plus swap)", i.fix) for i in hard]
     return issues + refusals, warnings
 
 
@@ -454,6 +457,15 @@ def phase_configs(loop: Any) -> dict[str, Any]:
             with tempfile.TemporaryDirectory() as tmp:
                 out[name] = phase.config(Path(tmp))
     return out
+
+
+def swap_gb() -> float:
+    """The machine's swap space (0 where /proc/meminfo does not say)."""
+    meminfo = Path("/proc/meminfo")
+    for line in meminfo.read_text().splitlines() if meminfo.is_file() else []:
+        if line.startswith("SwapTotal:"):
+            return int(line.split()[1]) * 1024 / GB
+    return 0.0
 
 
 def _estimate_inputs(

@@ -36,6 +36,7 @@ from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.gate import config_issues, refuse
 from rlvr.config.memory import fits_batch
+from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
@@ -215,6 +216,10 @@ def load_model(ctx: RunContext) -> None:
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
     ctx.loaded = c.model.load()
+    # Before any generation: a prompt longer than the context is refused with the numbers.
+    too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
+    if too_long:
+        raise ConfigValidationError(too_long)
     _memory_check(ctx)
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
