@@ -219,10 +219,10 @@ def test_rows_follow_the_level_and_stay_on_the_train_side():
     # evaluation: the starting level as the headline, each eval level as its own set
     assert sorted(set(loaded.eval["eval_set"])) == ["", "level_3"]
     head = [
-        json.loads(e) for e, s in zip(loaded.eval["entry"], loaded.eval["eval_set"], strict=True) if not s
+        entries.loads(e) for e, s in zip(loaded.eval["entry"], loaded.eval["eval_set"], strict=True) if not s
     ]
     assert {json.dumps(e["metadata"]["difficulty"]) for e in head} == {
-        json.dumps({"num_terms": [2, 2], "num_digits": [1, 1]})
+        json.dumps({"num_terms": (2, 2), "num_digits": (1, 1)})
     }
     assert all(identity.split_of("basic_arithmetic", q) == "test" for q in loaded.eval["question"])
 
