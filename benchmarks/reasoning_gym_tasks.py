@@ -1,19 +1,10 @@
 """Every reasoning-gym task through rlvr's entry conversion: JSON-safe, stable, gold scored the same.
 
-For each task in ``reasoning_gym.factory.DATASETS``: ``--items`` items at each of ``--seeds``;
-each entry is made JSON-safe (``rlvr.verifier.entries.to_json_safe``, as the data components
-do), written and read back as the dataset's ``entry`` column is, and its gold answer
-(``entry["answer"]``, as the SFT target and the ``answer`` column hold it: ``str``) is scored by
-the task dataset's own ``score_answer`` on the raw entry and by the pipeline's verifier call
-(``rlvr.verifier.worker.call_verifier``, with the task ``rlvr.verifier.verifier_task`` picks) on
-the converted one. Prints a markdown table and writes it to benchmarks/reasoning_gym_tasks.md.
-
-    .venv/bin/python benchmarks/reasoning_gym_tasks.py                      # every task, 200 x seeds 42 43
+    .venv/bin/python benchmarks/reasoning_gym_tasks.py --budget-s 90      # every task, 200 x seeds 42 43
     .venv/bin/python benchmarks/reasoning_gym_tasks.py --tasks gsm_symbolic arc_agi --items 50 --no-write
 
-Columns: ``converted ok`` counts entries whose JSON text reads back to the same JSON value and
-decodes to objects that encode the same again (types included); ``gold raw`` / ``gold converted``
-are mean gold scores; ``mismatches`` counts items whose two gold scores differ (must be 0).
+Prints a markdown table (:data:`ABOUT` says what each column means) and writes it to
+benchmarks/reasoning_gym_tasks.md; exits 1 if any task fails a check.
 """
 
 from __future__ import annotations
@@ -43,6 +34,18 @@ from rlvr.verifier import ScoreRequest, VerifierPool
 from rlvr.verifier.entries import TAG, from_json_safe, to_json_safe
 
 OUT = Path(__file__).with_suffix(".md")
+ABOUT = """\
+Each entry is made JSON-safe as the data components do (`rlvr.verifier.entries.to_json_safe`),
+written and read back as the dataset's `entry` column is, and its gold answer (`str(entry["answer"])`,
+as the `answer` column and the SFT target hold it) is scored twice: by the task dataset's own
+`score_answer` on the raw entry, and by `rlvr.verifier.VerifierPool` (in-process: the pipeline's
+screen, entry rebuilding and verifier call) on the converted one.
+`converted ok`: entries whose JSON text reads back to the same value and decodes to objects that
+encode the same again (types included). `gold raw` / `gold converted`: mean gold score (`-`: no
+gold answer). `mismatches`: items whose two scores (value and status) differ; must be 0.
+`non-JSON values`: what plain JSON would have refused or changed, by kind (tagged, rebuilt before
+scoring). `needs beyond defaults`: what building or scoring the task takes that defaults do not
+give; "no gold answer" tasks are verifier-only data."""
 
 # What a task needs beyond reasoning-gym's defaults to build at all, and why (the table says so).
 EXTRA_PARAMS: dict[str, dict[str, Any]] = {
@@ -260,10 +263,10 @@ def main() -> None:
     bad = [c.task for c in checks if c.error or c.mismatches or c.converted_ok != c.items]
     report = (
         f"# reasoning-gym tasks through rlvr's entry conversion\n\n"
-        f"`{' '.join(['benchmarks/reasoning_gym_tasks.py', *sys.argv[1:]])}`: {__doc__.split(chr(10), 1)[1].strip()}\n\n"
+        f"`{' '.join(['benchmarks/reasoning_gym_tasks.py', *sys.argv[1:]])}`\n\n{ABOUT}\n\n"
         f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"- Machine: {machine()}; other jobs shared the cores, so seconds are an upper bound.\n"
-        f"- Items: {args.items} per seed, seeds {' '.join(map(str, args.seeds))}; "
+        f"- Items: {args.items} per seed, seeds {' '.join(map(str, args.seeds))}, at most {args.budget_s:g} s a task; "
         f"{len(checks)} tasks, problems in: {', '.join(bad) or 'none'}\n\n{table(checks)}\n"
     )
     print(report)

@@ -18,6 +18,7 @@ from datetime import date
 import numpy as np
 import pytest
 import reasoning_gym
+from reasoning_gym.factory import DATASETS
 from tests.conftest import ROOT
 
 from rlvr.data.reasoning_gym import ReasoningGymData, generate_entries, to_dataset
@@ -122,13 +123,20 @@ EXOTIC_TASKS = {
     "gsm_symbolic": (120, "Fraction"),  # the crash: Fractions in metadata
     "arc_agi": (4, "tuple"),  # scores a board against a tuple of tuples: lists score 0.05
     "rearc": (4, "tuple"),
-    "codeio": (8, "numpy"),  # numpy outputs; its verifier's tree edit distance is slow on near misses
+    "codeio": (8, "numpy"),  # its verifier's tree edit distance is slow on near misses: few items
+    "knights_knaves": (4, "numpy"),
+    "graph_color": (6, "dict"),  # int-keyed solution; its verifier reads the edge tuples in metadata
     "advanced_geometry": (12, "tuple"),
 }
 
 
-def answers(gold: str | None) -> list[str | None]:
-    """The gold answer and near misses a model would write."""
+def answers(raw: dict) -> list[str | None]:
+    """The gold answer and near misses a model would write; for a task without a gold answer, the
+    solution its metadata holds (graph_color's ``possible_answer``), written as a model would."""
+    gold = sweep.gold_text(raw)
+    if gold is None:
+        solution = raw["metadata"].get("possible_answer")
+        gold = None if solution is None else json.dumps(solution)
     if gold is None:
         return [None, "", "0"]
     return [gold, f" {gold} ", gold[:-1], gold + "0", f"-{gold}", "", "0", gold.upper(), "[[0]]"]
@@ -161,11 +169,13 @@ def _compare(pool, task: str, size: int, seed: int = 42) -> set[str]:
     for i, text in enumerate(column):
         raw, converted = dataset[i], json.loads(text)
         _seen(converted, kinds)
-        gold = sweep.gold_text(raw)
-        for answer in answers(gold):
+        tried = answers(raw)
+        if tried[0] is not None:  # the comparisons include a full-marks one, not only zeros
+            assert sweep.score_raw(dataset, tried[0], raw) == (1.0, "ok"), i
+        for n, answer in enumerate(tried):
             converted_score = sweep.score_converted(pool, task, answer, converted)
             if converted_score[1] == "rejected":  # the screen refused it: no verifier ran
-                assert answer != gold, (i, converted_score)
+                assert n > 0, (i, converted_score)  # never the gold answer
                 continue
             assert sweep.score_raw(dataset, answer, raw) == converted_score, (i, answer)
             compared += 1
@@ -182,11 +192,11 @@ def test_converted_entries_score_every_answer_like_raw_ones(pool, task):
 
 def test_rebuilt_entries_reach_a_worker_process_intact():
     """The pool rebuilds the entry in the parent and pickles it to a worker: Fractions and tuples
-    must arrive as they left (arc_agi scores a correct board 0.05 if they do not)."""
+    must arrive as they left (rearc scores a correct board 0.05 if they do not)."""
     with VerifierPool(
         num_workers=1, timeout_s=30.0, memory_limit_mb=1024, max_answer_chars=100_000, failure_reward=0.0
     ) as workers:
-        _compare(workers, "arc_agi", 4)
+        _compare(workers, "rearc", 4)
         _compare(workers, "gsm_symbolic", 40, seed=43)
 
 
@@ -203,3 +213,50 @@ def test_gsm_symbolic_loads_with_its_fractions(seed):
     assert all(isinstance(from_json_safe(e), dict) for e in fractions_held)
     # The answer column is the gold answer as text, as before (the SFT target).
     assert data.train["answer"][:5] == [str(e["answer"]) for e in entries[:5]]
+
+
+# --- the registry sweep (benchmarks/reasoning_gym_tasks.py) --------------------------------
+
+# A handful: the crash (gsm_symbolic), tuple-comparing verifiers (rearc), numpy values (codeio),
+# non-string dict keys (graph_color, which has no gold answer), and composite (needs params).
+HANDFUL = {
+    "gsm_symbolic": 60,
+    "rearc": 3,
+    "codeio": 10,
+    "graph_color": 10,
+    "composite": 10,
+    "advanced_geometry": 10,
+}
+
+
+def _sweep_ok(check) -> None:
+    assert check.error is None, check.error
+    assert check.converted_ok == check.items > 0, check.examples
+    assert check.mismatches == 0, check.examples
+    if check.scored:
+        assert check.gold_converted == check.gold_raw
+
+
+def test_sweep_of_a_handful_of_tasks(pool):
+    checks = {task: sweep.check_task(task, n, (42, 43), pool) for task, n in HANDFUL.items()}
+    for check in checks.values():
+        _sweep_ok(check)
+    assert checks["gsm_symbolic"].tagged["Fraction"] >= 2  # items 51 (seed 42) and 31 (seed 43)
+    assert checks["gsm_symbolic"].gold_raw == 1.0
+    assert checks["codeio"].tagged["numpy"] > 0
+    assert checks["graph_color"].tagged["dict"] > 0  # int-keyed adjacency
+    assert checks["graph_color"].no_gold == checks["graph_color"].items
+    assert "no gold answer" in checks["graph_color"].needs
+    assert "DatasetSpec" in checks["composite"].needs
+    table = sweep.table(list(checks.values()))
+    assert (
+        table.count("\n") == len(checks) + 1 and "| gsm_symbolic | 120 | 120 | 1.000 | 1.000 | 0 |" in table
+    )
+
+
+@pytest.mark.slow
+def test_sweep_of_every_registered_task(pool):
+    """The full registry at the benchmark's sizes (tens of minutes on two shared cores)."""
+    checks = [sweep.check_task(task, 200, (42, 43), pool) for task in sorted(DATASETS)]
+    for check in checks:
+        _sweep_ok(check)

@@ -133,3 +133,9 @@ def from_json_safe(value: Any) -> Any:
             return _DECODERS[kind](value)
         return {k: from_json_safe(v) for k, v in value.items()}
     return value
+
+
+def loads(text: str) -> Any:
+    """An ``entry`` column value as the generator made it (what a verifier or a reader of
+    metadata should see): ``from_json_safe(json.loads(text))``."""
+    return from_json_safe(json.loads(text))
