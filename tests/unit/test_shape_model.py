@@ -80,3 +80,24 @@ def test_every_published_architecture_is_a_config_transformers_builds():
                              ("Qwen/Qwen2.5-7B-Instruct", 7.62), ("meta-llama/Llama-3.2-1B-Instruct", 1.24),
                              ("HuggingFaceTB/SmolLM2-1.7B-Instruct", 1.71)]:  # fmt: skip
         assert PUBLISHED[hub_id].params / 1e9 == pytest.approx(billions, rel=0.02), hub_id
+
+
+def test_the_benchmark_refuses_a_shape_model(tmp_path):
+    """A models x tasks table of random weights would publish numbers that measure nothing."""
+    from tests.conftest import compose_config
+
+    from rlvr.benchmark.runner import _build
+    from rlvr.config.errors import ConfigValidationError
+
+    cfg = compose_config(
+        [
+            "+model@benchmark.models.random=shape",
+            "benchmark.only=[random]",
+            f"benchmark.output_dir={tmp_path}",
+        ],
+        config_name="benchmark",
+    )
+    with pytest.raises(ConfigValidationError) as info:
+        _build(cfg)
+    (issue,) = [i for i in info.value.issues if "random weights" in i.problem]
+    assert issue.key == "benchmark.models.random" and "model=shape" in issue.fix
