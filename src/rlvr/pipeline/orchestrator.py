@@ -352,12 +352,13 @@ def write_report(ctx: RunContext) -> None:
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
     ctx.result.notes = [note] if note else []
+    ctx.result.throughput = _throughput(ctx)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.evals.evaluations,
             ctx.outcome,
-            {**ctx.meta, "memory": memory, "throughput": _throughput(ctx), "notes": ctx.result.notes},
+            {**ctx.meta, "memory": memory, "throughput": ctx.result.throughput, "notes": ctx.result.notes},
             time.perf_counter() - ctx.start,
             history=ctx.history,
             attempt=ctx.attempts.snapshot("COMPLETED"),
