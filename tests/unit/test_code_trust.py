@@ -65,7 +65,9 @@ def test_the_same_setting_typed_on_the_command_line_passes(tmp_path):
     argv = ["model=hf", "model.name_or_path=org/m", "model.trust_remote_code=true"]
     assert preflight(argv, SCRIPT, "conf", "config") == []
     # ... also when a file sets it too: the command line's value is the one that runs
-    conf = _config_dir(tmp_path, {"experiment/theirs.yaml": "# @package _global_\nmodel:\n  trust_remote_code: true\n"})
+    conf = _config_dir(
+        tmp_path, {"experiment/theirs.yaml": "# @package _global_\nmodel:\n  trust_remote_code: true\n"}
+    )
     assert preflight(["--config-dir", conf, "experiment=theirs", *argv], SCRIPT, "conf", "config") == []
 
 
@@ -73,7 +75,10 @@ def test_a_group_option_file_in_config_dir_cannot_turn_it_on(tmp_path):
     # a model option of their own, chosen by name on the command line: the choice is the user's,
     # the value inside is the file's
     conf = _config_dir(
-        tmp_path, {"model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"}
+        tmp_path,
+        {
+            "model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"
+        },
     )
     issue = _refused(["--config-dir", conf, "model=theirs"])["model.trust_remote_code"]
     assert f"{conf}/model/theirs.yaml" in issue.problem
@@ -82,7 +87,9 @@ def test_a_group_option_file_in_config_dir_cannot_turn_it_on(tmp_path):
 def test_a_benchmark_model_node_cannot_turn_it_on(tmp_path):
     conf = _config_dir(
         tmp_path,
-        {"model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"},
+        {
+            "model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"
+        },
     )
     argv = ["--config-dir", conf, "+model@benchmark.models.theirs=theirs"]
     issue = _refused(argv, "benchmark")["benchmark.models.theirs.trust_remote_code"]

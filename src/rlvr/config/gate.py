@@ -110,7 +110,9 @@ def _code_issues(container: Any) -> list[ConfigIssue]:
         return []
     hydra_node = HydraConfig.get()
     params = OmegaConf.to_container(hydra_node.sweeper, resolve=False).get("params") or {}
-    typed = {o.key_or_group for o in OverridesParser.create().parse_overrides(list(hydra_node.overrides.task))}
+    typed = {
+        o.key_or_group for o in OverridesParser.create().parse_overrides(list(hydra_node.overrides.task))
+    }
     return code_setting_issues(container, typed - set(params))
 
 

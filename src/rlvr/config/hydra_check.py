@@ -517,7 +517,8 @@ def _compose(
             for job in jobs
         ]
         job_hydra_nodes = [job_cfg.hydra for job_cfg in job_cfgs]
-        issues = _code_issues(hydra, config_name, kept, [(cfg, kept, mode), *zip(job_cfgs, jobs, [RunMode.RUN] * len(jobs))])
+        points = [(job_cfg, job, RunMode.RUN) for job_cfg, job in zip(job_cfgs, jobs, strict=True)]
+        issues = _code_issues(hydra, config_name, kept, [(cfg, kept, mode), *points])
         if issues:  # before any model is named to a library: refused with everything else found
             raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
@@ -555,7 +556,7 @@ def _code_issues(
         for o in parser.parse_overrides(_sweeper_param_overrides(cfg)):
             key = o.key_or_group
             if key.rsplit(".", 1)[-1] in CODE_SETTINGS and key not in typed_keys:
-                where = f"the sweeper's params in a config file (hydra.sweeper.params)"
+                where = "the sweeper's params in a config file (hydra.sweeper.params)"
                 found.append(code_setting_issue(key, o.input_line.split("=", 1)[1], where))
         issues += [i for i in found if i.key not in {j.key for j in issues}]
     return issues
