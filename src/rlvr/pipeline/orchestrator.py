@@ -212,6 +212,7 @@ def load_model(ctx: RunContext) -> None:
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
     ctx.loaded = c.model.load()
+    c.prompts.bind(ctx.loaded.tokenizer)  # from here the prompt hash covers the chat template used
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
         c.evaluation,
