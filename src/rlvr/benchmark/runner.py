@@ -52,6 +52,11 @@ def _under(name: str, issue: ConfigIssue) -> ConfigIssue:
     return replace(issue, key=".".join(["benchmark.models", name, *([rest] if rest else [])]))
 
 
+# The files that decide a model's outputs; .jinja: a chat template beside tokenizer_config.json
+# (transformers prefers that file).
+HASHED_SUFFIXES = frozenset({".safetensors", ".bin", ".json", ".gguf", ".model", ".txt", ".jinja"})
+
+
 def weights_hash(component: Any) -> str:
     """Hash of what decides a model's outputs: its weight and config files, or, for a model that
     is generated rather than loaded (the tiny random model), its own settings."""
@@ -64,16 +69,7 @@ def weights_hash(component: Any) -> str:
         )
     digest = hashlib.sha256()
     for file in sorted(path.iterdir()):
-        # .jinja: a chat template beside tokenizer_config.json (transformers prefers that file)
-        if file.is_file() and file.suffix in {
-            ".safetensors",
-            ".bin",
-            ".json",
-            ".gguf",
-            ".model",
-            ".txt",
-            ".jinja",
-        }:
+        if file.is_file() and file.suffix in HASHED_SUFFIXES:
             digest.update(file.name.encode())
             with file.open("rb") as fh:
                 for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
@@ -84,7 +80,7 @@ def weights_hash(component: Any) -> str:
     return digest.hexdigest()[:16]
 
 
-def chat_template(component: Any) -> Any:
+def tokenizer_of(component: Any) -> Any:
     """The tokenizer a model component will load (its base model's, for a LoRA adapter), read
     without the weights: the benchmark's prompt hash covers the chat template it applies."""
     from transformers import AutoTokenizer
@@ -304,7 +300,7 @@ class Benchmark:
         for name in names:
             component = self.models[name]
             weights = weights_hash(component)
-            prompt_hash = prompt.hash_for(chat_template(component))
+            prompt_hash = prompt.hash_for(tokenizer_of(component))
             path = Path(component.model_path())
             plan = {}
             for task, dataset in test_sets.items():
