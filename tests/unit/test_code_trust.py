@@ -42,6 +42,11 @@ EXPERIMENTS = {
     "a string is as true": ("model:\n  trust_remote_code: 'yes'\n", "model.trust_remote_code", "yes"),
     "code_revision": ("model:\n  code_revision: abc123\n", "model.code_revision", "abc123"),
     "pickled weights": ("model:\n  use_safetensors: false\n", "model.use_safetensors", "false"),
+    "TRL's own field (its vLLM engine)": (
+        "training_loop:\n  grpo:\n    trust_remote_code: true\n",
+        "training_loop.grpo.trust_remote_code",
+        "true",
+    ),
     "TRL's model_init_kwargs": (
         "training_loop:\n  grpo:\n    model_init_kwargs:\n      trust_remote_code: true\n",
         "training_loop.grpo.model_init_kwargs.trust_remote_code",
