@@ -30,7 +30,7 @@ import statistics
 from pathlib import Path
 
 # benchmarks/learning.py: the same run and benchmark helpers
-from learning import bench, events, model_key, run
+from learning import bench, events, finished, model_key, run
 
 SAMPLING = ("evaluation.temperature=1.0",)
 
@@ -141,16 +141,18 @@ def main() -> None:
         ap.error(f"--grpo-steps {budgets}: every budget must be a multiple of the first (saves are periodic)")
     args.out.mkdir(parents=True, exist_ok=True)
     grpo_dir, sft_dir = args.out / "grpo", args.out / "sft"
-    if args.arm in ("grpo", "both") and not (grpo_dir / "report.json").is_file():
-        run(grpo_dir, [*arm_overrides(start, args.seed), *grpo_arm(budgets[-1], budgets[0])])
+    grpo_overrides = [*arm_overrides(start, args.seed), *grpo_arm(budgets[-1], budgets[0])]
+    if args.arm in ("grpo", "both") and not finished(grpo_dir, grpo_overrides):
+        run(grpo_dir, grpo_overrides)
     if args.arm == "grpo" and args.no_eval:
         return
     ratio = args.sft_per_grpo or measured_ratio(start, grpo_dir)
     first = round(budgets[0] * ratio)
     sft_budgets = [first * b // budgets[0] for b in budgets]
     print(f"{ratio:.3f} SFT steps per GRPO step: SFT budgets {sft_budgets}")
-    if args.arm in ("sft", "both") and not (sft_dir / "report.json").is_file():
-        run(sft_dir, [*arm_overrides(start, args.seed), *sft_arm(sft_budgets[-1], first, args.lr)])
+    sft_overrides = [*arm_overrides(start, args.seed), *sft_arm(sft_budgets[-1], first, args.lr)]
+    if args.arm in ("sft", "both") and not finished(sft_dir, sft_overrides):
+        run(sft_dir, sft_overrides)
     if args.no_eval:
         return
     arms = {"grpo": (grpo_dir, budgets), "sft": (sft_dir, sft_budgets)}

@@ -118,19 +118,21 @@ def train(start: Path, out: Path, steps: int, seed: int) -> float:
 
 def evaluate(model_dir: Path, run_dir: Path, eval_size: int, seed: int) -> Path:
     """The pipeline's own held-out evaluation of ``model_dir`` (a run with both phases off)."""
-    if not (run_dir / "report.json").is_file():
-        cmd = [
-            sys.executable,
-            str(ROOT / "run_pipeline.py"),
-            f"hydra.run.dir={run_dir}",
-            "model=hf",
-            f"model.name_or_path={model_dir.resolve()}",
-            "training_loop.sft.enabled=false",
-            "training_loop.grpo.enabled=false",
-            "evaluation.baseline=false",
-            f"data.eval_size={eval_size}",
-            f"seed={seed}",
-        ]
+    from learning import (
+        finished,
+    )  # benchmarks/learning.py: a finished run is reused only if it ran these settings
+
+    settings = [
+        "model=hf",
+        f"model.name_or_path={model_dir.resolve()}",
+        "training_loop.sft.enabled=false",
+        "training_loop.grpo.enabled=false",
+        "evaluation.baseline=false",
+        f"data.eval_size={eval_size}",
+        f"seed={seed}",
+    ]
+    if not finished(run_dir, settings):
+        cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *settings]
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return next((run_dir / "eval").glob("final*.json"))
 

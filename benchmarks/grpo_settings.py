@@ -26,7 +26,12 @@ import json
 import statistics
 from pathlib import Path
 
-from learning import bench, events, run  # benchmarks/learning.py: the same run and benchmark helpers
+from learning import (
+    bench,
+    events,
+    finished,
+    run,
+)  # benchmarks/learning.py: the same run and benchmark helpers
 
 
 def variant(text: str) -> tuple[str, list[str]]:
@@ -50,20 +55,18 @@ def main() -> None:
     finals: dict[str, Path] = {}
     for name, overrides in args.variant:
         run_dir = args.out / name
-        if not (run_dir / "report.json").is_file():
+        settings = [
+            "model=hf",
+            f"model.name_or_path={start}",
+            "training_loop.sft.enabled=false",
+            f"data.eval_size={args.eval_size}",
+            f"seed={args.seed}",
+            "keep_checkpoints=none",
+            *overrides,
+        ]
+        if not finished(run_dir, settings):
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-            run(
-                run_dir,
-                [
-                    "model=hf",
-                    f"model.name_or_path={start}",
-                    "training_loop.sft.enabled=false",
-                    f"data.eval_size={args.eval_size}",
-                    f"seed={args.seed}",
-                    "keep_checkpoints=none",
-                    *overrides,
-                ],
-            )
+            run(run_dir, settings)
         finals[name] = run_dir / "final"
     sampled = bench(
         args.out / "sampled",

@@ -21,7 +21,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from learning import events, run  # benchmarks/learning.py: the same run helper
+from learning import events, finished, run  # benchmarks/learning.py: the same run helper
 
 from rlvr.config.safe_yaml import load_data
 
@@ -68,25 +68,23 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         run_dir = args.out / name.split(" (")[0].replace(" ", "_").replace("+", "and")
-        if not (run_dir / "report.json").is_file():
+        settings = [
+            "model=hf",
+            f"model.name_or_path={start}",
+            "training_loop.sft.enabled=false",
+            f"training_loop.grpo.max_steps={args.steps}",
+            "training_loop.grpo.save_strategy=no",
+            "evaluation.baseline=false",
+            "evaluation.every_n_steps=0",
+            "evaluation.sampled=null",
+            "data.eval_size=16",
+            f"seed={args.seed}",
+            "keep_checkpoints=none",
+            *overrides,
+        ]
+        if not finished(run_dir, settings):
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-            run(
-                run_dir,
-                [
-                    "model=hf",
-                    f"model.name_or_path={start}",
-                    "training_loop.sft.enabled=false",
-                    f"training_loop.grpo.max_steps={args.steps}",
-                    "training_loop.grpo.save_strategy=no",
-                    "evaluation.baseline=false",
-                    "evaluation.every_n_steps=0",
-                    "evaluation.sampled=null",
-                    "data.eval_size=16",
-                    f"seed={args.seed}",
-                    "keep_checkpoints=none",
-                    *overrides,
-                ],
-            )
+            run(run_dir, settings)
         # Read as data (rlvr.config.safe_yaml: size bound, no aliases, never interpolated), as every results reader.
         grpo = load_data(run_dir / "config_resolved.yaml")["training_loop"]["grpo"]
         accumulation = grpo["gradient_accumulation_steps"]

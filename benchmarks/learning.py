@@ -40,6 +40,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def finished(run_dir: Path, overrides: list[str]) -> bool:
+    """True when ``run_dir`` holds a finished run (report.json) started with exactly ``overrides``
+    (its provenance.json records the command line); False when it holds none. A finished run of other
+    settings is refused: reusing it would report its numbers under these settings' name."""
+    if not (run_dir / "report.json").is_file():
+        return False
+    try:
+        recorded = json.loads((run_dir / "provenance.json").read_text()).get("overrides")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded != list(overrides):
+        raise SystemExit(
+            f"{run_dir} holds a finished run of other settings:\n  recorded: {recorded}\n  this run: "
+            f"{list(overrides)}\nFix: delete that folder, or pass another --out"
+        )
+    return True
+
+
 def run(run_dir: Path, overrides: list[str]) -> float:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides]
     print("$", " ".join(cmd[1:]), flush=True)
@@ -93,8 +111,8 @@ def bench(
 ) -> dict[str, dict]:
     """The benchmark app on ``models`` x ``tasks``: task -> model name -> Evaluation.
 
-    Skipped when every cell file is there (the benchmark itself would reuse them too, after
-    checking their fingerprints; skipping saves its start-up when re-printing)."""
+    Always through the app, which reuses a stored cell only after checking its fingerprint and
+    re-scoring its answers (reading the cell files directly would take any edited file as measured)."""
     from rlvr.benchmark.results import CellStore
 
     out.mkdir(parents=True, exist_ok=True)
@@ -109,25 +127,24 @@ def bench(
             f"benchmark.models.{keys[name]}.name_or_path={path.resolve()}",
         )
     ]
-    if not all(store.path(key, task).is_file() for key in keys.values() for task in tasks):
-        cmd = [
-            sys.executable,
-            str(ROOT / "run_pipeline.py"),
-            "--config-name",
-            "benchmark",
-            f"hydra.run.dir={out}/hydra",
-            "~model@benchmark.models.smollm2_135m",
-            *nodes,
-            f"benchmark.tasks=[{','.join(tasks)}]",
-            f"benchmark.num_examples={size}",
-            f"benchmark.output_dir={out}",
-            f"seed={seed}",
-            *([f"++benchmark.task_params.{tasks[0]}={params}"] if params else []),
-            *extra,
-        ]
-        print("$", " ".join(cmd[1:]), flush=True)
-        with (out.parent / f"{out.name}.log").open("w") as log:
-            subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    cmd = [
+        sys.executable,
+        str(ROOT / "run_pipeline.py"),
+        "--config-name",
+        "benchmark",
+        f"hydra.run.dir={out}/hydra",
+        "~model@benchmark.models.smollm2_135m",
+        *nodes,
+        f"benchmark.tasks=[{','.join(tasks)}]",
+        f"benchmark.num_examples={size}",
+        f"benchmark.output_dir={out}",
+        f"seed={seed}",
+        *([f"++benchmark.task_params.{tasks[0]}={params}"] if params else []),
+        *extra,
+    ]
+    print("$", " ".join(cmd[1:]), flush=True)
+    with (out.parent / f"{out.name}.log").open("w") as log:
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return {task: {name: store.load(key, task).evaluation for name, key in keys.items()} for task in tasks}
 
 
@@ -188,7 +205,7 @@ def main() -> None:
             ),
         ]
         for run_dir, overrides in plan:
-            if args.analyze_only or (run_dir / "report.json").is_file():
+            if finished(run_dir, [*overrides(), *common, *args.overrides]) or args.analyze_only:
                 print(f"reusing the finished run in {run_dir}")
                 continue
             walls[run_dir.name] = run(run_dir, [*overrides(), *common, *args.overrides])

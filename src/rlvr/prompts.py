@@ -2,14 +2,16 @@
 
 It owns the instruction text, the chat messages, answer extraction and a stable
 hash. Every results file records ``PromptTemplate.hash`` so a train/eval prompt
-mismatch shows up as two different hashes.
+mismatch shows up as two different hashes. Once bound to the tokenizer that renders
+the prompts (:meth:`PromptTemplate.bind`), the hash covers that tokenizer's chat
+template too: the model sees the template's output, not the instruction alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -44,6 +46,10 @@ class PromptTemplate:
     reasoning_start: str | None = None
     reasoning_end: str | None = None
     family: str | None = None
+    chat_template: str | None = field(default=None, init=False, repr=False, compare=False)
+    """The chat template of the tokenizer the prompts are rendered with (:meth:`bind`), in the hash;
+    not a config field: it comes from the model."""
+    bound: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from rlvr.config.errors import ConfigIssue, ConfigValidationError
@@ -98,8 +104,23 @@ class PromptTemplate:
         msgs.append({"role": "user", "content": self.instruction.replace("{question}", question)})
         return msgs
 
+    def bind(self, tokenizer: Any) -> None:
+        """Take the chat template of the tokenizer that renders this run's prompts into :attr:`hash`
+        (the pipeline calls it once the model is loaded). A changed template (a model folder's
+        ``chat_template.jinja`` or ``tokenizer_config.json``) changes every prompt the model sees, so
+        it must change the hash that results files record."""
+        object.__setattr__(self, "chat_template", _template_of(tokenizer))
+        object.__setattr__(self, "bound", True)
+
     def render(self, tokenizer: Any, messages: list[dict[str, str]]) -> str:
-        """The exact prompt string the model sees (same call TRL makes for conversational prompts)."""
+        """The exact prompt string the model sees (same call TRL makes for conversational prompts).
+
+        Refused when the prompt is bound to another chat template: the hash would not describe it."""
+        if self.bound and _template_of(tokenizer) != self.chat_template:
+            raise ValueError(
+                f"this tokenizer's chat template is not the one prompt hash {self.hash} covers; "
+                "bind the prompt to the tokenizer that renders it (PromptTemplate.bind)"
+            )
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def extract(self, completion: str) -> str | None:
@@ -132,13 +153,35 @@ class PromptTemplate:
 
     @property
     def hash(self) -> str:
+        """12 hex digits of the sha256 of the prompt's text, markers, family and, once bound, the chat
+        template (unbound: the same hash as before templates were covered)."""
+        return self.hash_for(self.chat_template) if self.bound else self._hash({})
+
+    def hash_for(self, tokenizer_or_template: Any) -> str:
+        """The hash this prompt has when rendered by ``tokenizer_or_template`` (a tokenizer, or its
+        chat template string): the benchmark's per-model hash, one prompt object for every model."""
+        template = (
+            tokenizer_or_template
+            if tokenizer_or_template is None or isinstance(tokenizer_or_template, str)
+            else _template_of(tokenizer_or_template)
+        )
+        return self._hash({"chat_template": template})
+
+    def _hash(self, extra: dict[str, Any]) -> str:
         payload = json.dumps(
             {
                 "instruction": self.instruction,
                 "system": self.system,
                 "markers": [self.reasoning_start, self.reasoning_end, self.answer_start, self.answer_end],
                 "family": self.family,
+                **extra,
             },
             sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def _template_of(tokenizer: Any) -> str | None:
+    """The chat template string ``apply_chat_template`` uses (a dict of named templates: its JSON)."""
+    template = getattr(tokenizer, "chat_template", None)
+    return template if template is None or isinstance(template, str) else json.dumps(template, sort_keys=True)

@@ -133,7 +133,8 @@ def test_benchmark_two_models_two_tasks_and_resume(tmp_path, models):
     again = bench(out, three)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {c: c.stat().st_mtime_ns for c in cells} == mtimes
-    assert "accuracy" not in again.stdout.split("results_")[0]  # no cell line printed: nothing ran
+    assert "[1/" not in again.stdout  # no cell measured: nothing ran ...
+    assert again.stdout.count("[reused] ") == 6  # ... and every reused cell says so
 
     # Different task parameters: only that task's cells are recomputed, and the run says why.
     changed = bench(

@@ -118,6 +118,9 @@ class FakeSFTThenGRPO(FakeLoop):
 class FakePrompt:
     hash = "abc123"
 
+    def bind(self, tokenizer):  # the run binds its prompt to the loaded tokenizer (chat template)
+        self.tokenizer = tokenizer
+
 
 class FakeVerifier:
     closed = 0

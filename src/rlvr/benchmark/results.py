@@ -116,6 +116,11 @@ class CellResult:
     """ISO 8601 timestamp."""
     train_overlap: int | None = None
     """How many of the cell's test questions the model was trained on (None: no training manifest)."""
+    run_id: str | None = None
+    """The benchmark run that measured this cell (a random id per run)."""
+    reused: bool = False
+    """Set when a report is built: the cell was not measured by the run writing the report, but read
+    back from its file (its stored answers re-scored). Not stored in the cell file."""
 
     def __post_init__(self) -> None:
         # Accept the JSON forms too, so from_dict and callers holding dicts share one path.
@@ -144,6 +149,7 @@ class CellResult:
             "task": self.task,
             "fingerprint": self.fingerprint.to_dict(),
             "train_overlap": self.train_overlap,
+            "run_id": self.run_id,
             "wall_seconds": self.wall_seconds,
             "started": self.started,
             "finished": self.finished,
@@ -168,7 +174,11 @@ class CellResult:
         if missing:
             raise ValueError(f"cell is missing {missing}")
         try:
-            return cls(**{name: data[name] for name in names}, train_overlap=data.get("train_overlap"))
+            return cls(
+                **{name: data[name] for name in names},
+                train_overlap=data.get("train_overlap"),
+                run_id=data.get("run_id"),
+            )
         except TypeError as e:  # e.g. a fingerprint with unknown or missing fields
             raise ValueError(f"malformed cell: {e}") from e
 
@@ -276,6 +286,9 @@ def model_entry(cell: CellResult) -> dict[str, Any]:
         "k": cell.fingerprint.k,
         "seed": cell.fingerprint.seed,
         "train_overlap": cell.train_overlap,
+        # read back from an earlier run's cell file (its answers re-scored), not measured by this run
+        "reused": cell.reused,
+        "measured": cell.finished,
     }
 
 
@@ -329,6 +342,11 @@ def build_reports(
         },
         "average": {model: sum(a for _, a in accs) / len(accs) for model, accs in per_model.items()},
         "average_tasks": {model: [t for t, _ in accs] for model, accs in per_model.items()},
+        # cells this run did not measure: read back from earlier runs' files, answers re-scored
+        "reused": {
+            model: [task for task, models in by_task.items() if model in models and models[model].reused]
+            for model in per_model
+        },
     }
     return task_reports, all_report
 

@@ -6,6 +6,10 @@ PromptTemplate, extraction and sandboxed verifiers as training, on a fixed test 
 seed for every model). Cells are grouped by model so each model loads once per worker. With
 several CUDA devices, models go to devices round-robin, one worker process per device; on CPU one
 process generates in batches.
+
+A cell stored by an earlier run is reused only when its fingerprint matches and its stored answers,
+scored again by this run's verifier on the regenerated test questions, give its stored scores; every
+report marks it reused (SECURITY.md "Benchmark"): a reused number was not measured by this run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import itertools
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -47,6 +52,11 @@ def _under(name: str, issue: ConfigIssue) -> ConfigIssue:
     return replace(issue, key=".".join(["benchmark.models", name, *([rest] if rest else [])]))
 
 
+# The files that decide a model's outputs; .jinja: a chat template beside tokenizer_config.json
+# (transformers prefers that file).
+HASHED_SUFFIXES = frozenset({".safetensors", ".bin", ".json", ".gguf", ".model", ".txt", ".jinja"})
+
+
 def weights_hash(component: Any) -> str:
     """Hash of what decides a model's outputs: its weight and config files, or, for a model that
     is generated rather than loaded (the tiny random model), its own settings."""
@@ -59,7 +69,7 @@ def weights_hash(component: Any) -> str:
         )
     digest = hashlib.sha256()
     for file in sorted(path.iterdir()):
-        if file.is_file() and file.suffix in {".safetensors", ".bin", ".json", ".gguf", ".model", ".txt"}:
+        if file.is_file() and file.suffix in HASHED_SUFFIXES:
             digest.update(file.name.encode())
             with file.open("rb") as fh:
                 for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
@@ -68,6 +78,49 @@ def weights_hash(component: Any) -> str:
     if base is not None:  # an adapter's outputs depend on its base model too
         digest.update(weights_hash(HFModel(name_or_path=base)).encode())
     return digest.hexdigest()[:16]
+
+
+def tokenizer_of(component: Any) -> Any:
+    """The tokenizer a model component will load (its base model's, for a LoRA adapter), read
+    without the weights: the benchmark's prompt hash covers the chat template it applies."""
+    from transformers import AutoTokenizer
+
+    path = component.model_path()
+    kwargs = {"trust_remote_code": getattr(component, "trust_remote_code", False)}
+    if getattr(component, "gguf_file", None):
+        kwargs["gguf_file"] = component.gguf_file
+    return AutoTokenizer.from_pretrained(adapter_base(path) or path, **kwargs)
+
+
+def rescore_problem(cell: CellResult, rows: Any, evaluator: Any) -> str | None:
+    """None when ``cell``'s stored answers, extracted again from its stored completions and scored
+    by ``evaluator``'s verifier against the test questions ``rows``, give exactly its stored answers
+    and scores; else what differs. A cell file edited to all-correct is caught here unless its
+    completions were rewritten too, which is why a reused cell is marked in every report."""
+    from rlvr.verifier import ScoreRequest
+
+    samples = cell.evaluation.samples
+    if len(samples) != len(rows):
+        return f"{len(samples)} stored questions, the test set has {len(rows)}"
+    requests, stored = [], []
+    for i, sample in enumerate(samples):
+        expected = (rows["task"][i], rows["question"][i], rows["answer"][i])
+        if (sample.index, sample.task, sample.question, sample.reference) != (i, *expected):
+            return f"stored question {i} is not test question {i}"
+        entry = json.loads(rows["entry"][i])
+        for text in sample.completions:
+            requests.append(
+                ScoreRequest(task=sample.task, answer=evaluator.prompt.extract(text), entry=entry)
+            )
+        stored += list(zip(sample.answers, sample.scores, strict=False))
+        if not (len(sample.answers) == len(sample.scores) == len(sample.completions)):
+            return f"stored question {i} has {len(sample.completions)} completions but {len(sample.scores)} scores"
+    fresh = [
+        (req.answer, score.value)
+        for req, score in zip(requests, evaluator.scorer.score(requests), strict=True)
+    ]
+    wrong = sum(a != b for a, b in zip(fresh, stored, strict=True))
+    return f"{wrong} of {len(fresh)} stored answers do not score as stored" if wrong else None
 
 
 def assign_devices(models: Sequence[str], devices: Sequence[str]) -> dict[str, list[str]]:
@@ -181,10 +234,10 @@ class Benchmark:
         return to_dataset(entries, task, prompt)
 
     def fingerprint(
-        self, evaluator: Any, prompt: Any, verifier: Any, task: str, questions: list[str], weights: str
+        self, evaluator: Any, prompt_hash: str, verifier: Any, task: str, questions: list[str], weights: str
     ) -> CellFingerprint:
         return CellFingerprint(
-            prompt_hash=prompt.hash,
+            prompt_hash=prompt_hash,
             seed=self.seed,
             num_examples=self.num_examples,
             k=evaluator.num_samples,
@@ -228,27 +281,50 @@ class Benchmark:
             )
         return overlap
 
+    def reusable(
+        self, store: CellStore, name: str, task: str, fingerprint: CellFingerprint, rows: Any, evaluator: Any
+    ) -> bool:
+        """A stored cell under ``fingerprint`` whose stored answers score as stored (rescore_problem)."""
+        if not store.done(name, task, fingerprint):
+            return False
+        problem = rescore_problem(store.load(name, task), rows, evaluator)
+        if problem:
+            log.warning("recomputing %s on %s: its stored answers were re-scored: %s", name, task, problem)
+        return problem is None
+
     def run_models(
-        self, names: list[str], device: str, evaluator: Any, prompt: Any, verifier: Any, progress: Any = None
+        self,
+        names: list[str],
+        device: str,
+        evaluator: Any,
+        prompt: Any,
+        verifier: Any,
+        progress: Any = None,
+        run_id: str | None = None,
     ) -> None:
-        """Evaluate every unfinished cell of the models ``names`` on ``device`` (one worker's share)."""
+        """Evaluate every unfinished cell of the models ``names`` on ``device`` (one worker's share);
+        the cells it measures record ``run_id``."""
         store = CellStore(self.output_dir)
         test_sets = {task: self.test_set(task, prompt) for task in self.tasks}
         for name in names:
             component = self.models[name]
             weights = weights_hash(component)
+            prompt_hash = prompt.hash_for(tokenizer_of(component))
             path = Path(component.model_path())
             plan = {}
             for task, dataset in test_sets.items():
                 questions = list(dataset["question"])
                 overlap = self.train_overlap(name, path, task, questions)
-                fingerprint = self.fingerprint(evaluator, prompt, verifier, task, questions, weights)
-                if not store.done(name, task, fingerprint):
+                fingerprint = self.fingerprint(evaluator, prompt_hash, verifier, task, questions, weights)
+                if not self.reusable(store, name, task, fingerprint, evaluator.rows(dataset), evaluator):
                     plan[task] = (fingerprint, overlap)
             if not plan:
                 log.info("all cells of %s already done; skipping", name)
                 continue
             loaded = component.load()
+            prompt.bind(loaded.tokenizer)  # the template it renders with (a loader may fix it up)
+            if prompt.hash != prompt_hash:
+                plan = {t: (replace(f, prompt_hash=prompt.hash), o) for t, (f, o) in plan.items()}
             if not getattr(loaded.model, "hf_device_map", None):  # a dispatching loader (unsloth) placed it
                 loaded.model.to(device)
             for task, (fingerprint, overlap) in plan.items():
@@ -264,6 +340,7 @@ class Benchmark:
                     started=started,
                     finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     train_overlap=overlap,
+                    run_id=run_id,
                 )
                 store.save(cell)
                 if progress is not None:
@@ -271,12 +348,12 @@ class Benchmark:
             del loaded
 
 
-def _worker(cfg_yaml: str, names: list[str], device: str) -> None:
+def _worker(cfg_yaml: str, names: list[str], device: str, run_id: str) -> None:
     """Entry of one device's worker process (spawned, so CUDA initialises cleanly in each)."""
     cfg = OmegaConf.create(cfg_yaml)
     bench, evaluator, prompt, verifier = _build(cfg)
     try:
-        bench.run_models(names, device, evaluator, prompt, verifier)
+        bench.run_models(names, device, evaluator, prompt, verifier, run_id=run_id)
     finally:
         verifier.close()
 
@@ -341,16 +418,17 @@ def run(cfg: DictConfig) -> list[Path]:
     devices = visible_devices(bench.devices)
     plan = {d: ms for d, ms in assign_devices(bench.names, devices).items() if ms}
     report = _progress(len(bench.cells()))
+    run_id = secrets.token_hex(8)  # the cells this run measures carry it; any other cell is reused
     try:
         if len(plan) == 1:
             [(device, models)] = plan.items()
-            bench.run_models(models, device, evaluator, prompt, verifier, report)
+            bench.run_models(models, device, evaluator, prompt, verifier, report, run_id)
         else:
             import multiprocessing as mp
 
             ctx = mp.get_context("spawn")
             cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-            procs = [ctx.Process(target=_worker, args=(cfg_yaml, ms, d)) for d, ms in plan.items()]
+            procs = [ctx.Process(target=_worker, args=(cfg_yaml, ms, d, run_id)) for d, ms in plan.items()]
             for p in procs:
                 p.start()
             for p in procs:
@@ -367,7 +445,17 @@ def run(cfg: DictConfig) -> list[Path]:
         print(f"note: benchmark.task_params for {unused} ignored (not in benchmark.tasks)")
     from rlvr.benchmark import plot  # matplotlib is slow to import and only needed here
 
-    reports = write_reports(CellStore(bench.output_dir).requested(bench.names, bench.tasks), bench.output_dir)
+    cells = CellStore(bench.output_dir).requested(bench.names, bench.tasks)
+    for cell in cells:
+        cell.reused = cell.run_id != run_id
+        if cell.reused:
+            s = cell.summary
+            print(
+                f"[reused] {cell.model} | {cell.task}: accuracy {s.accuracy:.1%} ({s.ci_low:.1%}-{s.ci_high:.1%}), "
+                f"measured {cell.finished} by an earlier run; its stored answers re-scored, not regenerated",
+                flush=True,
+            )
+    reports = write_reports(cells, bench.output_dir)
     paths = reports + plot.draw_files(reports)
     for p in paths:
         print(p)

@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.trust import (
     check_resolvers,
+    code_setting_issues,
     credential_issues,
     rebuilt_interpolations,
     secret_path_issue,
@@ -69,6 +70,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     # they are masked in every output of this process.
     container = _resolved(cfg)
     issues = credential_issues(container) + rebuilt_interpolations(container) + _output_dir_issues()
+    issues += _code_issues(container)
     if issues:
         refuse(issues)
     resolved = OmegaConf.create(container)
@@ -94,6 +96,24 @@ def _output_dir_issues() -> list[ConfigIssue]:
             OmegaConf.to_container(hydra_node[node], resolve=True)
     issue = secret_path_issue("hydra.runtime.output_dir", str(hydra_node.runtime.output_dir))
     return [] if issue is None else [issue]
+
+
+def _code_issues(container: Any) -> list[ConfigIssue]:
+    """Inside a Hydra job: settings that make a library run a model's own code (rlvr.config.trust.
+    CODE_SETTINGS) only where this job's command-line overrides set them; a sweeper's ``params``
+    are a config file's. The check before Hydra refused them already, naming the file; this one holds
+    for every job a launcher starts (a requeued one too). A Python caller composes its own config."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not HydraConfig.initialized():
+        return []
+    hydra_node = HydraConfig.get()
+    params = OmegaConf.to_container(hydra_node.sweeper, resolve=False).get("params") or {}
+    typed = {
+        o.key_or_group for o in OverridesParser.create().parse_overrides(list(hydra_node.overrides.task))
+    }
+    return code_setting_issues(container, typed - set(params))
 
 
 # Command-line overrides of keys that do not exist, named by the check before Hydra (which hands

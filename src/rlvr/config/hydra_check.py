@@ -22,7 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
-from rlvr.config.trust import check_resolvers, secret_path_issue
+from rlvr.config.trust import (
+    CODE_SETTINGS,
+    check_resolvers,
+    code_setting_issue,
+    code_setting_issues,
+    secret_path_issue,
+)
 
 LAUNCHERS = frozenset(
     {
@@ -506,10 +512,15 @@ def _compose(
         cfg, unknown = _compose_known_keys(hydra, config_name, list(args.overrides), mode)
         kept = [o for o in args.overrides if o not in {line for line, _ in unknown}]
         jobs = _group_sweep_jobs(hydra, cfg, kept) if mode == RunMode.MULTIRUN else []
-        job_hydra_nodes = [
-            hydra.compose_config(config_name, job, run_mode=RunMode.RUN, with_log_configuration=False).hydra
+        job_cfgs = [
+            hydra.compose_config(config_name, job, run_mode=RunMode.RUN, with_log_configuration=False)
             for job in jobs
         ]
+        job_hydra_nodes = [job_cfg.hydra for job_cfg in job_cfgs]
+        points = [(job_cfg, job, RunMode.RUN) for job_cfg, job in zip(job_cfgs, jobs, strict=True)]
+        issues = _code_issues(hydra, config_name, kept, [(cfg, kept, mode), *points])
+        if issues:  # before any model is named to a library: refused with everything else found
+            raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         # Fail closed: a config this check cannot compose is not handed to Hydra either.
         raise ConfigValidationError(
@@ -522,6 +533,61 @@ def _compose(
     finally:
         GlobalHydra.instance().clear()
     return cfg, mode, job_hydra_nodes, unknown
+
+
+def _code_issues(
+    hydra: Any, config_name: str, typed: list[str], composed: list[tuple[DictConfig, list[str], Any]]
+) -> list[ConfigIssue]:
+    """Settings that make a library run code shipped with a model (rlvr.config.trust.CODE_SETTINGS),
+    in the config and in each sweep point that differs in a group choice, unless the command line's
+    own overrides set them; each refusal names the file the value came from. A sweeper's ``params``
+    over such a setting is a file's choice too."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=hydra.config_loader)
+    typed_keys = {o.key_or_group for o in parser.parse_overrides(typed)}
+    issues: list[ConfigIssue] = []
+    for cfg, overrides, mode in composed:
+        container: Any = OmegaConf.to_container(cfg, resolve=False)
+        container.pop("hydra", None)
+        found = code_setting_issues(
+            container, typed_keys, lambda key, o=overrides, m=mode: _origin(hydra, config_name, o, m, key)
+        )
+        for o in parser.parse_overrides(_sweeper_param_overrides(cfg)):
+            key = o.key_or_group
+            if key.rsplit(".", 1)[-1] in CODE_SETTINGS and key not in typed_keys:
+                where = "the sweeper's params in a config file (hydra.sweeper.params)"
+                found.append(code_setting_issue(key, o.input_line.split("=", 1)[1], where))
+        issues += [i for i in found if i.key not in {j.key for j in issues}]
+    return issues
+
+
+def _origin(hydra: Any, config_name: str, overrides: list[str], mode: Any, key: str) -> str | None:
+    """The config file that sets ``key`` last in Hydra's defaults list (None if none does)."""
+    repository = hydra.config_loader.repository
+    try:
+        defaults = hydra.config_loader.compute_defaults_list(config_name, overrides, mode).defaults
+    except Exception:  # the composition itself succeeded; a missing origin only weakens the message
+        return None
+    for default in reversed(defaults):
+        if default.config_path is None:
+            continue
+        package = default.package or ""
+        if package and not key.startswith(package + "."):
+            continue
+        loaded = repository.load_config(default.config_path)
+        if loaded is None:
+            continue
+        raw = OmegaConf.to_container(loaded.config, resolve=False)
+        node: Any = raw
+        for part in key[len(package) + 1 if package else 0 :].split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            return f"{loaded.path.removeprefix('file://')}/{default.config_path}.yaml"
+    return None
+
+
+_MISSING = object()
 
 
 _UNKNOWN_KEY = re.compile(r"Could not override '([^']+)'\.")

@@ -198,6 +198,76 @@ def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
     return issues
 
 
+# -- code shipped with a model ----------------------------------------------------------------------
+# Settings that make a library run code that comes with a model (its folder or hub repository), or
+# choose which revision of that code runs: each maps to (does this value widen?, what it does). They
+# are judged under any key path (model, benchmark.models.<name>, training_loop.grpo.model_init_kwargs,
+# a data source), so a new place that passes one on to a library is covered too.
+CODE_SETTINGS: dict[str, tuple[Any, str]] = {
+    "trust_remote_code": (
+        lambda v: v not in (None, False),
+        "runs the Python code shipped in the model's folder or hub repository (its auto_map)",
+    ),
+    "code_revision": (
+        lambda v: v is not None,
+        "chooses which revision of a repository's own code runs",
+    ),
+    "use_safetensors": (
+        lambda v: v is not True,
+        "loads pickled weights (.bin), and unpickling can run code",
+    ),
+}
+
+
+def _code_settings(node: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(key path, value) of every widening :data:`CODE_SETTINGS` entry in a plain container."""
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if key in CODE_SETTINGS and CODE_SETTINGS[key][0](value):
+                found.append((sub, value))
+            else:
+                found.extend(_code_settings(value, sub))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.extend(_code_settings(value, f"{path}[{i}]"))
+    return found
+
+
+def _typed(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else "null" if value is None else str(value)
+
+
+def code_setting_issue(key: str, value: Any, where: str) -> ConfigIssue:
+    """The refusal of a widening code setting at ``key`` that ``where`` (not the command line) set."""
+    name = key.rsplit(".", 1)[-1]
+    return ConfigIssue(
+        key,
+        value,
+        f"{CODE_SETTINGS[name][1]}; set by {where}, and only your own command line may widen what code "
+        'runs (SECURITY.md "Code shipped with a model")',
+        f"remove it from the file and, if you trust that model's code, pass {key}={_typed(value)} on "
+        "the command line",
+    )
+
+
+def code_setting_issues(container: Any, typed_keys: set[str], origin: Any = None) -> list[ConfigIssue]:
+    """Settings that widen what code a library runs from a model, set anywhere but on the command line.
+
+    ``container`` is the composed config as plain data; ``typed_keys`` the keys the command line's
+    own overrides set (a config-group choice such as ``experiment=x`` sets none: its file does);
+    ``origin(key)`` names the file a value came from, where that is known.
+    """
+    return [
+        code_setting_issue(
+            key, value, (origin(key) if origin else None) or "a config file (experiment, --config-dir, group)"
+        )
+        for key, value in _code_settings(container)
+        if key not in typed_keys
+    ]
+
+
 def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:
     """Resolved values that read as an interpolation again (``"${d}{oc.create:...}"`` with
     ``d: $``): the resolved copy is a new config, which would resolve them after every check."""

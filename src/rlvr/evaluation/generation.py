@@ -48,6 +48,7 @@ __all__ = [
     "VLLMBackend",
     "VLLMEngine",
     "VLLMGenerator",
+    "no_vllm_usage_stats",
     "require_vllm",
 ]
 
@@ -507,6 +508,19 @@ def require_vllm() -> None:
         )
 
 
+# vLLM sends usage statistics to its developers' server unless one of these is set (vllm/envs.py and
+# vllm/usage/usage_lib.py, 0.31.0: VLLM_NO_USAGE_STATS=1, or VLLM_DO_NOT_TRACK=1 / DO_NOT_TRACK=1):
+# a training or evaluation run does not call out. A user's own value of either is kept.
+VLLM_NO_USAGE_STATS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def no_vllm_usage_stats() -> None:
+    """Switch vLLM's usage reporting off in this process (and its children) before an engine is built,
+    unless the user set the variables themselves."""
+    for name, value in VLLM_NO_USAGE_STATS.items():
+        os.environ.setdefault(name, value)
+
+
 def weights_for_vllm(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     """The model's CURRENT weights under the names vLLM's model expects (TRL's colocate sync, one
     process): a PEFT model's adapters are merged for the duration and their prefixes stripped."""
@@ -556,6 +570,7 @@ class VLLMEngine:
         kv_cache_gb: float | None = None,
     ) -> VLLMEngine:
         require_vllm()
+        no_vllm_usage_stats()  # before vllm reads its environment
         import vllm  # heavy: only pay for it when this backend is chosen
         from trl.trainer.utils import ensure_master_addr_port
 

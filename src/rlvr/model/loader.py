@@ -360,7 +360,7 @@ def random_checkpoint(prefix: str, identity: str, make_config: Any, seed: int, d
     path = cache_root() / "models" / f"{prefix}-{tag}"
     if (path / "config.json").is_file():
         return path
-    tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
+    tokenizer = AutoTokenizer.from_pretrained(ensure_default_model(weights=False))
     config = make_config(tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -216,6 +216,7 @@ def load_model(ctx: RunContext) -> None:
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
     ctx.loaded = c.model.load()
+    c.prompts.bind(ctx.loaded.tokenizer)  # from here the prompt hash covers the chat template used
     # Before any generation: a prompt longer than the context is refused with the numbers.
     too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
     if too_long:

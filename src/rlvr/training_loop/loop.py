@@ -426,6 +426,10 @@ class GRPOPhase(_Phase):
         from rlvr.training_loop import grpo_signal
 
         self.rewards.group_size = args.num_generations
+        if args.use_vllm:  # TRL builds its vLLM engine (colocate) or client (server) in the trainer
+            from rlvr.evaluation.generation import no_vllm_usage_stats
+
+            no_vllm_usage_stats()
         extra: dict[str, Any] = {}
         base: type = GRPOTrainer
         if session.curriculum is not None:

@@ -1,0 +1,35 @@
+"""The benchmark scripts (benchmarks/*.py) reuse a finished run folder only when it ran the settings
+they would run (SECURITY.md "Benchmark"): a folder holding another run's report is refused, so its
+numbers are never printed under these settings' name."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import each other as siblings
+from learning import finished  # noqa: E402
+
+
+def _run_folder(path, overrides):
+    path.mkdir()
+    (path / "report.json").write_text("{}")
+    (path / "provenance.json").write_text(json.dumps({"overrides": overrides}))
+    return path
+
+
+def test_a_finished_run_of_the_same_settings_is_reused(tmp_path):
+    run = _run_folder(tmp_path / "run", ["seed=1", "training_loop.grpo.max_steps=8"])
+    assert finished(run, ["seed=1", "training_loop.grpo.max_steps=8"]) is True
+    assert finished(tmp_path / "absent", ["seed=1"]) is False
+
+
+@pytest.mark.parametrize("recorded", [["seed=2", "training_loop.grpo.max_steps=8"], None])
+def test_a_folder_holding_another_runs_report_is_refused(tmp_path, recorded):
+    run = _run_folder(tmp_path / "run", recorded)
+    with pytest.raises(SystemExit) as exc:
+        finished(run, ["seed=1", "training_loop.grpo.max_steps=8"])
+    assert str(run) in str(exc.value) and "delete that folder" in str(exc.value)

@@ -1,0 +1,161 @@
+"""Code shipped with a model (SECURITY.md "Code shipped with a model"): only the command line may
+widen what code a library runs from a model folder or hub repository.
+
+Each test plays a colleague whose config file (an experiment in ``--config-dir``, a benchmark model
+node, a sweeper's params, TRL's ``model_init_kwargs``) turns ``trust_remote_code`` on, sets a
+``code_revision`` or allows pickled weights: refused before Hydra starts, naming the key, the value,
+the file and the fix; the same setting typed on the command line passes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+from tests.conftest import CONF, ROOT
+
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.hydra_check import preflight
+
+SCRIPT = ROOT / "run_pipeline.py"
+
+
+def _config_dir(tmp_path: Path, files: dict[str, str]) -> str:
+    root = tmp_path / "theirs"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return str(root)
+
+
+def _refused(argv: list[str], config_name: str = "config") -> dict[str, object]:
+    with pytest.raises(ConfigValidationError) as exc:
+        preflight(argv, SCRIPT, "conf", config_name)
+    return {issue.key: issue for issue in exc.value.issues}
+
+
+EXPERIMENTS = {
+    "trust_remote_code": ("model:\n  trust_remote_code: true\n", "model.trust_remote_code", "true"),
+    "a string is as true": ("model:\n  trust_remote_code: 'yes'\n", "model.trust_remote_code", "yes"),
+    "code_revision": ("model:\n  code_revision: abc123\n", "model.code_revision", "abc123"),
+    "pickled weights": ("model:\n  use_safetensors: false\n", "model.use_safetensors", "false"),
+    "TRL's own field (its vLLM engine)": (
+        "training_loop:\n  grpo:\n    trust_remote_code: true\n",
+        "training_loop.grpo.trust_remote_code",
+        "true",
+    ),
+    "TRL's model_init_kwargs": (
+        "training_loop:\n  grpo:\n    model_init_kwargs:\n      trust_remote_code: true\n",
+        "training_loop.grpo.model_init_kwargs.trust_remote_code",
+        "true",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPERIMENTS))
+def test_an_experiment_file_cannot_widen_what_code_a_model_runs(tmp_path, case):
+    body, key, typed = EXPERIMENTS[case]
+    conf = _config_dir(tmp_path, {"experiment/theirs.yaml": "# @package _global_\n" + body})
+    issues = _refused(["--config-dir", conf, "experiment=theirs", "model=hf", "model.name_or_path=org/m"])
+    issue = issues[key]
+    assert f"{conf}/experiment/theirs.yaml" in issue.problem  # where it came from
+    assert "only your own command line" in issue.problem
+    assert f"pass {key}={typed} on the command line" in issue.fix
+
+
+def test_the_same_setting_typed_on_the_command_line_passes(tmp_path):
+    argv = ["model=hf", "model.name_or_path=org/m", "model.trust_remote_code=true"]
+    assert preflight(argv, SCRIPT, "conf", "config") == []
+    # ... also when a file sets it too: the command line's value is the one that runs
+    conf = _config_dir(
+        tmp_path, {"experiment/theirs.yaml": "# @package _global_\nmodel:\n  trust_remote_code: true\n"}
+    )
+    assert preflight(["--config-dir", conf, "experiment=theirs", *argv], SCRIPT, "conf", "config") == []
+
+
+def test_a_group_option_file_in_config_dir_cannot_turn_it_on(tmp_path):
+    # a model option of their own, chosen by name on the command line: the choice is the user's,
+    # the value inside is the file's
+    conf = _config_dir(
+        tmp_path,
+        {
+            "model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"
+        },
+    )
+    issue = _refused(["--config-dir", conf, "model=theirs"])["model.trust_remote_code"]
+    assert f"{conf}/model/theirs.yaml" in issue.problem
+
+
+def test_a_benchmark_model_node_cannot_turn_it_on(tmp_path):
+    conf = _config_dir(
+        tmp_path,
+        {
+            "model/theirs.yaml": "defaults:\n  - hf\n  - _self_\nname_or_path: org/m\ntrust_remote_code: true\n"
+        },
+    )
+    argv = ["--config-dir", conf, "+model@benchmark.models.theirs=theirs"]
+    issue = _refused(argv, "benchmark")["benchmark.models.theirs.trust_remote_code"]
+    assert "theirs.yaml" in issue.problem
+    assert "pass benchmark.models.theirs.trust_remote_code=true on the command line" in issue.fix
+    ok = [*argv, "benchmark.models.theirs.trust_remote_code=true"]
+    assert preflight(ok, SCRIPT, "conf", "benchmark") == []
+
+
+def test_a_sweepers_params_in_a_file_cannot_sweep_it_on(tmp_path):
+    conf = _config_dir(
+        tmp_path,
+        {
+            "experiment/theirs.yaml": "# @package _global_\nhydra:\n  sweeper:\n    params:\n"
+            "      model.trust_remote_code: true,false\n"
+        },
+    )
+    argv = ["-m", "--config-dir", conf, "experiment=theirs", "model=hf", "model.name_or_path=org/m"]
+    issue = _refused(argv)["model.trust_remote_code"]
+    assert "hydra.sweeper.params" in issue.problem
+
+
+def test_a_swept_experiment_that_turns_it_on_is_refused(tmp_path):
+    conf = _config_dir(
+        tmp_path,
+        {
+            "experiment/plain.yaml": "# @package _global_\nseed: 3\n",
+            "experiment/theirs.yaml": "# @package _global_\nmodel:\n  trust_remote_code: true\n",
+        },
+    )
+    argv = ["-m", "--config-dir", conf, "experiment=plain,theirs", "model=hf", "model.name_or_path=org/m"]
+    assert "theirs.yaml" in _refused(argv)["model.trust_remote_code"].problem
+
+
+def test_inside_a_job_the_gate_holds_the_rule_on_the_jobs_own_command_line():
+    """A job a launcher starts (or requeues) is checked again from Hydra's record of its overrides."""
+    from rlvr.config.gate import _code_issues
+
+    def issues_for(overrides: list[str], container: dict, params: dict | None = None) -> list[str]:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        cfg.hydra.sweeper.params = params
+        HydraConfig.instance().set_config(cfg)
+        try:
+            return [i.key for i in _code_issues(container)]
+        finally:
+            HydraConfig.instance().cfg = None  # type: ignore[assignment]
+
+    on = {"model": {"trust_remote_code": True}}
+    assert issues_for(["model=hf", "model.name_or_path=org/m"], on) == ["model.trust_remote_code"]
+    assert issues_for(["model=hf", "model.name_or_path=org/m", "model.trust_remote_code=true"], on) == []
+    assert issues_for(["model=hf", "model.name_or_path=org/m"], {"model": {"trust_remote_code": False}}) == []
+    # a sweeper's params reach the job's overrides too, but they are a file's
+    job = ["model=hf", "model.name_or_path=org/m", "model.trust_remote_code=true"]
+    assert issues_for(job, on, {"model.trust_remote_code": "true"}) == ["model.trust_remote_code"]
+
+
+def test_shipped_configs_widen_nothing():
+    from rlvr.config.trust import code_setting_issues
+
+    for name in ("config", "benchmark"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(name)
+        assert code_setting_issues(OmegaConf.to_container(cfg, resolve=False), set()) == []
