@@ -67,10 +67,11 @@ def human(n: int) -> str:
 
 
 def finish_run_dir(run_dir: Path, keep: str) -> str:
-    """Prune after a completed run and return the line printed at the end of the run."""
+    """Prune after a completed run; returns the run directory, its size and what was deleted (for
+    the closing summary)."""
     removed = prune_checkpoints(run_dir, keep)
-    note = f", {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
-    return f"run directory {run_dir}: {human(dir_size(run_dir))}{note}"
+    note = f"; {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
+    return f"{run_dir} ({human(dir_size(run_dir))}{note})"
 
 
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
