@@ -42,9 +42,7 @@ class RunDirBusy(Exception):
 
 
 def _holder_text(holder: dict[str, Any]) -> str:
-    return (
-        f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started {holder.get('started_at', '?')}"
-    )
+    return f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started {holder.get('started_at', '?')}"
 
 
 def _read(fd: int) -> dict[str, Any]:
@@ -104,7 +102,9 @@ class RunDirLock:
             # A file system without flock (some Lustre and FUSE mounts): the record is all there is.
             if _alive_here(holder):
                 raise self._busy(holder) from None
-            log.warning("cannot lock %s (%s): a second process in this run directory is not prevented", self.path, exc)
+            log.warning(
+                "cannot lock %s (%s): a second process in this run directory is not prevented", self.path, exc
+            )
             return self
         self._fd = fd
         self.previous = _read(fd) or None

@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
+from tests.conftest import ROOT
 
 from rlvr.run_lock import LOCK_FILE, RunDirBusy, RunDirLock
-from tests.conftest import ROOT
 
 HOLD = """
 import sys, time
@@ -73,9 +73,12 @@ def test_a_holder_that_died_is_named_and_its_directory_taken_over(tmp_path, hold
 def test_one_process_two_runs_in_turn(tmp_path, monkeypatch):
     """A multirun's jobs in one process, each in its own directory, and again in the same one."""
     monkeypatch.delenv("RANK", raising=False)
-    with RunDirLock(tmp_path / "a"), RunDirLock(tmp_path / "b"):
-        with pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"):
-            RunDirLock(tmp_path / "a").acquire()
+    with (
+        RunDirLock(tmp_path / "a"),
+        RunDirLock(tmp_path / "b"),
+        pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"),
+    ):
+        RunDirLock(tmp_path / "a").acquire()
     with RunDirLock(tmp_path / "a") as lock:
         assert lock.taken_over() is None
 

@@ -21,15 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from rlvr import events as ev
 from rlvr import hardware
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.distributed import world_size as distributed_processes
-from rlvr.training_loop.callbacks import EventBridge
 from rlvr.faults import CheckpointDamaged
 from rlvr.secrets import error_text
+from rlvr.training_loop.callbacks import EventBridge
 from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, step_of
-from transformers import TrainerCallback
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
@@ -323,7 +324,9 @@ class _Phase:
         trainer = _quiet(self.trainer(model, args, session, callbacks))
         if session.attach is not None:
             session.attach(trainer)
-        sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False)
+        sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
+            trainer, "is_fsdp_enabled", False
+        )
         if checkpoint is not None and step_of(checkpoint) >= args.max_steps and not sharded:
             model = _restore(trainer, self.name, checkpoint, outcome)
         else:
