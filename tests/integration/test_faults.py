@@ -180,7 +180,7 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
     second = run(run_dir, *SFT_SAVED, "resume=auto")
     assert second.returncode == 73, second.stdout[-2000:] + second.stderr[-2000:]
     assert (
-        f"in use by another process (host " in second.stderr and f"pid {first.pid}, started" in second.stderr
+        "in use by another process (host " in second.stderr and f"pid {first.pid}, started" in second.stderr
     )
     assert "Traceback" not in second.stdout + second.stderr
     first.send_signal(signal.SIGTERM)  # the first ends the way a preempted run does: checkpoint, exit 75
