@@ -50,7 +50,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         exc = exc.__cause__ or exc.__context__
 
 
-def _is_disk_error(exc: BaseException) -> bool:
+def is_disk_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is a full disk or a file size limit."""
     for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
             return True
@@ -68,7 +69,7 @@ def _free(path: Path) -> int:
 def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> DiskFull | None:
     """A :class:`DiskFull` for ``exc`` if it is a full disk (or a file size limit), else None.
     ``resume`` is the command that continues the run."""
-    if not _is_disk_error(exc):
+    if not is_disk_error(exc):
         return None
     from rlvr.disk import dir_size, human
     from rlvr.training_loop.checkpoints import latest_checkpoint

@@ -168,7 +168,8 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_previous_one_used(
 
 def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing(tmp_path):
     run_dir = tmp_path / "run"
-    first = start(run_dir, "training_loop.grpo.max_steps=40", "training_loop.grpo.save_steps=1000")
+    # Long enough to outlast the second process's start on a busy machine; stopped by SIGTERM below.
+    first = start(run_dir, "training_loop.grpo.max_steps=100000", "training_loop.grpo.save_steps=100000")
     wait_for(
         lambda: (
             (run_dir / "metrics.jsonl").exists()
