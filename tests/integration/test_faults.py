@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,6 +195,16 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
     [attempt] = json.loads((run_dir / "attempts.json").read_text())
     assert attempt["status"] == "PREEMPTED"  # not KILLED by a second process reading it as dead
     assert (run_dir / "run.lock").read_text() == ""  # released on the way out
+
+    # The resume command the stopped run printed runs as printed: its overrides came with it.
+    printed = next(x for x in out.splitlines() if "Resume with: " in x).split("Resume with: ")[1]
+    args = shlex.split(printed)
+    assert args[:2] == ["python", "run_pipeline.py"] and "training_loop.grpo.max_steps=100000" in args
+    check = subprocess.run(
+        [sys.executable, str(ROOT / args[1]), *args[2:], "validate_only=true"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
 
 
 def _no_bigger_files(limit: int):

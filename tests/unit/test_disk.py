@@ -51,7 +51,7 @@ def test_size_line_and_symlinks_not_followed(tmp_path):
     line = finish_run_dir(run, "last")
     assert (outside / "big").is_file()  # pruning never deletes through a link
     assert dir_size(run) == 1000 + 3 + 500
-    assert line.endswith("1.5 KB, 4 checkpoint dir(s) deleted (keep_checkpoints=last)")
+    assert line == f"{run} (1.5 KB; 4 checkpoint dir(s) deleted (keep_checkpoints=last))"
 
 
 @pytest.mark.parametrize("bad", ["latest", None, 1])
