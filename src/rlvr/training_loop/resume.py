@@ -75,7 +75,8 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
     None when there is something to resume."""
     from rlvr.run_history import read_attempts
 
-    if OmegaConf.select(cfg, "resume", default=None) != "auto" or not distributed.is_main():
+    # Read on every rank of a launch (nothing has written yet): they all stop, none waits for rank 0.
+    if OmegaConf.select(cfg, "resume", default=None) != "auto":
         return None
     try:
         attempts = read_attempts(run_dir)
