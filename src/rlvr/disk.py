@@ -40,8 +40,9 @@ def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
     if keep == "all" or not root.is_dir():
         return []
     if keep == "none":
+        removed = [p for p in root.glob("*/checkpoint-*") if p.is_dir() and not p.is_symlink()]
         shutil.rmtree(root)
-        return [root]
+        return removed
     found = latest_checkpoint(run_dir)
     kept = found[1] if found else None
     removed = []
