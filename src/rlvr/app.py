@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -108,7 +109,8 @@ def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
         if isinstance(exc, ConfigValidationError):
             raise SystemExit(2) from exc
         if isinstance(exc, RunFault):
-            print(f"(the traceback is in the run's log file under {orchestrator.run_dir})", file=sys.stderr)
+            logs = [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+            print(f"(the traceback is in {', '.join(logs) or 'the run log'})", file=sys.stderr)
             raise SystemExit(exc.exit_code) from exc
         if distributed.is_main():
             print(f"interrupted (Ctrl-C): {resume_hint(orchestrator.run_dir)}")

@@ -11,6 +11,7 @@ but still fails to load is a :class:`CheckpointDamaged`.
 from __future__ import annotations
 
 import errno
+import resource
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,8 +82,14 @@ def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> Di
         if found
         else "no checkpoint was complete yet"
     )
-    limit = any(isinstance(e, OSError) and e.errno == errno.EFBIG for e in _chain(exc))
-    what = "a file hit the process's file size limit (ulimit -f)" if limit else "the disk is full"
+    errnos = {e.errno for e in _chain(exc) if isinstance(e, OSError)}
+    # torch's writer drops the errno: a finite file size limit without ENOSPC is taken to be the cause.
+    size_limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    limited = size_limit != resource.RLIM_INFINITY and not errnos & {errno.ENOSPC, errno.EDQUOT}
+    if errno.EFBIG in errnos or limited:
+        what = f"a file hit the process's file size limit (ulimit -f: {human(size_limit)})"
+    else:
+        what = "the disk is full"
     return DiskFull(
         f"{what} while writing in stage {stage!r} ({human(_free(run_dir))} free on the disk holding "
         f"{run_dir}, which holds {human(dir_size(run_dir))}). Nothing already written is lost: {kept}, "
