@@ -109,7 +109,9 @@ def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
         if isinstance(exc, ConfigValidationError):
             raise SystemExit(2) from exc
         if isinstance(exc, RunFault):
-            logs = [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+            logs = [
+                h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)
+            ]
             print(f"(the traceback is in {', '.join(logs) or 'the run log'})", file=sys.stderr)
             raise SystemExit(exc.exit_code) from exc
         if distributed.is_main():

@@ -1,10 +1,12 @@
 """Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size;
 after a failure, say when the disk is nearly full (:func:`low_disk_hint`).
 
-A default run writes several GB of checkpoints (weights + optimizer state per save, SFT and GRPO)
-beside a 0.5 GB final model, and a sweep multiplies that. ``keep_checkpoints`` (top level):
-``last`` keeps the one checkpoint ``resume=auto`` would pick (the newest complete one, GRPO before
-SFT) and deletes every other one, ``none`` deletes ``checkpoints/``, ``all`` keeps everything.
+A checkpoint of the 135M default is 1.5 GiB (fp32 weights 0.5 GiB, Adam's two moments 1.0 GiB)
+beside a 0.5 GiB final model, and a sweep multiplies that. Once a run has completed, ``resume=auto``
+has nothing left to do (rlvr.training_loop.resume.finished_run) and the report reads only the
+evaluation files, so by default no checkpoint is kept. ``keep_checkpoints`` (top level): ``none``
+deletes ``checkpoints/``, ``last`` keeps the newest intact checkpoint (GRPO before SFT; to train on
+from it with ``resume=<path>``), ``all`` keeps everything. Measured (docs/scaling.md "Disk").
 """
 
 from __future__ import annotations
