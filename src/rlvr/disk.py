@@ -6,7 +6,7 @@ beside a 0.5 GiB final model, and a sweep multiplies that. Once a run has comple
 has nothing left to do (rlvr.training_loop.resume.finished_run) and the report reads only the
 evaluation files, so by default no checkpoint is kept. ``keep_checkpoints`` (top level): ``none``
 deletes ``checkpoints/``, ``last`` keeps the newest intact checkpoint (GRPO before SFT; to train on
-from it with ``resume=<path>``), ``all`` keeps everything. Measured (docs/scaling.md "Disk").
+from it with ``resume=<path>``), ``all`` keeps everything. Measured in docs/scaling.md (paragraph "Disk").
 """
 
 from __future__ import annotations
