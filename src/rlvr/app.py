@@ -16,7 +16,7 @@ from rlvr.faults import RunFault
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.run_lock import RunDirBusy, RunDirLock
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
-from rlvr.training_loop.resume import finished_run, resume_command
+from rlvr.training_loop.resume import continue_command, finished_run
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -43,12 +43,6 @@ def resume_hint(run_dir: Path) -> str:
         return f"no checkpoint was saved yet: {continue_command(run_dir)} starts it afresh"
     phase, path = found
     return f"the last checkpoint is {phase} step {step_of(path)}. Resume with: {continue_command(run_dir)}"
-
-
-def continue_command(run_dir: Path) -> str:
-    from rlvr.provenance import command_line_overrides
-
-    return resume_command(run_dir, command_line_overrides())
 
 
 def train(cfg: DictConfig) -> RunResult | None:

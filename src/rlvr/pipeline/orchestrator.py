@@ -49,10 +49,10 @@ from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fin
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
 from rlvr.training_loop.resume import (
+    continue_command,
     continues,
     fingerprint,
     resolve_resume,
-    resume_command,
     run_dir_issues,
 )
 
@@ -486,7 +486,7 @@ class PipelineOrchestrator:
             return None
         fault = exc if isinstance(exc, RunFault) else None
         if fault is None and isinstance(exc, Exception):
-            fault = disk_fault(exc, stage, self.run_dir, self._resume_command())
+            fault = disk_fault(exc, stage, self.run_dir, continue_command(self.run_dir))
         hint = None if fault else low_disk_hint(self.run_dir)
         if hint:
             ctx.hub.emit(ev.Warning_(hint))
@@ -494,11 +494,6 @@ class PipelineOrchestrator:
         if not ctx.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
             distributed.print_error(fault or exc)
         return None if fault is exc else fault
-
-    def _resume_command(self) -> str:
-        from rlvr.provenance import command_line_overrides
-
-        return resume_command(self.run_dir, command_line_overrides())
 
     def _end(self, ctx: RunContext) -> None:
         """The run's result to the observers, then close them and the verifier workers."""

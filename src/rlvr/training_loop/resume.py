@@ -69,6 +69,13 @@ def resume_command(run_dir: Path, overrides: list[str] | None) -> str:
     return line
 
 
+def continue_command(run_dir: Path) -> str:
+    """The command that continues this process's run in ``run_dir`` (its own overrides)."""
+    from rlvr.provenance import command_line_overrides
+
+    return resume_command(run_dir, command_line_overrides())
+
+
 def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
     """``resume=auto`` in a run whose last attempt completed: the line saying there is nothing to do
     (the run is left as it is, exit 0: a requeued or relaunched sweep skips its finished points).
