@@ -258,3 +258,48 @@ def test_a_full_disk_during_a_checkpoint_save_ends_in_one_message(tmp_path):
         assert_one_clear_disk_message(proc, run_dir, "the disk is full")
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tmp_path):
+    """In process, SFT only: resuming from the checkpoint of SFT's last step loads its weights and
+    trains nothing (transformers' own resume trained a step past max_steps)."""
+    import datasets
+    import torch
+    from tests.conftest import make_loop, tiny_model
+
+    from rlvr import events as ev
+    from rlvr.prompts import PromptTemplate
+    from rlvr.training_loop.loop import Session
+
+    prompt = PromptTemplate("{question}")
+    rows = [{"prompt": prompt.messages(f"{i}+1"), "answer": str(i + 1)} for i in range(16)]
+    sft = {"max_steps": 2, "per_device_train_batch_size": 4, "save_strategy": "steps", "save_steps": 2,
+           "learning_rate": 1e-3, "logging_steps": 1}  # fmt: skip
+    loaded = tiny_model().load()
+
+    def train(resume):
+        events = []
+        session = Session(
+            tokenizer=loaded.tokenizer,
+            train_dataset=datasets.Dataset.from_list(rows),
+            emit=events.append,
+            on_weights=lambda *a, **k: None,
+            eval_every=0,
+            run_dir=tmp_path,
+        )
+        loop = make_loop(sft=sft, grpo={"enabled": False})
+        outcome = loop.run(loaded.model, session, resume=resume)
+        return outcome, [e.step for e in events if isinstance(e, ev.TrainStep)]
+
+    first, steps = train(None)
+    assert steps == [1, 2] or set(steps) == {1, 2}
+    ckpt = tmp_path / "checkpoints" / "sft" / "checkpoint-2"
+    assert (ckpt / "COMPLETE").is_file()
+    trained = {k: v.clone() for k, v in loaded.model.state_dict().items()}
+    with torch.no_grad():  # forget the trained weights: they must come back from the checkpoint
+        for p in loaded.model.parameters():
+            p.zero_()
+    again, steps = train(("sft", ckpt))
+    assert steps == [] and again.steps == {"sft": 2}  # no "sft step 3/2"
+    for name, tensor in loaded.model.state_dict().items():
+        assert torch.equal(tensor, trained[name]), name
