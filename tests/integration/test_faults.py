@@ -86,7 +86,7 @@ def start(run_dir: Path, *overrides: str, **kwargs) -> subprocess.Popen:
 
 
 def kill_when(proc: subprocess.Popen, path: Path) -> None:
-    wait_for(path.exists, proc)
+    wait_for(path.exists, proc, timeout=1800)  # a shared 2-core machine took over 5 min to get there
     proc.kill()  # SIGKILL: nothing is cleaned up, the lock file keeps this holder's record
     proc.wait()
 
