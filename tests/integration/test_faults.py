@@ -178,6 +178,7 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
             and "grpo/learning_rate" in (run_dir / "metrics.jsonl").read_text()
         ),
         first,
+        timeout=1800,
     )
     log_before = (run_dir / "run_pipeline.log").stat().st_size
     second = run(run_dir, *SFT_SAVED, "resume=auto")
