@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import distributed
+from rlvr.config.errors import ConfigIssue, ConfigValidationError
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,16 @@ class RunDirLock:
             return self  # rank 0 owns the directory for the whole launch
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Never through a link (SECURITY.md "Where a run writes"); not truncated: a holder's record stays.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            issue = ConfigIssue(
+                "hydra.run.dir", str(self.path.parent), f"{LOCK_FILE} is a link; a run never writes through one",
+                f"remove {self.path}",
+            )  # fmt: skip
+            raise ConfigValidationError([issue]) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

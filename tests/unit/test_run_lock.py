@@ -91,3 +91,16 @@ def test_the_other_ranks_of_a_launch_are_not_refused(tmp_path, holder, monkeypat
     with RunDirLock(tmp_path):
         time.sleep(0)
     assert (tmp_path / LOCK_FILE).read_bytes() == record
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_not_followed(tmp_path, monkeypatch):
+    from rlvr.config.errors import ConfigValidationError
+
+    monkeypatch.delenv("RANK", raising=False)
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_FILE).symlink_to(target)
+    with pytest.raises(ConfigValidationError, match="is a link"):
+        RunDirLock(tmp_path / "run").acquire()
+    assert target.read_text() == "keep"
