@@ -19,6 +19,7 @@ observes and evaluates (rlvr.distributed).
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
 from rlvr.events import RunResult
-from rlvr.faults import RunFault, disk_fault
+from rlvr.faults import DiskFull, RunFault, disk_fault
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
@@ -487,6 +488,10 @@ class PipelineOrchestrator:
         fault = exc if isinstance(exc, RunFault) else None
         if fault is None and isinstance(exc, Exception):
             fault = disk_fault(exc, stage, self.run_dir, continue_command(self.run_dir))
+        if isinstance(fault, DiskFull):
+            # The log file is on the full disk too: logging would print its own "--- Logging error ---"
+            # traceback for every record it cannot write, burying the one message.
+            logging.raiseExceptions = False
         hint = None if fault else low_disk_hint(self.run_dir)
         if hint:
             ctx.hub.emit(ev.Warning_(hint))
