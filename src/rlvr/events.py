@@ -145,6 +145,8 @@ class RunResult:
     changes: list[StageChange] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # per phase: tokens/s and MFU on the device (rlvr.training_loop.throughput), once reported
+    throughput: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,14 @@ def _wall_text(attempts: list[dict[str, Any]]) -> str:
     return text + "."
 
 
+def _throughput_text(found: dict[str, Any] | None) -> str:
+    """`` (5,400 tokens/s, MFU 0.5%)`` for a phase's throughput record (rlvr.training_loop.throughput)."""
+    if not found:
+        return ""
+    mfu = f", MFU {found['mfu']:.1%}" if found.get("mfu") is not None else ""
+    return f" ({found['tokens_per_second']:,.0f} tokens/s{mfu})"
+
+
 def write_report(
     run_dir: Path,
     evaluations: list[ev.EvalResult],
@@ -316,6 +324,7 @@ def write_report(
         + (
             ", ".join(
                 f"{phase.upper()} {n} steps in {train_seconds.get(phase, 0.0) / 60:.1f} min"
+                + _throughput_text(meta.get("throughput", {}).get(phase))
                 for phase, n in steps.items()
             )
             or "none"

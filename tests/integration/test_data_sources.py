@@ -101,3 +101,24 @@ def test_mixture_with_a_file_source_and_an_extra_eval_set(tmp_path):
         "grpo/reward/task/basic_arithmetic/mean",
     }
     assert "| set/legs |" in (run_dir / "report.md").read_text()
+
+
+def test_an_extra_set_with_prompts_longer_than_the_context_is_refused_before_any_work(tmp_path):
+    """SECURITY.md "Bounds and timeouts": refused after the model loads, before any evaluation or
+    training step, naming the set, the tokens and the context. Mutation: the orchestrator's
+    ``prompt_length_issues`` call removed -> red (the run goes on and completes)."""
+    long = [{**r, "question": r["question"] + " Think of apples." * 700} for r in gsm8k_rows(40)]
+    path = write_jsonl(tmp_path / "long.jsonl", long)
+    cmd = [
+        sys.executable,
+        str(ROOT / "run_pipeline.py"),
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "experiment=smoke",
+    ]
+    cmd += ["+data/source@data.eval_sets.long=gsm8k", f"data.eval_sets.long.path={path}"]
+    cmd += ["data.eval_sets.long.eval_size=2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    out = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines
+    assert proc.returncode != 0, out[-3000:]
+    assert "data.eval_sets.long" in out and "the context 2048" in out, out[-3000:]
+    assert not (tmp_path / "run" / "eval").exists() and not (tmp_path / "run" / "checkpoints").exists()

@@ -48,7 +48,18 @@ def dataset(n=16, flat_share=0.5):
 
 
 def run(
-    tiny, tmp_path, *, skip=False, dynamic=False, max_rounds=1, loss_type="dapo", steps=1, data=None, **args
+    tiny,
+    tmp_path,
+    *,
+    skip=False,
+    dynamic=False,
+    max_rounds=1,
+    loss_type="dapo",
+    steps=1,
+    data=None,
+    reward=varied_reward,
+    callbacks=None,
+    **args,
 ):
     from trl import GRPOConfig, GRPOTrainer
 
@@ -82,7 +93,8 @@ def run(
     warnings = []
     trainer = grpo_signal.trainer_class(GRPOTrainer)(
         model=model,
-        reward_funcs=varied_reward,
+        reward_funcs=reward,
+        callbacks=callbacks,
         args=GRPOConfig(**fields),
         train_dataset=data if data is not None else dataset(),
         processing_class=tokenizer,
@@ -142,6 +154,39 @@ def test_dynamic_sampling_says_when_the_round_cap_leaves_groups_without_signal(t
     log = next(h for h in trainer.state.log_history if "signal/groups_kept" in h)
     assert log["signal/groups_kept"] == 0 and log["signal/rounds"] == 2 and log["signal/cap_hit"] == 1
     assert len(warnings) == 1 and "max_rounds=2" in warnings[0] and "0 of 4 groups" in warnings[0]
+
+
+def test_a_sigterm_during_a_step_ends_the_dynamic_sampling_rounds(tiny, tmp_path):
+    """SIGTERM is deferred to the end of the step, and a step of dynamic sampling on groups without
+    signal ran up to max_rounds rounds (unbounded before): a pending stop now ends the rounds.
+    Mutation: the ``not self._stop_pending()`` condition removed from the loop -> red (64 rounds)."""
+    import os
+    import signal
+
+    from rlvr.training_loop.checkpoints import PreemptionGuard
+
+    def flat_and_stopped(completions, **_):
+        os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's SIGTERM, while the step's first round scores
+        return [1.2] * len(completions)  # no reward variance: dynamic sampling would go on
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with PreemptionGuard() as guard:
+            _, trainer, _ = run(
+                tiny,
+                tmp_path,
+                dynamic=True,
+                max_rounds=grpo_signal.MAX_ROUNDS,
+                data=dataset(flat_share=1.0),
+                reward=flat_and_stopped,
+                callbacks=[guard],
+                steps=3,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert guard.requested and trainer.state.global_step == 1  # stopped at the end of the first step
+    log = next(h for h in trainer.state.log_history if "signal/rounds" in h)
+    assert log["signal/rounds"] == 1
 
 
 def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantage(tiny, tmp_path):

@@ -64,6 +64,8 @@ def test_every_reward_term_has_per_step_metrics(catalogue_run):
             for stat in ("mean", "std"):
                 assert f"grpo/reward/{name}/{stat}" in metrics, (name, sorted(metrics))
         assert set(metrics) >= {"grpo/reward/mean", "grpo/reward/zero_std_groups_frac"}
+        # The plugin term ran under its deadline (reward.plugin_timeout_s) and returned in time.
+        assert metrics["grpo/reward/plugin_timeouts"] == 0.0
         # Known ranges: answer matching is one of its three values' mixture, overlong within [-1, 0].
         assert -1.0 <= metrics["grpo/reward/answer_match/mean"] <= 3.0
         assert -1.0 <= metrics["grpo/reward/overlong/mean"] <= 0.0

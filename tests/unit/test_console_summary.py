@@ -34,3 +34,14 @@ def test_the_closing_summary_shows_every_evaluation_each_stages_change_and_the_f
 
 def test_a_run_that_ended_before_it_had_a_result_still_closes():
     assert "pipeline FAILED in 0.0 min" in printed(ev.PipelineEnd("FAILED", 0.0))
+
+
+def test_the_closing_summary_gives_each_phase_s_tokens_per_second_and_mfu():
+    throughput = {
+        "sft": {"tokens_per_second": 7578.4, "mfu": 0.0062, "peak_tflops": 989.4, "device": "NVIDIA H200"},
+        "grpo": {"tokens_per_second": 53.7, "mfu": None, "peak_tflops": None, "device": "cpu"},
+    }
+    result = ev.RunResult("COMPLETED", Path("run"), throughput=throughput)
+    out = printed(ev.PipelineEnd("COMPLETED", 60.0, result))
+    assert "sft throughput: 7,578 tokens/s, MFU 0.6% of 989.4 TFLOP/s (NVIDIA H200)" in out
+    assert "grpo throughput: 54 tokens/s (cpu)" in out

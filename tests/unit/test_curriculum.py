@@ -21,6 +21,7 @@ from rlvr.prompts import PromptTemplate
 from rlvr.report import difficulty_curve, write_report
 from rlvr.reward import FormatReward, RewardSet
 from rlvr.training_loop.loop import GRPOPhase
+from rlvr.verifier import entries
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
 
@@ -200,8 +201,8 @@ def test_rows_follow_the_level_and_stay_on_the_train_side():
     assert harder[0]["question"] == harder[1]["question"] != filled[0]["question"]
     assert harder[2]["question"] == harder[3]["question"]
     for row in harder:
-        entry = json.loads(row["entry"])
-        assert entry["metadata"]["difficulty"] == {"num_terms": [2, 5], "num_digits": [1, 4]}  # level 3
+        entry = entries.loads(row["entry"])
+        assert entry["metadata"]["difficulty"] == {"num_terms": (2, 5), "num_digits": (1, 4)}  # level 3
         assert row["prompt"] == PROMPT.messages(row["question"])
         assert identity.split_of("basic_arithmetic", row["question"]) == "train"
     assert source.curriculum.metrics()["curriculum/level"] == 3.0
@@ -218,10 +219,10 @@ def test_rows_follow_the_level_and_stay_on_the_train_side():
     # evaluation: the starting level as the headline, each eval level as its own set
     assert sorted(set(loaded.eval["eval_set"])) == ["", "level_3"]
     head = [
-        json.loads(e) for e, s in zip(loaded.eval["entry"], loaded.eval["eval_set"], strict=True) if not s
+        entries.loads(e) for e, s in zip(loaded.eval["entry"], loaded.eval["eval_set"], strict=True) if not s
     ]
     assert {json.dumps(e["metadata"]["difficulty"]) for e in head} == {
-        json.dumps({"num_terms": [2, 2], "num_digits": [1, 1]})
+        json.dumps({"num_terms": (2, 2), "num_digits": (1, 1)})
     }
     assert all(identity.split_of("basic_arithmetic", q) == "test" for q in loaded.eval["question"])
 
@@ -277,7 +278,9 @@ def test_config_errors_name_key_value_and_fix(overrides, key, words):
 
 
 def test_a_curriculum_needs_a_term_that_runs_the_verifier():
-    format_only = RewardSet({"format": FormatReward(1.0, prompt=PROMPT)}, prompt=PROMPT, scorer=None)
+    format_only = RewardSet(
+        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+    )
     issues = _success_term_issues(data(), format_only)
     assert [i.key for i in issues] == ["reward.terms"] and "correctness" in issues[0].fix
     assert _success_term_issues(SimpleNamespace(), format_only) == []  # other data: no such need
@@ -287,7 +290,9 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
 
 
 def test_grpo_step_metrics_carry_the_difficulty():
-    rewards = RewardSet({"format": FormatReward(1.0, prompt=PROMPT)}, prompt=PROMPT, scorer=None)
+    rewards = RewardSet(
+        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+    )
     phase = GRPOPhase({}, 0, lambda: None, rewards, SIGNAL)
     source = (
         data(start_levels={"basic_arithmetic": {"num_terms": 2, "num_digits": 1}}).load(PROMPT).curriculum

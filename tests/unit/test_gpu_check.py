@@ -132,8 +132,9 @@ def test_non_finite_loss_wrong_device_and_wrong_steps_are_each_reported(tmp_path
 @pytest.mark.parametrize(
     ("estimate", "peak", "status", "text"),
     [
-        (12.3, 3.4, "passed", "3.6x the peak"),
+        (4.4, 3.4, "passed", "1.3x the peak"),
         (3.0, 3.4, "failed", "measured peak 3.40 GB above the pre-flight estimate 3.00 GB"),
+        (5.4, 3.4, "failed", "1.6x the peak"),
         (20.0, 3.4, "failed", "5.9x the peak"),
         (12.3, None, "failed", "lacks the estimate or the CUDA peak"),
     ],
@@ -180,7 +181,7 @@ def test_every_checks_overrides_compose_against_the_real_conf(name):
     check = CHECKS[name]
     overrides = {**gc.COMMON, "training_loop.device": "cpu", **check.overrides}
     cfg = compose_config([f"{k}={v}" for k, v in overrides.items()])
-    assert cfg.training_loop.device == "cpu" and cfg.data.eval_size == 16
+    assert cfg.training_loop.device == "cpu" and cfg.data.eval_size == int(overrides["data.eval_size"])
     if "vLLM colocate" in name:
         assert cfg.training_loop.grpo.use_vllm is True and cfg.training_loop.grpo.vllm_mode == "colocate"
     if "unsloth" in name:
@@ -240,3 +241,29 @@ def test_without_a_preinstalled_torch_the_whole_lock_comes_from_the_wheel_folder
         "numpy", "nvidia-cublas", "nvidia-cudnn", "tokenizers", "torch", "transformers", "vllm",
     ]  # fmt: skip
     assert notes == []
+
+
+def test_offline_install_takes_only_what_the_machine_lacks_and_skips_absent_gpu_extras(tmp_path):
+    """A preinstalled stack is used whatever its versions; a GPU extra the folder lacks is left out
+    (its gpu-check checks are skipped); a required package the folder lacks is named."""
+    for wheel in ("numpy-2.4.1-cp312-cp312-manylinux_2_28_x86_64.whl", "tokenizers-0.23.3-py3-none-any.whl"):
+        (tmp_path / wheel).write_bytes(b"")
+    available = offline_lock.in_folder(tmp_path)
+    body, notes, missing = offline_lock.only_missing(
+        LOCK, {"torch": "2.11.0+cu130", "transformers": "5.17.0", "nvidia-cudnn": "9.1"}, available
+    )
+    assert [line.split("==")[0] for line in body.splitlines() if "==" in line] == ["numpy", "tokenizers"]
+    assert "--hash=sha256:aaa" in body
+    assert "vllm==0.31.0: left out (a GPU extra the folder does not hold: its checks are skipped)" in notes
+    assert "transformers==5.17.0: left out (installed: 5.17.0)" in notes
+    assert missing == ["nvidia-cublas==13.1"]  # required (via nvidia-cudnn), not in the folder
+
+
+def test_the_offline_gpu_check_runs_nothing_that_no_locked_hash_covers():
+    """`make gpu-check WHEELS=`: every pip install is hash-checked and takes wheels only, so no build
+    backend (a folder's poetry-core or setuptools) ever runs; rlvr is put on the path, not built."""
+    text = (ROOT / "Makefile").read_text()
+    recipe = text[text.index("ifneq ($(WHEELS),)") : text.index("else ifeq ($(CHECK_DEVICE),cpu)")]
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert installs and all("--require-hashes" in line and "--only-binary=:all:" in line for line in installs)
+    assert "-e ." not in recipe and "rlvr-src.pth" in recipe

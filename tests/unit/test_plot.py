@@ -194,7 +194,7 @@ def test_cli_reports_every_bad_file_by_name(tmp_path: Path, capsys: pytest.Captu
     assert f"{broken}: not valid JSON" in err
     assert f"{tmp_path / 'missing.json'}: no such file" in err
     err = run_failing([str(good), str(no_acc)], capsys)
-    assert f"{no_acc}: models['m']: needs a numeric 'accuracy'" in err
+    assert f"{no_acc}: models['m']: needs an 'accuracy' in [0, 1]" in err
     assert not (tmp_path / "good.png").exists()  # nothing drawn when any input is bad
     err = run_failing([str(write(tmp_path / "x.json", {"rows": []}))], capsys)
     assert "x.json: not a results file" in err

@@ -17,6 +17,7 @@ import reasoning_gym
 from tests.conftest import verifier_pool
 
 from rlvr.verifier import Score, ScoreRequest, VerifierPool, screen_answer
+from rlvr.verifier.entries import to_json_safe
 from rlvr.verifier.screen import SCREENS
 
 EVAL_TASKS = sorted(SCREENS)  # the nine tasks whose verifiers eval / parse_expr the answer
@@ -25,8 +26,10 @@ MARGIN_S = 2.0  # scheduling noise on a loaded 2-core machine; still far below a
 
 
 def make_entries(task: str, size: int, seed: int = 0, **params) -> list[dict]:
-    """Entries as the pipeline sees them: after a JSON round-trip."""
-    return json.loads(json.dumps(list(reasoning_gym.create_dataset(task, size=size, seed=seed, **params))))
+    """Entries as the pipeline sees them: read back from the JSON form (rlvr.verifier.entries)."""
+    return json.loads(
+        json.dumps(to_json_safe(list(reasoning_gym.create_dataset(task, size=size, seed=seed, **params))))
+    )
 
 
 def entry_running(code: str) -> dict:
@@ -285,6 +288,9 @@ def test_json_round_tripped_arc_gold_scores_one():
     entry = make_entries("rearc", 1)[0]
     with verifier_pool(num_workers=0) as p:
         assert p.score([ScoreRequest("rearc", entry["answer"], entry)])[0].value == 1.0
+        # Plain JSON (tuples turned into lists) is what the tagged form prevents: 0.05, not 1.0.
+        plain = json.loads(json.dumps(reasoning_gym.create_dataset("rearc", size=1, seed=0)[0]))
+        assert p.score([ScoreRequest("rearc", plain["answer"], plain)])[0].value < 1.0
 
 
 # --- input hygiene -----------------------------------------------------------------------

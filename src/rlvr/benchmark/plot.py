@@ -7,6 +7,10 @@ backend of a caller's interactive session.
 
     python -m rlvr.benchmark.plot outputs/2025-01-01/12-00-00/results_gsm8k.json \\
         --rename Qwen/Qwen2.5-0.5B-Instruct=Qwen-0.5B --title "GSM8K" --output gsm8k.png
+
+A results file is data from elsewhere: every accuracy (and interval bound) must be a number in
+[0, 1], and a chart draws at most :data:`MAX_MODELS` models and :data:`MAX_TASKS` tasks (a file
+with tens of thousands took minutes and GBs); ``--only NAME`` picks the models or tasks to draw.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +37,11 @@ from rlvr.config.errors import suggest
 from rlvr.io import atomic_write_bytes
 
 AVERAGE_LABEL = "average"
+# Bars beyond these no longer read as a chart (and drawing cost grows with their product).
+MAX_MODELS = 40
+MAX_TASKS = 40
+# A results file holds summaries, not per-sample records: 64 MiB is far above any real one.
+MAX_REPORT_BYTES = 64 * 2**20
 ReportKind = Literal["task", "all_tasks"]
 
 
@@ -211,17 +220,52 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _model_scores(models: Any, where: str, rename: Mapping[str, str], errors: list[str]) -> list[ModelScore]:
+def _share(value: Any) -> float | None:
+    """A number in [0, 1] (an accuracy or an interval bound), else None."""
+    number = _number(value)
+    return number if number is not None and 0.0 <= number <= 1.0 else None
+
+
+def _selected(names: Any, only: Collection[str]) -> list[str]:
+    """The names to draw: those in ``only`` when it names any of them, else all."""
+    names = list(names)
+    picked = [n for n in names if n in only]
+    return picked or names
+
+
+def _too_many(count: int, limit: int, what: str, where: str) -> str | None:
+    if count <= limit:
+        return None
+    return (
+        f"{where}: {count} {what} to draw, at most {limit} in one chart; pick them with "
+        f"--only NAME (repeatable), e.g. --only <first {what[:-1]}> --only <second {what[:-1]}>"
+    )
+
+
+def _model_scores(
+    models: Any, where: str, rename: Mapping[str, str], errors: list[str], only: Collection[str] = ()
+) -> list[ModelScore]:
     if not isinstance(models, dict) or not models:
         errors.append(f"{where}: expected a non-empty object of model -> results, got {models!r:.80}")
         return []
+    names = _selected(models, only)
+    too_many = _too_many(len(names), MAX_MODELS, "models", where)
+    if too_many:
+        errors.append(too_many)
+        return []
     scores = []
-    for model, entry in models.items():
-        acc = _number(entry.get("accuracy")) if isinstance(entry, dict) else None
+    for model in names:
+        entry = models[model]
+        acc = _share(entry.get("accuracy")) if isinstance(entry, dict) else None
         if acc is None:
-            errors.append(f"{where}[{model!r}]: needs a numeric 'accuracy', got {entry!r:.80}")
+            errors.append(f"{where}[{model!r}]: needs an 'accuracy' in [0, 1], got {entry!r:.80}")
             continue
-        lo, hi = _number(entry.get("ci_low")), _number(entry.get("ci_high"))
+        lo, hi = (_number(entry.get(k)) for k in ("ci_low", "ci_high"))
+        if (lo is not None and not 0.0 <= lo <= acc) or (hi is not None and not acc <= hi <= 1.0):
+            errors.append(
+                f"{where}[{model!r}]: needs 0 <= ci_low <= accuracy <= ci_high <= 1, got {lo}, {acc}, {hi}"
+            )
+            continue
         scores.append(ModelScore(rename.get(model, model), acc, lo, hi))
     return scores
 
@@ -256,14 +300,16 @@ def task_chart(
     title: str | None = None,
     rename: Mapping[str, str] | None = None,
     source: str = "report",
+    only: Collection[str] = (),
 ) -> Figure:
-    """Figure for a single-task report (validated; errors name ``source``)."""
+    """Figure for a single-task report (validated; errors name ``source``); ``only``: the models to
+    draw (all when it names none of them)."""
     rename = rename or {}
     errors: list[str] = []
-    scores = _model_scores(report.get("models"), "models", rename, errors)
+    scores = _model_scores(report.get("models"), "models", rename, errors, only)
     _check(errors, source)
     task = str(report.get("task", ""))
-    ns = {entry.get("n") for entry in report["models"].values()}
+    ns = {report["models"][m].get("n") for m in _selected(report["models"], only)}
     xlabel = f"n = {ns.pop()} questions per model" if len(ns) == 1 and None not in ns else None
     default = f"{rename.get(task, task)}: accuracy (pass@1)" if task else "Accuracy (pass@1)"
     return draw_comparison(scores, title=title or default, xlabel=xlabel)
@@ -275,8 +321,10 @@ def all_tasks_chart(
     title: str | None = None,
     rename: Mapping[str, str] | None = None,
     source: str = "report",
+    only: Collection[str] = (),
 ) -> Figure:
-    """Figure for a multi-task report; the average is recomputed when the file lacks one."""
+    """Figure for a multi-task report; the average is recomputed when the file lacks one. ``only``:
+    the models and tasks to draw (all models, or all tasks, when it names none of them)."""
     rename = rename or {}
     errors: list[str] = []
     tasks_in = report.get("tasks")
@@ -285,10 +333,17 @@ def all_tasks_chart(
             f"'tasks': expected a non-empty object of task -> {{'models': ...}}, got {tasks_in!r:.80}"
         )
         tasks_in = {}
+    picked = _selected(tasks_in, only)
+    too_many = _too_many(len(picked), MAX_TASKS, "tasks", "'tasks'")
+    if too_many:
+        errors.append(too_many)
+        picked = []
     tasks: dict[str, list[ModelScore]] = {}
-    for task, entry in tasks_in.items():
+    for task in picked:
+        entry = tasks_in[task]
         models = entry.get("models") if isinstance(entry, dict) else None
-        tasks[rename.get(task, task)] = _model_scores(models, f"tasks[{task!r}].models", rename, errors)
+        tasks[rename.get(task, task)] = _model_scores(models, f"tasks[{task!r}].models", rename, errors, only)
+    drawn = {s.label for scores in tasks.values() for s in scores}
     average_in = report.get("average")
     average: dict[str, float] = {}
     if average_in is None:
@@ -299,10 +354,13 @@ def all_tasks_chart(
         average = {m: sum(v) / len(v) for m, v in per_model.items()}
     elif isinstance(average_in, dict):
         for model, value in average_in.items():
-            if _number(value) is None:
-                errors.append(f"average[{model!r}]: expected a number, got {value!r:.80}")
-            else:
+            if _share(value) is None:
+                errors.append(f"average[{model!r}]: expected a number in [0, 1], got {value!r:.80}")
+            elif rename.get(model, model) in drawn or not only:
                 average[rename.get(model, model)] = float(value)
+        too_many = _too_many(len(average), MAX_MODELS, "models", "'average'")
+        if too_many:
+            errors.append(too_many)
     else:
         errors.append(f"'average': expected an object of model -> accuracy, got {average_in!r:.80}")
     _check(errors, source)
@@ -318,6 +376,11 @@ def load_report(path: str | os.PathLike[str]) -> tuple[ReportKind, dict[str, Any
     """Read a results file and detect its kind; ReportError names the file and the problem."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise ReportError(
+                f"{path}: {path.stat().st_size} bytes, more than a results file holds (at most "
+                f"{MAX_REPORT_BYTES}); split it by task"
+            )
         report = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ReportError(f"{path}: no such file") from None
@@ -334,16 +397,24 @@ def plot_file(
     *,
     title: str | None = None,
     rename: Mapping[str, str] | None = None,
+    only: Collection[str] = (),
 ) -> Path:
     """Detect the kind of the results file at ``path`` and draw it to ``output``."""
     kind, report = load_report(path)
     chart = task_chart if kind == KIND_TASK else all_tasks_chart
-    return save_figure(chart(report, title=title, rename=rename, source=str(path)), output)
+    return save_figure(chart(report, title=title, rename=rename, source=str(path), only=only), output)
 
 
 def draw_files(paths: Sequence[Path]) -> list[Path]:
-    """Each results file drawn as ``rlvr-plot`` draws it by default: a PNG beside it, same name."""
-    return [plot_file(path, path.with_suffix(".png")) for path in paths]
+    """Each results file drawn as ``rlvr-plot`` draws it by default: a PNG beside it, same name. A
+    file that cannot be drawn (too many models) is left out with a message: its results stay."""
+    drawn = []
+    for path in paths:
+        try:
+            drawn.append(plot_file(path, path.with_suffix(".png")))
+        except ReportError as exc:
+            print(f"not drawn: {exc}", file=sys.stderr)
+    return drawn
 
 
 def names_in(kind: ReportKind, report: Mapping[str, Any]) -> set[str]:
@@ -359,10 +430,12 @@ def names_in(kind: ReportKind, report: Mapping[str, Any]) -> set[str]:
     return set(tasks) | models | keys(report.get("average")) | {AVERAGE_LABEL}
 
 
-def _unknown_renames(olds: Sequence[str], loaded: Sequence[tuple[ReportKind, dict[str, Any]]]) -> list[str]:
+def _unknown_names(
+    flag: str, olds: Sequence[str], loaded: Sequence[tuple[ReportKind, dict[str, Any]]]
+) -> list[str]:
     known = set().union(*(names_in(kind, report) for kind, report in loaded))
     return [
-        f"--rename {old}=...: no model or task named {old!r} in the given files "
+        f"{flag} {old}: no model or task named {old!r} in the given files "
         f"({suggest(old, known)}); known names: {sorted(known)}"
         for old in olds
         if old not in known
@@ -424,6 +497,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rename-file", type=Path, help='JSON object {"old": "new"}; --rename entries win')
     parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"draw only this model or task; repeatable (a chart holds at most {MAX_MODELS} models, {MAX_TASKS} tasks)",
+    )
+    parser.add_argument(
         "--output",
         "-o",
         type=Path,
@@ -440,14 +520,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loaded.append(load_report(path))
             except ReportError as e:
                 errors.append(str(e))
-        errors += _unknown_renames([pair.partition("=")[0] for pair in args.rename], loaded)
+        errors += _unknown_names("--rename", [pair.partition("=")[0] for pair in args.rename], loaded)
+        errors += _unknown_names("--only", args.only, loaded)
         if errors:
             raise ReportError("\n".join(errors))
         figures = []
         for path, (kind, report) in zip(args.files, loaded, strict=True):
             chart = task_chart if kind == KIND_TASK else all_tasks_chart
             try:
-                figures.append(chart(report, title=args.title, rename=rename, source=str(path)))
+                figures.append(
+                    chart(report, title=args.title, rename=rename, source=str(path), only=args.only)
+                )
             except ReportError as e:
                 errors.append(str(e))
         if errors:

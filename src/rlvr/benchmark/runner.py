@@ -156,6 +156,15 @@ class Benchmark:
                 )
         for name, model in self.models.items():  # before any cell runs (e.g. unsloth without CUDA)
             issues += [_under(name, issue) for issue in model.validate()]
+            if getattr(model, "random_weights", False):  # a shape model (rlvr.model.loader.ShapeModel)
+                issues.append(
+                    ConfigIssue(
+                        f"benchmark.models.{name}",
+                        getattr(model, "architecture", name),
+                        "a shape model has random weights: its accuracy measures nothing",
+                        "benchmark trained models; measure a shape's memory and speed with run_pipeline.py model=shape",
+                    )
+                )
         if self.num_examples < 1:
             issues.append(
                 ConfigIssue("benchmark.num_examples", self.num_examples, "must be >= 1", "set e.g. 100")

@@ -1,28 +1,44 @@
-"""Pre-flight: will this training run fit the device's memory? Checked before anything loads.
+"""Pre-flight: will this training run fit the device's memory? Checked before training starts.
 
-The estimate is arithmetic over the model's published shape (its ``config.json``, or the table
-below for hub models that cannot be fetched) and the run's settings:
+The estimate is arithmetic over the model's published shape (its ``config.json``, or
+rlvr.model.architectures for hub models that cannot be fetched) and the run's settings, one term for
+each thing a training process keeps (GB, 2**30 bytes; measured against shape models on a GPU and on
+this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
 
-- weights: parameters x bytes per parameter (fp32 4, bf16/fp16 2, 8-bit 1, 4-bit NF4 ~0.56 with
-  double quantisation and the unquantised embeddings counted at 2);
-- gradients and AdamW state for the trainable parameters only: all of them in a full fine-tune
-  (mixed precision as in the ZeRO paper: 16-bit gradients, fp32 master copy and two fp32
-  moments, 16 bytes per parameter with the weights), the adapter's with LoRA (kept in fp32);
-- activations of one training micro-batch (Korthikanti et al. 2022: ``s b h (34 + 5 a s / h)``
-  bytes per layer in 16-bit, ``2 s b h`` per layer with activation checkpointing), plus the fp32
-  logits and their gradient (``2 x b s V x 4`` bytes, large for 150k-token vocabularies);
+- weights: parameters x bytes per parameter (fp32 4, bf16/fp16 2, 8-bit 1, NF4 ~0.52 with double
+  quantisation, the embeddings and LM head kept in 16-bit);
+- autocast copies: a model held in fp32 but trained in bf16/fp16 keeps a 16-bit copy of each weight
+  that a matmul used, until the backward pass has used it (2 bytes per parameter);
+- gradients and optimizer state for the trainable parameters: transformers' Trainer runs
+  ``torch.optim.AdamW`` on the parameters as loaded, so gradients and both moments take the
+  parameter's own dtype (3 x 2 bytes per parameter in bf16, 3 x 4 in fp32; no fp32 master copy);
+  a LoRA adapter is kept in fp32 by PEFT (4 + 4 + 8 bytes per adapter parameter, weights included);
+- activations saved for backward, per token and layer (bf16 under autocast, SDPA's fused kernels,
+  which keep no s x s score matrix): ``16 h + 6 q + 4 kv + 8 i`` bytes for a Llama/Qwen block
+  (h hidden, q and kv the query and key/value widths, i the MLP width), 1.5x that with an fp32
+  residual stream; with gradient checkpointing each layer keeps its 16-bit input (2 h) and one
+  layer is recomputed at a time (up to 1.5x its activations, measured);
+- logits: TRL's fused LM head scores the completion tokens in tiles and never holds the
+  (batch, sequence, vocabulary) logits, so what remains is a tile's worth (LOGIT_ROWS rows of
+  fp32 logits, softmax and gradient); generation holds one step's fp32 logits for the generation
+  batch;
 - the rollout KV cache of GRPO generation (``2 x layers x kv_heads x head_dim x tokens x 2`` bytes
-  per completion), or the share a colocated vLLM reserves (``vllm_gpu_memory_utilization``);
+  for each sequence generated at once), or the share a colocated vLLM reserves;
+- the peak is the resident part (weights, autocast copies, optimizer state) plus the larger of the
+  backward pass (gradients, activations, logits) and generation (KV cache, sampling logits): they
+  never coexist;
 - each data-parallel process holds all of it under DDP. DeepSpeed ZeRO-2 divides the gradients and
   optimizer state by the number of processes (Rajbhandari et al. 2020, stage 2: P_os+g); FSDP and
   ZeRO-3 divide the weights too (stage 3: P_os+g+p), while activations, logits and the rollout KV
   cache stay per process. Sharded, rank 0 also holds a full 16-bit copy of the weights while it
-  evaluates or saves (rlvr.distributed.Distributed.on_rank0). The all-gathered layer FSDP/ZeRO-3
-  hold during a forward pass (one layer's weights) is left out.
+  evaluates or saves (rlvr.distributed.Distributed.on_rank0).
 
-On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM
-can swap, and the terms are GPU-shaped). It is an estimate for catching the impossible early (a 7B full fine-tune on a 24 GB GPU), not a
-promise: the margin is 10% and every term is printed so the user sees where the memory goes.
+Sequence lengths: before anything loads the prompt takes PROMPT_BUDGET tokens (a bound); once the
+data is loaded the check runs again with the longest prompt the run will train on, tokenized by the
+model's own tokenizer and chat template, before any training step.
+
+On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM can
+swap). Every term is printed so the user sees where the memory goes.
 """
 
 from __future__ import annotations
@@ -35,6 +51,17 @@ from typing import Any
 from rlvr.config.errors import ConfigIssue
 
 GB = 1024**3
+# LoRA target name -> (input width, output width) in terms of the shape's sizes
+_LORA_DIMS = {
+    "q_proj": ("h", "q"),
+    "k_proj": ("h", "kv"),
+    "v_proj": ("h", "kv"),
+    "o_proj": ("q", "h"),
+    "gate_proj": ("h", "i"),
+    "up_proj": ("h", "i"),
+    "down_proj": ("i", "h"),
+}
+ALL_LINEAR = tuple(_LORA_DIMS)
 
 
 @dataclass(frozen=True)
@@ -48,6 +75,22 @@ class Shape:
     kv_heads: int
     vocab: int
     intermediate: int
+    head_dim: int = 0  # 0: hidden // heads
+    tied: bool = True
+
+    @property
+    def dims(self) -> dict[str, int]:
+        head_dim = self.head_dim or self.hidden // self.heads
+        return {
+            "h": self.hidden,
+            "q": self.heads * head_dim,
+            "kv": self.kv_heads * head_dim,
+            "i": self.intermediate,
+        }
+
+    @property
+    def embedding_params(self) -> float:
+        return self.vocab * self.hidden * (1 if self.tied else 2)
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Shape:
@@ -56,20 +99,22 @@ class Shape:
         kv = cfg.get("num_key_value_heads") or heads
         vocab, inter = cfg["vocab_size"], cfg.get("intermediate_size", 4 * hidden)
         head_dim = cfg.get("head_dim") or hidden // heads
+        tied = bool(cfg.get("tie_word_embeddings", False))
         per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
-        embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings", False) else 2)
-        return cls(float(layers * per_layer + embed), hidden, layers, heads, kv, vocab, inter)
+        embed = vocab * hidden * (1 if tied else 2)
+        return cls(float(layers * per_layer + embed), hidden, layers, heads, kv, vocab, inter, head_dim, tied)
 
 
-# Published config.json values (hub model cards), for hub ids that cannot be fetched offline.
-PUBLISHED = {
-    "Qwen/Qwen2.5-0.5B-Instruct": Shape(0.494e9, 896, 24, 14, 2, 151936, 4864),
-    "Qwen/Qwen2.5-1.5B-Instruct": Shape(1.54e9, 1536, 28, 12, 2, 151936, 8960),
-    "Qwen/Qwen2.5-7B-Instruct": Shape(7.62e9, 3584, 28, 28, 4, 152064, 18944),
-    "google/gemma-3-1b-it": Shape(1.0e9, 1152, 26, 4, 1, 262144, 6912),
-}
+def _published() -> dict[str, Shape]:
+    from rlvr.model.architectures import BY_HUB_ID
 
-WEIGHT_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.56}
+    return {hub_id: Shape.from_config(fields) for hub_id, fields in BY_HUB_ID.items()}
+
+
+# Published config.json values (rlvr.model.architectures), for hub ids that cannot be fetched offline.
+PUBLISHED = _published()
+
+WEIGHT_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.52}
 
 
 def shape_of(name_or_path: str) -> Shape | None:
@@ -85,13 +130,15 @@ class Plan:
     """The settings of one training process that decide its memory."""
 
     dtype: str = "bfloat16"  # weight dtype as loaded
+    precision: str = "bf16"  # the training precision (rlvr.hardware): bf16 | fp16 | fp32
     quantization: str | None = None  # None | 4bit | 8bit
     lora_r: int | None = None  # None = full fine-tune
-    lora_modules: int = 4  # adapted projections per layer
-    batch: int = 16  # per-device micro-batch (completions for GRPO)
-    seq: int = 512  # prompt + completion tokens
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    batch: int = 16  # per-device training micro-batch (sequences)
+    prompt: int = 256  # prompt tokens (the longest of the batch: shorter ones are padded to it)
+    completion: int = 256  # completion / answer tokens
     activation_checkpointing: bool = False
-    rollout_tokens: int = 512  # tokens per completion held in the KV cache during generation
+    generation_batch: int = 0  # GRPO: sequences generated at once (0: no generation)
     vllm_fraction: float | None = None  # colocated vLLM's share of the device
     processes: int = 1
     # What the distributed strategy divides by ``processes``: None (DDP: nothing), "optimizer"
@@ -99,48 +146,99 @@ class Plan:
     shard: str | None = None
 
 
+# Terms that are resident through a step, and the two phases of a step that never coexist.
+RESIDENT = ("weights", "autocast copies", "optimizer state")
+BACKWARD = ("gradients", "activations", "logits")
+ROLLOUT = ("rollout KV cache", "vLLM reservation")
+# What TRL's fused LM head holds at once, as rows of fp32 logits with their softmax and gradient
+# (rows x vocab x 4 x 3 bytes): the largest transient beside the activations measured on an H200
+# was 0.43 GB at Qwen2.5's 151,936-token vocabulary (benchmarks/memory_preflight.md).
+LOGIT_ROWS = 256
+# Gradient checkpointing recomputes one layer during backward; the recomputed layer and its
+# gradients were up to 1.5x a layer's saved activations (benchmarks/memory_preflight.md).
+RECOMPUTE = 1.5
+
+
+def adapter_params(shape: Shape, plan: Plan) -> float:
+    dims = shape.dims
+    per_layer = sum(
+        dims[a] + dims[b] for a, b in (_LORA_DIMS[t] for t in plan.lora_targets if t in _LORA_DIMS)
+    )
+    return float(plan.lora_r or 0) * per_layer * shape.layers
+
+
+def activation_bytes_per_token(shape: Shape, plan: Plan) -> float:
+    """Bytes one token keeps for backward across all layers."""
+    d = shape.dims
+    block = 16 * d["h"] + 6 * d["q"] + 4 * d["kv"] + 8 * d["i"]
+    if plan.dtype == "float32":  # fp32 residual stream and norms beside the 16-bit matmul inputs
+        block *= 1.5
+    if plan.precision == "fp32":
+        block *= 2.0
+    if plan.activation_checkpointing:
+        stream = 4 if plan.dtype == "float32" else 2
+        return shape.layers * stream * d["h"] + RECOMPUTE * block
+    return shape.layers * block
+
+
+def _sharded(terms: dict[str, float], shape: Shape, plan: Plan) -> dict[str, float]:
+    if plan.processes <= 1 or plan.shard not in ("optimizer", "weights"):
+        return terms
+    for key in ("gradients", "optimizer state"):
+        terms[key] /= plan.processes
+    if plan.shard == "weights":
+        terms["weights"] /= plan.processes
+        terms["rank-0 full-weight copy"] = shape.params * 2.0  # the gathered 16-bit copy rank 0 uses
+    return terms
+
+
 def estimate(shape: Shape, plan: Plan, device_gb: float) -> dict[str, float]:
-    """Bytes per term for one process, in GB."""
+    """GB per term for one process; :func:`peak` combines them."""
     wbytes = WEIGHT_BYTES[plan.quantization or plan.dtype]
-    if plan.quantization:  # embeddings and lm_head stay in 16-bit
-        embed = shape.vocab * shape.hidden
-        weights = (shape.params - embed) * wbytes + embed * 2.0
-    else:
-        weights = shape.params * wbytes
+    embed = shape.embedding_params
+    # quantised: the embeddings and lm_head stay in 16-bit
+    weights = (shape.params - embed) * wbytes + embed * 2.0 if plan.quantization else shape.params * wbytes
+    sixteen_bit = plan.precision in ("bf16", "fp16")
+    autocast = (
+        shape.params * 2.0 if sixteen_bit and plan.dtype == "float32" and not plan.quantization else 0.0
+    )
     if plan.lora_r:
-        trainable = plan.lora_r * 2 * shape.hidden * plan.lora_modules * shape.layers
-        train_bytes = trainable * (4 + 4 + 8)  # fp32 adapter: grads + AdamW moments (weights counted above)
-        train_bytes += trainable * 4
+        adapter = adapter_params(shape, plan)
+        weights += adapter * 4  # PEFT keeps the adapter in fp32
+        gradients, optimizer = adapter * 4, adapter * 8
     else:
-        trainable = shape.params
-        # Mixed-precision AdamW (Rajbhandari et al. 2020, ZeRO): 16-bit grads + fp32 master copy and
-        # two fp32 moments = 2 + 12 bytes per parameter; fp32 weights: fp32 grads + moments = 12.
-        train_bytes = trainable * (14.0 if wbytes == 2.0 else 12.0)
-    act_scale = 1.0 if plan.dtype != "float32" else 2.0
-    s, b, h = plan.seq, plan.batch, shape.hidden
-    per_layer = 2 * s * b * h if plan.activation_checkpointing else s * b * h * (34 + 5 * shape.heads * s / h)
-    activations = per_layer * shape.layers * act_scale + 2 * b * s * shape.vocab * 4
-    head_dim = shape.hidden // shape.heads
-    kv = 2 * shape.layers * shape.kv_heads * head_dim * plan.rollout_tokens * plan.batch * 2
-    rank0_copy = 0.0
-    if plan.shard in ("optimizer", "weights") and plan.processes > 1:
-        train_bytes /= plan.processes
-    if plan.shard == "weights" and plan.processes > 1:
-        rank0_copy = shape.params * 2.0  # the gathered 16-bit copy rank 0 evaluates and saves
-        weights /= plan.processes
+        gradients, optimizer = shape.params * wbytes, shape.params * wbytes * 2
+    tokens = plan.batch * (plan.prompt + plan.completion)
+    activations = tokens * activation_bytes_per_token(shape, plan)
+    logits = min(plan.batch * plan.completion, LOGIT_ROWS) * shape.vocab * 4 * 3
+    kv_heads_dim = shape.dims["kv"]
+    rollout = (
+        2 * shape.layers * kv_heads_dim * (plan.prompt + plan.completion) * plan.generation_batch * 2
+        + plan.generation_batch * shape.vocab * 4 * 3
+    )
     terms = {
         "weights": weights,
-        "gradients + optimizer": train_bytes,
-        "activations + logits": activations,
-        "rollout KV cache": kv,
+        "autocast copies": autocast,
+        "optimizer state": optimizer,
+        "gradients": gradients,
+        "activations": activations,
+        "logits": logits,
+        "rollout KV cache": rollout,
     }
-    if rank0_copy:
-        terms["rank-0 full-weight copy"] = rank0_copy
-    out = {k: v / GB for k, v in terms.items()}
+    out = {k: v / GB for k, v in _sharded(terms, shape, plan).items()}
     if plan.vllm_fraction:  # vLLM reserves its share up front (weights and KV cache live in it)
         out["rollout KV cache"] = 0.0
         out["vLLM reservation"] = plan.vllm_fraction * device_gb
     return out
+
+
+def peak(terms: dict[str, float]) -> float:
+    """The estimated peak of a step: what stays resident plus the larger of backward and rollout."""
+    resident = sum(v for k, v in terms.items() if k not in BACKWARD + ROLLOUT)
+    backward = sum(terms.get(k, 0.0) for k in BACKWARD)
+    rollout = sum(terms.get(k, 0.0) for k in ROLLOUT)
+    # a colocated vLLM holds its reservation through the backward pass too
+    return resident + max(backward + terms.get("vLLM reservation", 0.0), rollout)
 
 
 def check(
@@ -148,11 +246,12 @@ def check(
 ) -> tuple[list[ConfigIssue], list[str]]:
     """(refusals, warnings): refuse when the estimate exceeds the device, warn above ``margin``."""
     terms = estimate(shape, plan, device_gb)
-    total = sum(terms.values())
-    detail = ", ".join(f"{k} {v:.1f}" for k, v in terms.items())
+    total = peak(terms)
+    detail = ", ".join(f"{k} {v:.1f}" for k, v in terms.items() if v)
     text = (
-        f"estimated {total:.1f} GB per process ({detail}) for {shape.params / 1e9:.2f}B parameters on a "
-        f"{device_gb:.0f} GB {device}"
+        f"estimated peak {total:.1f} GB per process ({detail}; backward and rollout never coexist) for "
+        f"{shape.params / 1e9:.2f}B parameters, micro-batch {plan.batch} x ({plan.prompt} prompt + "
+        f"{plan.completion} completion) tokens, on a {device_gb:.0f} GB {device}"
     )
     fixes = []
     if not plan.lora_r:
@@ -226,38 +325,82 @@ def training_args(loop: Any) -> Any | None:
         return phase.config(Path(tmp))
 
 
-# Tokens a prompt may take beside the completion (the tasks' prompts are well under it).
+# Tokens a prompt may take before the data is loaded (a bound: the tasks' prompts are well under
+# it); the check that runs once the data is loaded uses the longest prompt instead.
 PROMPT_BUDGET = 256
 
 
-def plan_of(model: Any, args: Any, processes: int, shard: str | None = None) -> Plan:
-    """The memory plan of the configured model component and a phase's TRL config (``args``)."""
+# Chat-template tokens around an SFT answer (the assistant turn's markers, the end of turn).
+ANSWER_MARKERS = 8
+
+
+def plan_of(
+    model: Any, args: Any, processes: int, shard: str | None = None, lengths: tuple[int, int] | None = None
+) -> Plan:
+    """The memory plan of the configured model component and a phase's TRL config (``args``);
+    ``lengths``: the data's longest (prompt, answer) in tokens (None: PROMPT_BUDGET, and for SFT the
+    rest of ``max_length``)."""
     lora = getattr(model, "lora", None) or {}
     modules = lora.get("target_modules")
-    if hasattr(args, "max_completion_length"):  # GRPO: the prompt budget + the completion
+    prompt = lengths[0] if lengths else PROMPT_BUDGET
+    generation_batch = 0
+    if hasattr(args, "max_completion_length"):  # GRPO: the prompt + the completion
         completion = args.max_completion_length
-    else:  # SFT: max_length covers prompt and answer (None: not truncated, budget as for GRPO)
-        completion = args.max_length - PROMPT_BUDGET if args.max_length else PROMPT_BUDGET
+        generation_batch = args.generation_batch_size or (
+            args.per_device_train_batch_size * args.steps_per_generation
+        )
+    else:  # SFT: the prompt + the formatted gold answer, truncated at max_length
+        limit = args.max_length or (prompt + PROMPT_BUDGET)
+        answer = lengths[1] + ANSWER_MARKERS if lengths else limit - prompt
+        prompt = min(prompt, limit)
+        completion = max(min(answer, limit - prompt), 0)
     dtype = getattr(model, "dtype", "float32")
+    precision = "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"
+    # "all-linear" and friends, or no list: every projection of the block
+    targets = tuple(modules) if isinstance(modules, list | tuple) else ALL_LINEAR
     return Plan(
         # "auto" (transformers) and None (unsloth) pick a 16-bit dtype on a GPU
         dtype=dtype if dtype not in ("auto", None) else "bfloat16",
+        precision=precision,
         quantization=getattr(model, "quantization", None),
         lora_r=lora.get("r") if lora else None,
-        lora_modules=len(modules) if isinstance(modules, list | tuple) else 7,
+        lora_targets=targets,
         batch=args.per_device_train_batch_size,
-        seq=PROMPT_BUDGET + completion,
+        prompt=prompt,
+        completion=completion,
         activation_checkpointing=bool(getattr(model, "gradient_checkpointing", False)),
-        rollout_tokens=PROMPT_BUDGET + completion,
+        generation_batch=generation_batch,
         vllm_fraction=args.vllm_gpu_memory_utilization if getattr(args, "use_vllm", False) else None,
         processes=processes,
         shard=shard,
     )
 
 
-def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIssue], list[str]]:
-    """Memory and batch checks of a configured pipeline, before anything loads (``setup``: the
-    distributed component, for what its strategy shards)."""
+def data_lengths(
+    dataset: Any, tokenizer: Any, format_answer: Any, limit: int = 4096
+) -> tuple[int, int] | None:
+    """The longest prompt (its chat messages as TRL tokenizes them, with the model's chat template)
+    and the longest formatted gold answer of ``dataset``'s first ``limit`` rows, in tokens; None
+    when they cannot be told (no chat prompts, no template): the estimate keeps its budget then."""
+    try:
+        rows = dataset.select(range(min(limit, len(dataset))))
+        texts = [
+            tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
+            for m in rows["prompt"]
+        ]
+        # the template's text already holds its special tokens
+        prompts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        answers = [len(tokenizer(format_answer(a))["input_ids"]) for a in rows["answer"]]
+    except Exception:  # a plugin's dataset without these columns, a tokenizer without a template
+        return None
+    return (max(prompts), max(answers)) if prompts and answers else None
+
+
+def run_checks(
+    model: Any, loop: Any, setup: Any = None, lengths: tuple[int, int] | None = None
+) -> tuple[list[ConfigIssue], list[str]]:
+    """Memory and batch checks of a configured pipeline (``setup``: the distributed component, for
+    what its strategy shards; ``lengths``: the data's longest prompt and answer in tokens, once it is loaded)."""
     import os
 
     processes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -272,29 +415,94 @@ def run_checks(model: Any, loop: Any, setup: Any = None) -> tuple[list[ConfigIss
         )
         if found:
             issues.append(found)
-    inputs = _estimate_inputs(model, loop, args, setup, processes)
+    inputs = _estimate_inputs(model, loop, setup, processes, lengths)
     if inputs is None:
         return issues, []
     shape, plan, device = inputs
     refusals, warnings = check(shape, plan, device_memory_gb(device), device)
-    if device != "cuda":  # RAM is not a hard wall (and the estimate is for GPUs): say it, don't refuse
-        warnings = [i.problem for i in refusals] + warnings
-        refusals = []
+    if device != "cuda":
+        # RAM bends (swap, a rough estimate made for GPUs): past it, warn. Past RAM plus swap nothing
+        # bends: loading would allocate until the kernel kills the process, so refuse before it starts.
+        hard, _ = check(shape, plan, device_memory_gb(device) + swap_gb(), device)
+        warnings = warnings if hard else [i.problem for i in refusals] + warnings
+        refusals = [ConfigIssue(i.key, i.value, f"{i.problem} (its RAM plus swap)", i.fix) for i in hard]
     return issues + refusals, warnings
 
 
+def fits_batch(
+    model: Any, loop: Any, setup: Any, lengths: tuple[int, int] | None, batch: int, share: float = 0.8
+) -> bool:
+    """Whether a GRPO micro-batch of ``batch`` sequences keeps the estimated peak under ``share``
+    of the device's memory (rlvr.training_loop.microbatch folds GRPO's accumulation with it)."""
+    import os
+
+    inputs = _estimate_inputs(
+        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {"grpo": batch}
+    )
+    if inputs is None:
+        return False
+    shape, plan, device = inputs
+    device_gb = device_memory_gb(device)
+    return peak(estimate(shape, plan, device_gb)) <= share * device_gb
+
+
+def phase_configs(loop: Any) -> dict[str, Any]:
+    """The TRL config of every enabled phase, by name, built as the phase builds it."""
+    import tempfile
+
+    out = {}
+    for name in ("grpo", "sft"):
+        phase = getattr(loop, f"{name}_phase", None)
+        if phase is not None and phase.enabled:
+            with tempfile.TemporaryDirectory() as tmp:
+                out[name] = phase.config(Path(tmp))
+    return out
+
+
+def swap_gb() -> float:
+    """The machine's swap space (0 where /proc/meminfo does not say)."""
+    meminfo = Path("/proc/meminfo")
+    for line in meminfo.read_text().splitlines() if meminfo.is_file() else []:
+        if line.startswith("SwapTotal:"):
+            return int(line.split()[1]) * 1024 / GB
+    return 0.0
+
+
 def _estimate_inputs(
-    model: Any, loop: Any, args: Any, setup: Any, processes: int
+    model: Any,
+    loop: Any,
+    setup: Any,
+    processes: int,
+    lengths: tuple[int, int] | None = None,
+    micro_batches: dict[str, int] | None = None,
 ) -> tuple[Shape, Plan, str] | None:
-    """(shape, plan, device) of a configured training run; None when nothing is estimated (no
-    training phase, or a model whose shape is unknown)."""
+    """(shape, plan, device) of a configured training run, the plan of the phase with the larger
+    estimated peak (``micro_batches``: a phase's micro-batch as it ran, when the device changed it);
+    None when nothing is estimated (no training phase, or a model whose shape is unknown)."""
+    import dataclasses
+
     shape = shape_of(str(getattr(model, "name_or_path", "")))
-    if args is None or shape is None:
+    configs = phase_configs(loop)
+    if not configs or shape is None:
         return None
-    return shape, plan_of(model, args, processes, shard_of(setup)), loop.hardware.device
+    device = loop.hardware.device
+    plans = []
+    for name, args in configs.items():
+        plan = plan_of(model, args, processes, shard_of(setup), lengths)
+        if micro_batches and name in micro_batches:
+            plan = dataclasses.replace(plan, batch=micro_batches[name])
+        plans.append(plan)
+    device_gb = device_memory_gb(device)
+    return shape, max(plans, key=lambda plan: peak(estimate(shape, plan, device_gb))), device
 
 
-def memory_record(model: Any, loop: Any, setup: Any = None) -> dict[str, Any]:
+def memory_record(
+    model: Any,
+    loop: Any,
+    setup: Any = None,
+    lengths: tuple[int, int] | None = None,
+    micro_batches: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """What report.json records under ``memory``: the pre-flight's estimate for this run (the same
     arithmetic as :func:`run_checks`, per process) beside the CUDA peak this process measured, so
     the estimate can be judged against the real thing (scripts/gpu_check.py). Sizes in GB (2**30
@@ -303,14 +511,17 @@ def memory_record(model: Any, loop: Any, setup: Any = None) -> dict[str, Any]:
 
     from rlvr.hardware import cuda_peak_gb
 
-    inputs = _estimate_inputs(model, loop, training_args(loop), setup, int(os.environ.get("WORLD_SIZE", "1")))
+    inputs = _estimate_inputs(
+        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, micro_batches
+    )
     record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
     if inputs is not None:
         shape, plan, device = inputs
         device_gb = device_memory_gb(device)
         terms = estimate(shape, plan, device_gb)
         record = {
-            "preflight_estimate_gb": round(sum(terms.values()), 3),
+            "preflight_estimate_gb": round(peak(terms), 3),
+            "preflight_plan": {k: v for k, v in plan.__dict__.items() if k not in ("lora_targets",)},
             "preflight_terms_gb": {k: round(v, 3) for k, v in terms.items()},
             "device_memory_gb": round(device_gb, 3),
         }

@@ -72,3 +72,53 @@ def eval_set_issues(eval_sets: dict[str, Any]) -> list[ConfigIssue]:
             key = issue.key.replace("data.", f"data.eval_sets.{name}.", 1)
             issues.append(ConfigIssue(key, issue.value, issue.problem, issue.fix))
     return issues
+
+
+def _sets(data: TaskData) -> list[tuple[str, str, Dataset]]:
+    """(config key, which set, rows) of every prompt set the run uses."""
+    out = [("data", "training questions", data.train)]
+    if EVAL_SET_COLUMN not in data.eval.column_names:
+        return [*out, ("data", "held-out questions", data.eval)]
+    names = data.eval[EVAL_SET_COLUMN]
+    for name in dict.fromkeys(names):
+        rows = data.eval.select([i for i, n in enumerate(names) if n == name])
+        if not name:
+            out.append(("data", "held-out questions", rows))
+        else:  # a curriculum's level_<L> sets come from data.eval_levels
+            out.append(
+                ("data.eval_levels" if name.startswith("level_") else f"data.eval_sets.{name}", name, rows)
+            )
+    return out
+
+
+def prompt_length_issues(
+    data: TaskData, prompt: PromptTemplate, tokenizer: Any, model: Any
+) -> list[ConfigIssue]:
+    """Sets whose longest prompt, as the model sees it, is longer than the model's context
+    (``config.max_position_embeddings``). Such a prompt is truncated or overruns the position
+    table, and each evaluation of it ran 50-100x slower while the only warning went to the log
+    file: refused before any work, with the numbers.
+    """
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not isinstance(context, int):
+        return []
+    issues = []
+    for key, which, rows in _sets(data):
+        if not len(rows):
+            continue
+        texts = [prompt.render(tokenizer, m) for m in rows["prompt"]]
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        longest = max(lengths)
+        if longest > context:
+            issues.append(
+                ConfigIssue(
+                    key,
+                    which,
+                    f"{sum(n > context for n in lengths)} of {len(lengths)} prompts of {which!r} are longer "
+                    f"than the model's context: the longest has {longest} tokens "
+                    f"({len(texts[lengths.index(longest)])} characters), the context {context}",
+                    "drop this set or lower its difficulty (task parameters, data.eval_levels), shorten "
+                    "the prompt template, or use a model with a longer context",
+                )
+            )
+    return issues

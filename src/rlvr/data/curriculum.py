@@ -24,6 +24,7 @@ level, and each of ``eval_levels`` is an extra evaluation set ``level_<L>`` (rlv
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -205,14 +206,84 @@ class Curriculum:
         path = Path(folder) / STATE_FILE
         if not path.is_file():
             return
-        state = json.loads(path.read_text())
-        if state.get("task") != self.task:
-            raise ValueError(f"{path} holds the curriculum of task {state.get('task')!r}, not {self.task!r}")
+        try:
+            state = json.loads(path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not a JSON curriculum state ({type(exc).__name__})") from None
+        if not isinstance(state, dict) or state.get("task") != self.task:
+            task = state.get("task") if isinstance(state, dict) else None
+            raise ValueError(f"{path} holds the curriculum of task {task!r}, not {self.task!r}")
+        problems = self.state_problems(state)
+        if problems:
+            # A checkpoint is a file from elsewhere: a level above the configured maximum would train
+            # (and report) a difficulty the config rules out, a non-numeric one becomes a metric.
+            raise ValueError(
+                f"{path} does not fit this run's curriculum: " + "; ".join(problems) + ". Fix: resume from a "
+                "checkpoint this config wrote, or set data.min_level / data.max_level to the bounds it ran under"
+            )
         for name, level in state["levels"].items():
             self.rg.set_attr_level(name, level)
         self.batches = [tuple(b) for b in state["batches"]]
         self.last = state.get("last") or {}
         self.visited = state.get("visited") or [self.start]
+
+    def _level_problems(self, where: str, levels: Any) -> list[str]:
+        """Problems of a dict of attribute -> level: every attribute known, each level an integer within
+        its bounds (:meth:`_bounds`)."""
+        if not isinstance(levels, dict):
+            return [f"{where} is {type(levels).__name__}, not an object of attribute -> level"]
+        problems = []
+        for name, level in levels.items():
+            if name not in self.rg.attributes:
+                problems.append(
+                    f"{where} names {name!r}, not an attribute of {self.task} ({sorted(self.rg.attributes)})"
+                )
+            elif isinstance(level, bool) or not isinstance(level, int):
+                problems.append(f"{where}.{name} is {level!r:.40}, not an integer level")
+            else:
+                low, high = self._bounds(name)
+                if not low <= level <= high:
+                    problems.append(f"{where}.{name}={level} is outside [{low}, {high}]")
+        return problems
+
+    def _bounds(self, name: str) -> tuple[int, int]:
+        """The levels ``name`` can be at: [min_level, top] when it moves, any of its levels otherwise."""
+        if name in self.moving:
+            return self.min_level, self.top(name)
+        return 0, len(self.rg.get_attribute(name).levels) - 1
+
+    def state_problems(self, state: dict[str, Any]) -> list[str]:
+        """What in a saved state (see :meth:`state`) this curriculum could not be at."""
+        problems = self._level_problems("levels", state.get("levels"))
+        visited = state.get("visited") or []
+        if not isinstance(visited, list):
+            problems.append(f"visited is {type(visited).__name__}, not a list")
+            visited = []
+        for i, levels in enumerate(visited):
+            problems += self._level_problems(f"visited[{i}]", levels)
+        batches = state.get("batches")
+        pairs = isinstance(batches, list) and all(
+            isinstance(b, list) and len(b) == 2 and all(type(n) is int and n >= 0 for n in b) and b[0] <= b[1]
+            for b in batches
+        )
+        if not pairs:
+            problems.append(f"batches is {batches!r:.60}, not a list of [accepted, scored] counts")
+        last = state.get("last") or {}
+        if not isinstance(last, dict):
+            problems.append(f"last is {type(last).__name__}, not an object")
+        elif last:
+            problems += self._level_problems("last.levels", last.get("levels"))
+            top = max(self._bounds(name)[1] for name in self.moving)
+            for key, low, high in (
+                ("level", self.min_level, top),
+                ("success", 0, 1),
+                ("window_success", 0, 1),
+            ):
+                value = last.get(key, low)
+                number = not isinstance(value, bool) and isinstance(value, (int, float))
+                if not number or not math.isfinite(value) or not low <= value <= high:
+                    problems.append(f"last.{key} is {value!r:.40}, not a number in [{low}, {high}]")
+        return problems
 
 
 class CurriculumSource:

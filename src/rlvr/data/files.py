@@ -18,10 +18,14 @@ the file's own train/test split, its order or the seed.
 
 from __future__ import annotations
 
+import os
 import random
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import Dataset
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
@@ -32,8 +36,77 @@ from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.secrets import error_text
 from rlvr.verifier.checkers import Checker
+from rlvr.verifier.entries import to_json_safe
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+# Deepest bracket nesting a JSON data file may hold. A question/answer row is a few levels deep
+# (FinQA's table: 4); two million levels crashed the process (a stack overflow in the parser, a
+# segmentation fault without a message), so the depth is measured before any parser sees the file.
+MAX_JSON_NESTING = 100
+# JSON strings cannot span lines, and a bracket inside one is text, not nesting.
+_JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+# +1 for an opening bracket, -1 for a closing one, 0 for any other byte.
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[list(b"[{")], _STEP[list(b"]}")] = 1, -1
+_NOT_BRACKETS = bytes(b for b in range(256) if not _STEP[b])
+# A header cell: a column name, not a line of text (a `KEY=value` credential line read as CSV is not one).
+_HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .-]{0,63}")
+
+
+class DataFileError(ValueError):
+    """A data file that rlvr refuses to hand to a parser; the message names file, line and rule."""
+
+    def __init__(self, problem: str, fix: str):
+        super().__init__(problem)
+        self.fix = fix
+
+
+def check_nesting(path: Path, limit: int = MAX_JSON_NESTING) -> None:
+    """DataFileError when a JSON/JSONL file nests brackets deeper than ``limit`` (outside strings)."""
+    depth = 0
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            # Only brackets outside strings are left; the scan is linear and runs at C speed per line.
+            brackets = _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
+            if not brackets:
+                continue
+            levels = depth + np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)])
+            if int(levels.max()) > limit:
+                raise DataFileError(
+                    f"{path}, line {number}: brackets nested deeper than {limit} levels (the limit for a "
+                    "data file: a question/answer row is a few levels deep)",
+                    "flatten the row's fields (a nested field can be a JSON string), or fix the file",
+                )
+            depth = int(levels[-1])
+
+
+def private_cache(local: Path) -> str | None:
+    """The cache folder for ``local``'s Arrow copy: None (the datasets cache) for a file anyone may
+    read; a 0700 folder of this user's for a private one, so the cache never shares what the file
+    does not (``datasets`` writes its copy world-readable under the default umask)."""
+    import datasets
+
+    if local.stat().st_mode & stat.S_IROTH:  # stat follows a link: the target's permissions decide
+        return None
+    folder = Path(datasets.config.HF_DATASETS_CACHE) / f"rlvr-private-{os.getuid()}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+        raise DataFileError(
+            f"the private data cache {folder} is a link or belongs to another user",
+            "remove it (rlvr creates it again, 0700)",
+        )
+    folder.chmod(0o700)
+    return str(folder)
+
+
+def field_names(row: dict[str, Any]) -> str:
+    """The row's field names when they look like a header, else only their count: a file that is not
+    a data file (a credential file read as CSV) has its first line as "field names"."""
+    names = [str(n) for n in row]
+    if all(_HEADER_NAME.fullmatch(n) for n in names):
+        return f"fields: {sorted(names)}"
+    return f"{len(names)} fields, names not shown: they do not look like column names"
 
 
 def load_source(path: str, split: str | None, subset: str | None) -> Dataset:
@@ -45,7 +118,11 @@ def load_source(path: str, split: str | None, subset: str | None) -> Dataset:
         fmt = FILE_FORMATS.get(local.suffix.lower())
         if fmt is None:
             raise ValueError(f"unknown file type {local.suffix!r}; use one of {sorted(FILE_FORMATS)}")
-        loaded: Any = datasets.load_dataset(fmt, data_files=str(local), split="train")
+        if fmt == "json":
+            check_nesting(local)
+        loaded: Any = datasets.load_dataset(
+            fmt, data_files=str(local), split="train", cache_dir=private_cache(local)
+        )
     elif local.is_dir() and any((local / f).is_file() for f in ("dataset_info.json", "dataset_dict.json")):
         loaded = datasets.load_from_disk(str(local))
     else:
@@ -109,6 +186,8 @@ class FileData:
             return self._items
         try:
             rows = load_source(str(self.path), self.split, self.subset)
+        except DataFileError as exc:
+            raise ConfigValidationError([ConfigIssue(f"{key}.path", self.path, str(exc), exc.fix)]) from None
         except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError...)
             raise ConfigValidationError(
                 [
@@ -133,7 +212,7 @@ class FileData:
                         ConfigIssue(
                             f"{key}.processor",
                             type(self.processor).__name__,
-                            f"row {i} of {self.path} has no field {exc.args[0]!r} (fields: {sorted(row)})",
+                            f"row {i} of {self.path} has no field {exc.args[0]!r} ({field_names(row)})",
                             f"set the processor's field names to this file's columns, or pick another "
                             f"{key}.processor._target_",
                         )
@@ -203,12 +282,14 @@ class FileData:
 
     # -- splits -------------------------------------------------------------------------------------
     def _entry(self, item: QAItem) -> dict[str, Any]:
-        return {
+        entry = {
             "question": item.question,
             "answer": item.answer,
             "metadata": {**item.metadata, "source_dataset": self.name},
             "checker": self.checker.spec(),
         }
+        # A parquet or save_to_disk row can hold values JSON cannot (timestamps, bytes, numpy).
+        return to_json_safe(entry, f"{self.name} question {item.question[:40]!r}")
 
     def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
         """Entries of one side of the content-hash split: ``test`` distinct and in a fixed order

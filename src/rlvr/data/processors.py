@@ -12,11 +12,14 @@ in your plugin package (``RLVR_PLUGINS=<package>``, the rule for every ``_target
             return QAItem(question=row["q"], answer=row["a"].strip())
 
 A processor raises :class:`RowError` (or KeyError for a missing field) for a malformed row;
-the data component reports it with the row number and the config key to change.
+the data component reports it with the row number and the config key to change. A gold answer
+goes through :func:`gold`: a null, empty or non-finite one (``NaN``, an empty CSV cell) is a
+malformed row, never a question whose empty answer a checker would score 1.0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +48,28 @@ def _field(row: dict[str, Any], dotted: str) -> Any:
     return value
 
 
+def gold(value: Any, field: str) -> str:
+    """The gold answer text of ``value`` (read from ``field``); RowError for a null, empty or
+    non-finite one. The value is never quoted: a data file from elsewhere may be anything.
+
+    >>> gold(" 42 ", "answer"), gold(0.5, "answer")
+    ('42', '0.5')
+    """
+    fix = "every row needs a gold answer: fill it in, or drop the row"
+    if value is None:
+        raise RowError(f"field {field!r} is null; {fix}")
+    text = _number_text(value)
+    if not text:
+        raise RowError(f"field {field!r} is empty; {fix}")
+    try:
+        number = float(text.replace(",", ""))
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        raise RowError(f"field {field!r} holds a non-finite number (NaN or infinity) as gold answer; {fix}")
+    return text
+
+
 # A processor turns one source row into a question and gold answer (None: skip the row).
 Processor = Callable[[dict[str, Any]], "QAItem | None"]
 
@@ -65,7 +90,8 @@ class QuestionAnswer:
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         return QAItem(
-            str(_field(row, self.question_field)).strip(), str(_field(row, self.answer_field)).strip()
+            str(_field(row, self.question_field)).strip(),
+            gold(_field(row, self.answer_field), self.answer_field),
         )
 
 
@@ -94,9 +120,7 @@ class GSM8K:
             raise RowError(
                 f"field {self.answer_field!r} ({len(solution)} characters) has no '#### <answer>' line"
             )
-        final = solution.rsplit("####", 1)[1].strip()
-        if not final:
-            raise RowError(f"field {self.answer_field!r} has an empty answer after '####'")
+        final = gold(solution.rsplit("####", 1)[1], f"{self.answer_field} (after '####')")
         return QAItem(str(_field(row, self.question_field)).strip(), final, {"solution": solution})
 
 
@@ -141,17 +165,15 @@ class FinQA:
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
         qa = row.get("qa") if isinstance(row.get("qa"), dict) else row
         question = str(_field(qa, "question")).strip()
-        gold = next((qa[k] for k in ("exe_ans", "final_result") if qa.get(k) not in (None, "")), None)
-        if gold is None:
-            gold = qa.get("answer")
-        if gold in (None, ""):
+        field = next((k for k in ("exe_ans", "final_result", "answer") if qa.get(k) not in (None, "")), None)
+        if field is None:
             raise RowError("row has none of the answer fields exe_ans, final_result, answer")
         parts = [_text(row.get("pre_text")), _table(row.get("table")), _text(row.get("post_text"))]
         context = "\n\n".join(p for p in parts if p)
         metadata = {k: str(row[k]) for k in ("id", "filename") if row.get(k) not in (None, "")}
         if qa.get("answer") not in (None, ""):
             metadata["human_answer"] = str(qa["answer"])
-        return QAItem(f"{context}\n\nQuestion: {question}".strip(), _number_text(gold), metadata)
+        return QAItem(f"{context}\n\nQuestion: {question}".strip(), gold(qa[field], field), metadata)
 
 
 def _number_text(value: Any) -> str:

@@ -14,6 +14,7 @@ from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate
+from rlvr.verifier.entries import from_json_safe, to_json_safe
 
 
 def task_names() -> list[str]:
@@ -26,8 +27,9 @@ def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) ->
     seed) always gives the same sequence."""
     dataset = reasoning_gym.create_dataset(task, size=size, seed=seed, **params)
     for i in range(size):
-        # JSON round-trip now so training, evaluation and the verifier sandbox all see the same types.
-        yield json.loads(json.dumps(dataset[i], default=list))
+        # JSON-safe now (losslessly: rlvr.verifier.entries) so a draw, the dataset column and the
+        # verifier sandbox all hold the same value, and the worker rebuilds the generator's objects.
+        yield to_json_safe(dataset[i], f"{task} item {i} (seed {seed})")
 
 
 def split_entries(
@@ -54,9 +56,10 @@ def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate)
     return Dataset.from_dict(
         {
             "question": [e["question"] for e in entries],
-            "answer": [str(e["answer"]) for e in entries],
+            "answer": [str(from_json_safe(e["answer"])) for e in entries],
             "task": [task] * len(entries),
-            "entry": [json.dumps(e) for e in entries],
+            # allow_nan=False: an entry that skipped to_json_safe fails here, not in a verifier.
+            "entry": [json.dumps(e, allow_nan=False) for e in entries],
             "prompt": [prompt.messages(e["question"]) for e in entries],
         }
     )

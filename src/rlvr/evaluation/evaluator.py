@@ -93,7 +93,9 @@ class Evaluator:
         num_samples: samples per question (k); accuracy uses the first, pass@k and majority vote use all.
         temperature: 0 = greedy; >0 needed when num_samples > 1.
         max_new_tokens: generation budget per completion (conf: the GRPO rollouts' budget).
-        batch_size: generation batch size (measured best on 2 CPU cores: see benchmarks/).
+        batch_size: generation batch size on a CPU (measured best on 2 CPU cores: see benchmarks/).
+        cuda_batch_size: the most sequences generated at once on a CUDA device, fewer when the
+            memory left cannot hold their KV cache (:func:`cuda_batch`): a GPU idles on small batches.
         ks: the k values reported for pass@k.
         seed: seeds sampling (and the vLLM engine).
         generator: the generation backend (``evaluation/generator=hf|hf_continuous|vllm``, a
@@ -118,6 +120,7 @@ class Evaluator:
         temperature: float,
         max_new_tokens: int,
         batch_size: int,
+        cuda_batch_size: int,
         ks: list[int],
         seed: int,
         generator: EvaluationBackend,
@@ -132,6 +135,7 @@ class Evaluator:
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
+        self.cuda_batch_size = cuda_batch_size
         self.ks = list(ks)
         self.seed = seed
         self.generator = generator
@@ -167,7 +171,7 @@ class Evaluator:
                     "drop the larger k or raise evaluation.num_samples",
                 )
             )
-        for key in ("max_new_tokens", "batch_size"):
+        for key in ("max_new_tokens", "batch_size", "cuda_batch_size"):
             if getattr(self, key) < 1:
                 issues.append(
                     ConfigIssue(f"evaluation.{key}", getattr(self, key), "must be >= 1", "set e.g. 16")
@@ -202,14 +206,14 @@ class Evaluator:
         view.sampled = None
         return view
 
-    def sampling(self) -> SamplingConfig:
+    def sampling(self, batch_size: int | None = None) -> SamplingConfig:
         from rlvr.evaluation.generation import SamplingConfig
 
         return SamplingConfig(
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
             num_samples=self.num_samples,
-            batch_size=self.batch_size,
+            batch_size=batch_size or self.batch_size,
             stop_strings=(self.prompt.close_tag,),
             seed=self.seed,
         )
@@ -217,7 +221,9 @@ class Evaluator:
     def generator_for(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Generator:
         """A generator over ``model``'s current weights (a vLLM backend pushes them into its engine
         first, so in-training evaluations score them)."""
-        return self.generator(model, tokenizer, self.sampling())
+        on_cuda = getattr(getattr(model, "device", None), "type", None) == "cuda"
+        batch = cuda_batch(model, self.cuda_batch_size, self.max_new_tokens) if on_cuda else None
+        return self.generator(model, tokenizer, self.sampling(batch))
 
     def rows(self, dataset: Dataset) -> Dataset:
         """The questions an evaluation of ``dataset`` scores: all of them, or ``max_examples`` shared
@@ -364,3 +370,23 @@ def stratified(labels: list[Any], n: int) -> list[int]:
             if quota[largest] > 1 and sum(quota) > n:
                 quota[largest] -= 1
     return sorted(i for rows, q in zip(members.values(), quota, strict=True) for i in rows[:q])
+
+
+# Prompt tokens a generated sequence is sized for beside its completion, when sizing a CUDA batch.
+_PROMPT_TOKENS = 512
+
+
+def cuda_batch(model: Any, most: int, max_new_tokens: int, share: float = 0.5) -> int:
+    """Sequences to generate at once on the model's GPU: at most ``most``, and no more than ``share``
+    of the free memory holds (each sequence's KV cache over a 512-token prompt plus the completion,
+    and its fp32 logits)."""
+    import torch
+
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    heads = cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    kv = (getattr(cfg, "num_key_value_heads", None) or heads) * head_dim
+    per_sequence = 2 * cfg.num_hidden_layers * kv * (_PROMPT_TOKENS + max_new_tokens) * 2
+    per_sequence += cfg.vocab_size * 4 * 3
+    free, _ = torch.cuda.mem_get_info(model.device)
+    return max(1, min(most, int(share * free // per_sequence)))

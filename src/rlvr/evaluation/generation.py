@@ -717,9 +717,19 @@ class VLLMBackend:
                     "generates the GRPO rollouts with vLLM on every rank)",
                 )
             )
-        if not self.cpu_kv_cache_gb > 0:
+        from rlvr.config.memory import device_memory_gb
+
+        # vLLM allocates the whole KV cache up front, beside the model being trained and its own copy
+        # of the weights: more than half the machine's RAM leaves them no room.
+        ceiling = device_memory_gb("cpu") / 2
+        if not 0 < self.cpu_kv_cache_gb <= ceiling:
             issues.append(
-                ConfigIssue(f"{key}.cpu_kv_cache_gb", self.cpu_kv_cache_gb, "must be > 0", "set e.g. 1")
+                ConfigIssue(
+                    f"{key}.cpu_kv_cache_gb",
+                    self.cpu_kv_cache_gb,
+                    f"must be > 0 and at most half this machine's RAM ({ceiling:.1f} GB)",
+                    "set e.g. 1",
+                )
             )
         if not 0 < self.gpu_memory_utilization < 1:
             issues.append(

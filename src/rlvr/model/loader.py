@@ -140,6 +140,18 @@ class HFModel:
                         "see peft.LoraConfig for the valid names",
                     )
                 )
+        random = random_weights_of(self.name_or_path)
+        if random is not None and not getattr(self, "random_weights", False):
+            issues.append(
+                ConfigIssue(
+                    "model.name_or_path",
+                    self.name_or_path,
+                    f"holds the random weights of a shape model ({random}): it measures memory and speed, "
+                    "not what a trained model does",
+                    f"to measure that shape again use model=shape model.architecture={random}; "
+                    "to train or evaluate, give a real model",
+                )
+            )
         return issues + name_or_path_issues(self.name_or_path, self.use_safetensors)
 
     def load_kwargs(self) -> dict[str, Any]:
@@ -294,42 +306,146 @@ class TinyRandomModel(HFModel):
         """The tiny model as a checkpoint on disk, made once per setting in rlvr's cache: it then loads
         like any other model (quantised too) and has a path, which a vLLM engine (evaluation, TRL's
         colocated rollouts) and a LoRA adapter's base name need."""
-        import hashlib
-        import shutil
-        import tempfile
+        from transformers import LlamaConfig
 
-        import torch
-        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-        from rlvr.model.embedded import cache_root, ensure_default_model
+        def config(tokenizer: Any) -> Any:
+            return LlamaConfig(
+                vocab_size=len(tokenizer),
+                hidden_size=self.hidden_size,
+                num_hidden_layers=self.num_layers,
+                num_attention_heads=self.num_heads,
+                num_key_value_heads=self.num_heads,
+                intermediate_size=self.intermediate_size,
+                max_position_embeddings=2048,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                tie_word_embeddings=True,
+            )
 
         shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.seed)
-        tag = hashlib.sha256(repr(shape).encode()).hexdigest()[:12]
-        path = cache_root() / "models" / f"tiny-random-llama-{tag}"
-        if (path / "config.json").is_file():
-            return str(path)
-        tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
-        config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=self.hidden_size,
-            num_hidden_layers=self.num_layers,
-            num_attention_heads=self.num_heads,
-            num_key_value_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            max_position_embeddings=2048,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            tie_word_embeddings=True,
-        )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            model = LlamaForCausalLM(config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(path)  # atomic: a concurrent test process may have made the same one first
-        except OSError:
-            shutil.rmtree(tmp)
-        return str(path)
+        return str(random_checkpoint("tiny-random-llama", repr(shape), config, self.seed, "float32"))
+
+
+RANDOM_WEIGHTS_KEY = "rlvr_random_weights"
+"""Set in the ``config.json`` of a shape model, so every checkpoint and final save of it says so."""
+
+
+def random_weights_of(path: str | Path) -> str | None:
+    """The architecture a checkpoint's random weights were drawn for (RANDOM_WEIGHTS_KEY), or None
+    for a real model; an adapter directory answers for its base."""
+    folder = Path(path)
+    base = adapter_base(folder) if folder.is_dir() else None
+    config = Path(base) / "config.json" if base else folder / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        return json.loads(config.read_text()).get(RANDOM_WEIGHTS_KEY)
+    except (OSError, ValueError):
+        return None
+
+
+def random_checkpoint(prefix: str, identity: str, make_config: Any, seed: int, dtype: str) -> Path:
+    """A randomly initialised causal LM with the embedded tokenizer, saved once in rlvr's cache under
+    ``prefix`` and a hash of ``identity``; ``make_config(tokenizer)`` gives its transformers config."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.model.embedded import cache_root, ensure_default_model
+
+    tag = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    path = cache_root() / "models" / f"{prefix}-{tag}"
+    if (path / "config.json").is_file():
+        return path
+    tokenizer = AutoTokenizer.from_pretrained(ensure_default_model())
+    config = make_config(tokenizer)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(path)  # atomic: a concurrent test process may have made the same one first
+    except OSError:
+        shutil.rmtree(tmp)
+    return path
+
+
+class ShapeModel(HFModel):
+    """A published architecture with random weights and the embedded tokenizer: the memory and speed
+    of the model you plan to train, measured before you rent the GPU (or download its weights).
+
+    The weights are random, so its accuracy measures nothing: every result names it
+    ``<model> shape (random weights)``, the benchmark refuses it, and its checkpoints and final save
+    carry ``rlvr_random_weights`` in their ``config.json``, so no later run loads them as a trained
+    model. The architectures are rlvr.model.architectures (the hub models' ``config.json`` values);
+    the vocabulary keeps its published size (the logits are a large share of the memory), while
+    prompts are tokenized by the embedded tokenizer (49,152 tokens, a subset of every id range).
+
+    Args:
+        architecture: a name in rlvr.model.architectures.ARCHITECTURES (``qwen2_5_1_5b``, ...).
+        seed: seeds the random weights.
+        **kwargs: HFModel's options (dtype, lora, quantization, gradient_checkpointing).
+    """
+
+    random_weights = True
+
+    def __init__(self, *, architecture: str, seed: int, **kwargs: Any):
+        from rlvr.model.architectures import ARCHITECTURES
+
+        hub_id = ARCHITECTURES[architecture][0] if architecture in ARCHITECTURES else architecture
+        # name_or_path is the hub id: the memory pre-flight finds the published shape under it.
+        super().__init__(name_or_path=hub_id, **kwargs)
+        self.architecture = architecture
+        self.seed = seed
+
+    def validate(self) -> list[ConfigIssue]:
+        from rlvr.config.errors import suggest
+        from rlvr.model.architectures import ARCHITECTURES
+
+        issues = [i for i in super().validate() if i.key != "model.name_or_path"]
+        if self.architecture not in ARCHITECTURES:
+            issues.append(
+                ConfigIssue(
+                    "model.architecture",
+                    self.architecture,
+                    "not a known published architecture",
+                    suggest(self.architecture, ARCHITECTURES)
+                    + f" (known: {', '.join(sorted(ARCHITECTURES))})",
+                )
+            )
+        return issues
+
+    def model_path(self) -> str:
+        """The random model as a checkpoint in rlvr's cache (made once per architecture, seed and dtype:
+        3 GB for the 1.5B shape in bf16), so quantisation and LoRA load it like any other model."""
+        from transformers import AutoConfig
+
+        from rlvr.model.architectures import ARCHITECTURES
+
+        fields = dict(ARCHITECTURES[self.architecture][1])
+        dtype = self.dtype if self.dtype in ("float32", "bfloat16", "float16") else "bfloat16"
+
+        def config(tokenizer: Any) -> Any:
+            cfg = AutoConfig.for_model(
+                fields.pop("model_type"),
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+                **fields,
+            )
+            setattr(cfg, RANDOM_WEIGHTS_KEY, self.architecture)
+            return cfg
+
+        identity = repr((self.architecture, sorted(fields.items(), key=str), self.seed, dtype))
+        return str(random_checkpoint(f"shape-{self.architecture}", identity, config, self.seed, dtype))
+
+    def load(self) -> LoadedModel:
+        loaded = super().load()
+        loaded.name = f"{self.name_or_path.split('/')[-1]} shape (random weights)"
+        return loaded

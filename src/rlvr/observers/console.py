@@ -190,6 +190,15 @@ class ConsoleObserver(Observer):
                 self.console.print(f"  {change.stage}: {escape(change.text)}")
         for note in result.notes if result else []:
             self.console.print(f"[yellow]Note:[/yellow] {escape(note)}")
+        for phase, found in (result.throughput if result else {}).items():
+            mfu = (
+                f", MFU {found['mfu']:.1%} of {found['peak_tflops']:g} TFLOP/s"
+                if found.get("mfu") is not None
+                else ""
+            )
+            self.console.print(
+                f"  {phase} throughput: {found['tokens_per_second']:,.0f} tokens/s{mfu} ({found['device']})"
+            )
         for name, value in files.items():
             self.console.print(f"  {name}: {value}")
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")

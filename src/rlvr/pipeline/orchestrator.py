@@ -19,6 +19,7 @@ observes and evaluates (rlvr.distributed).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -35,6 +36,8 @@ from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.gate import config_issues, refuse
+from rlvr.config.memory import fits_batch
+from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
@@ -175,6 +178,7 @@ class RunContext:
     loaded: LoadedModel | None = None
     evals: EvalSchedule | None = None  # once the model is loaded
     outcome: TrainOutcome | None = None
+    lengths: tuple[int, int] | None = None  # the longest training prompt and answer, in tokens
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -220,6 +224,11 @@ def load_model(ctx: RunContext) -> None:
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
     ctx.loaded = c.model.load()
+    # Before any generation: a prompt longer than the context is refused with the numbers.
+    too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
+    if too_long:
+        raise ConfigValidationError(too_long)
+    _memory_check(ctx)
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
         c.evaluation,
@@ -233,6 +242,20 @@ def load_model(ctx: RunContext) -> None:
     )
     if ctx.main:
         ctx.result.files["provenance"] = _write_provenance(ctx)
+
+
+def _memory_check(ctx: RunContext) -> None:
+    """The memory pre-flight again, with the longest prompt and answer the run will train on
+    (tokenized by the model's own chat template) in place of the budget it assumed before the data
+    was loaded; a refusal stops the run before any step, naming the terms."""
+    from rlvr.config.memory import data_lengths, run_checks
+
+    c = ctx.components
+    ctx.lengths = data_lengths(ctx.data.train, ctx.loaded.tokenizer, c.prompts.format_answer)
+    issues, warnings = run_checks(c.model, c.training_loop, c.distributed, ctx.lengths)
+    for warning in warnings:
+        ctx.hub.emit(ev.Warning_(warning))
+    refuse(issues)
 
 
 def _write_provenance(ctx: RunContext) -> str:
@@ -295,6 +318,7 @@ def train(ctx: RunContext) -> None:
         guard=ctx.guard,
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
         attach=c.distributed.attach if c.distributed is not None else None,
+        fits=functools.partial(fits_batch, c.model, c.training_loop, c.distributed, ctx.lengths),
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
@@ -311,21 +335,38 @@ def save_model(ctx: RunContext) -> None:
         ctx.result.files["final model"] = str(final)
 
 
+def _throughput(ctx: RunContext) -> dict[str, Any]:
+    """Tokens/s and MFU per phase of this attempt (rlvr.training_loop.throughput)."""
+    from rlvr.training_loop.throughput import summary
+
+    outcome = ctx.outcome
+    if outcome is None or not outcome.history:
+        return {}
+    name = None
+    if (outcome.hardware or {}).get("device") == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+    return summary(outcome.history, outcome.model, name)
+
+
 def write_report(ctx: RunContext) -> None:
     from rlvr.config.memory import memory_record
     from rlvr.report import write_report
 
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
-    memory = memory_record(c.model, c.training_loop, c.distributed)
+    micro = ctx.outcome.micro_batches if ctx.outcome is not None else None
+    memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
     ctx.result.notes = [note] if note else []
+    ctx.result.throughput = _throughput(ctx)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.evals.evaluations,
             ctx.outcome,
-            {**ctx.meta, "memory": memory, "notes": ctx.result.notes},
+            {**ctx.meta, "memory": memory, "throughput": ctx.result.throughput, "notes": ctx.result.notes},
             time.perf_counter() - ctx.start,
             history=ctx.history,
             attempt=ctx.attempts.snapshot("COMPLETED"),

@@ -17,6 +17,10 @@ from typing import Any, Protocol
 from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.prompts import PromptTemplate
+from rlvr.reward.timeout import Deadline, plugin_module
+
+# The ceiling of reward.plugin_timeout_s: a call is one generation batch of one term.
+MAX_TIMEOUT_S = 3600.0
 
 
 class Scorer(Protocol):
@@ -184,14 +188,19 @@ class LengthPenalty(_Term):
 
 
 class _Recorded:
-    """A term as handed to TRL: same name and output, and the output is passed on to the RewardSet."""
+    """A term as handed to TRL: same name and output, and the output is passed on to the RewardSet.
+    A term running plugin code is called under its Deadline (rlvr.reward.timeout)."""
 
-    def __init__(self, term: _Term, record: Any):
-        self.term, self.record = term, record
+    def __init__(self, term: _Term, record: Any, deadline: Deadline | None):
+        self.term, self.record, self.deadline = term, record, deadline
         self.__name__ = term.__name__
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
-        out = self.term(completions, **kwargs)
+        out = (
+            self.deadline(self.term, completions, **kwargs)
+            if self.deadline
+            else self.term(completions, **kwargs)
+        )
         self.record(self.__name__, out, kwargs.get("task"))
         return out
 
@@ -206,12 +215,26 @@ class RewardSet:
 
     Args:
         terms: name -> reward term (``reward.terms``), each built with the run's prompt and scorer.
+        plugin_timeout_s: seconds one call of a term from a plugin package may take; past it the
+            batch scores 0.0 for that term, with a warning and the metric ``reward/plugin_timeouts``
+            (rlvr.reward.timeout). rlvr's own terms need none (the verifier sandbox has its own).
         prompt: the run's PromptTemplate; passed at instantiation.
         scorer: the run's verifier sandbox; passed at instantiation.
     """
 
-    def __init__(self, terms: dict[str, _Term], *, prompt: PromptTemplate, scorer: Scorer | None = None):
+    def __init__(
+        self,
+        terms: dict[str, _Term],
+        plugin_timeout_s: float,
+        *,
+        prompt: PromptTemplate,
+        scorer: Scorer | None = None,
+    ):
         self.terms = dict(terms)
+        self.plugin_timeout_s = plugin_timeout_s
+        self._deadlines = {
+            name: Deadline(name, plugin_timeout_s) for name, term in self.terms.items() if plugin_module(term)
+        }
         self.prompt = prompt
         self.scorer = scorer
         for name, term in self.terms.items():
@@ -254,6 +277,20 @@ class RewardSet:
                 )
                 continue
             issues.extend(term.validate(f"reward.terms.{name}"))
+        timeout = self.plugin_timeout_s
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= MAX_TIMEOUT_S
+        ):
+            issues.append(
+                ConfigIssue(
+                    "reward.plugin_timeout_s",
+                    timeout,
+                    f"must be a number of seconds in (0, {MAX_TIMEOUT_S}]",
+                    "set e.g. 60; a plugin reward that needs longer per batch should batch its own work",
+                )
+            )
         if self.terms and all(t.weight == 0 for t in self.terms.values()):
             issues.append(
                 ConfigIssue("reward.terms", "all weights 0", "no learning signal", "set a weight > 0")
@@ -273,12 +310,19 @@ class RewardSet:
             [{"role": "assistant", "content": self.prompt.format_answer(a)}] for a in rows["answer"]
         ]
         for name, term in self.terms.items():
+            deadline = self._deadlines.get(name)
             try:
-                values = term(completions, **rows)
+                values = deadline(term, completions, **rows) if deadline else term(completions, **rows)
             except Exception as exc:
                 raise RuntimeError(
                     f"reward.terms.{name} failed on the gold answers of the training data: {exc!r}"
                 ) from exc
+            if deadline and deadline.timeouts:
+                raise RuntimeError(
+                    f"reward.terms.{name} did not return within reward.plugin_timeout_s={self.plugin_timeout_s:g} "
+                    f"s on {len(completions)} gold answers of the training data; make it return in time, or raise "
+                    "reward.plugin_timeout_s"
+                )
             if not isinstance(values, list) or len(values) != len(completions):
                 raise RuntimeError(
                     f"reward.terms.{name} returned {type(values).__name__} of length "
@@ -298,6 +342,8 @@ class RewardSet:
         (when the batches held several tasks) the mean weighted reward per task."""
         counters = getattr(self.scorer, "counters", None) or {}
         out = {f"reward/{k}": float(v) for k, v in counters.items()}
+        if self._deadlines:
+            out["reward/plugin_timeouts"] = float(sum(d.timeouts for d in self._deadlines.values()))
         if self._zero_std:
             out["reward/zero_std_groups_frac"] = sum(self._zero_std) / len(self._zero_std)
             self._zero_std = []
@@ -323,7 +369,7 @@ class RewardSet:
 
     @property
     def functions(self) -> list[_Recorded]:
-        return [_Recorded(term, self._record) for term in self.terms.values()]
+        return [_Recorded(term, self._record, self._deadlines.get(name)) for name, term in self.terms.items()]
 
     @property
     def weights(self) -> list[float]:

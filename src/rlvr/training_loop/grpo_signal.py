@@ -15,7 +15,9 @@ every rank runs the same collective backward).
 
 **Dynamic sampling** (DAPO, Yu et al. 2025, "dynamic sampling"; trl issue 3708). The step's first
 round is TRL's own batch. While fewer groups than the step holds have reward variance, a further
-round generates for prompts drawn from the training set, up to ``max_rounds`` rounds; the batch
+round generates for prompts drawn from the training set, up to ``max_rounds`` rounds (at most
+:data:`MAX_ROUNDS`, checked at validation); a pending stop (SIGTERM, the preemption warning) ends
+the rounds at once, so the step ends and the checkpoint is saved within one round; the batch
 is then the first informative groups in order, topped up with groups without variance if the cap
 was hit (those are skipped above at no cost). A round's prompts depend only on (seed, step, round),
 so a resumed run draws the very prompts the uninterrupted run drew. A curriculum fills and scores
@@ -41,6 +43,10 @@ GLOBAL_TOKENS = frozenset({"dapo", "cispo", "vespo"})  # by num_items_in_batch o
 LOSS_TYPES = ROW_MEAN | TOKEN_MEAN | GLOBAL_TOKENS
 
 SCALE_KEY = "rlvr_loss_scale"
+# The ceiling of training_loop.signal.max_rounds: each round is a full generation batch, so a step
+# costs up to this many ordinary steps. DAPO's recipe caps its rounds at 10; 64 leaves room for
+# very hard tasks while a typo (4000) cannot turn one step into days.
+MAX_ROUNDS = 64
 # Keys of TRL's scored batch that dynamic sampling knows how to join across rounds: how each is padded.
 _LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
 _RIGHT_PADDED = {
@@ -61,7 +67,8 @@ class SignalSettings:
         skip_zero_advantage: do not forward or backpropagate completions whose advantage is zero
             (exact: applies only where the update is unchanged, see :func:`skip_blockers`).
         dynamic_sampling: refill each GRPO batch with groups that have reward variance (DAPO).
-        max_rounds: at most this many generation rounds per step under dynamic sampling (>= 1).
+        max_rounds: at most this many generation rounds per step under dynamic sampling
+            (1 to :data:`MAX_ROUNDS`).
     """
 
     skip_zero_advantage: bool
@@ -90,8 +97,16 @@ class SignalSettings:
                 )
         if issues:
             return issues
-        if node["max_rounds"] < 1:
-            issues.append(ConfigIssue(f"{key}.max_rounds", node["max_rounds"], "must be >= 1", "set e.g. 4"))
+        if not 1 <= node["max_rounds"] <= MAX_ROUNDS:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.max_rounds",
+                    node["max_rounds"],
+                    f"must be between 1 and {MAX_ROUNDS} (each round is a whole generation batch)",
+                    "set e.g. 4; a task whose batches rarely carry signal needs an easier or harder "
+                    "setting (data.task_params, a curriculum), not more rounds",
+                )
+            )
         if node["dynamic_sampling"] and processes > 1:
             issues.append(
                 ConfigIssue(
@@ -306,6 +321,13 @@ def trainer_class(base: type) -> type:
             return out
 
         # -- dynamic sampling ---------------------------------------------------------------------
+        def _stop_pending(self) -> bool:
+            """A stop was requested (SIGTERM or the preemption warning, rlvr's PreemptionGuard): the
+            guard acts at the end of the step, so the rounds must not keep the step going."""
+            from rlvr.training_loop.checkpoints import PreemptionGuard
+
+            guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, PreemptionGuard)]
+            return any(guard.requested for guard in guards)
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             if not (self.model.training and self.signal.dynamic_sampling):
@@ -315,7 +337,7 @@ def trainer_class(base: type) -> type:
             outputs = [self._score_round(inputs)]
             found = int(informative(outputs[0]["advantages"], size).sum())
             generated, rounds = wanted, 1
-            while found < wanted and rounds < self.signal.max_rounds:
+            while found < wanted and rounds < self.signal.max_rounds and not self._stop_pending():
                 rate = max(found / generated, 1.0 / wanted)
                 groups = min(wanted, math.ceil((wanted - found) / rate))
                 rows = round_rows(

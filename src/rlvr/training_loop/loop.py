@@ -99,6 +99,8 @@ class TrainOutcome:
     seconds: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     hardware: dict[str, str] = field(default_factory=dict)
+    # a phase's micro-batch where the device changed the configured one (GRPO folding on a GPU)
+    micro_batches: dict[str, int] = field(default_factory=dict)
 
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
@@ -215,6 +217,9 @@ class Session:
     # Told each phase's trainer once built (rlvr.distributed.Distributed.attach): under FSDP / ZeRO-3
     # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
     attach: Callable[[Any], None] | None = None
+    # fits(micro_batch) -> bool: whether the memory estimate of a GRPO micro-batch of that many
+    # sequences fits the device (rlvr.config.memory.fits_batch); None: keep the configured split.
+    fits: Callable[[int], bool] | None = None
 
 
 class _Phase:
@@ -295,6 +300,10 @@ class _Phase:
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
         raise NotImplementedError
 
+    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+        """The TRL config as it runs on this device (unchanged unless a phase says otherwise)."""
+        return args
+
     def metrics(self) -> dict[str, float]:
         """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
         return {}
@@ -309,6 +318,7 @@ class _Phase:
         args = _checkpointing_follows_model(
             self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
         )
+        args = self.fit_to_device(args, session, outcome)
         bridge = EventBridge(
             session.emit,
             self.name,
@@ -414,6 +424,31 @@ class GRPOPhase(_Phase):
 
         issues.extend(SignalSettings.issues(self.signal_node, distributed_processes()))
         return issues
+
+    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+        """On a GPU, fold gradient accumulation into larger micro-batches while the memory estimate
+        fits (rlvr.training_loop.microbatch): the same generation batch and the same update (TRL
+        normalises the loss over the whole generation batch), in fewer forward/backward passes."""
+        from rlvr.training_loop.microbatch import fold_accumulation
+
+        if self._hardware().device != "cuda" or session.fits is None:
+            return args
+        folded = fold_accumulation(
+            args.per_device_train_batch_size, args.gradient_accumulation_steps, session.fits
+        )
+        if folded is None:
+            return args
+        before = f"{args.per_device_train_batch_size}x{args.gradient_accumulation_steps}"
+        # generation_batch_size was fixed by GRPOConfig from the configured split: it stays.
+        args.per_device_train_batch_size, args.gradient_accumulation_steps = folded
+        args.steps_per_generation = args.generation_batch_size // (
+            args.per_device_train_batch_size * distributed_processes()
+        )
+        outcome.hardware["grpo_micro_batch"] = (
+            f"{before} -> {folded[0]}x{folded[1]} (fits the memory estimate)"
+        )
+        outcome.micro_batches[self.name] = folded[0]
+        return args
 
     def metrics(self) -> dict[str, float]:
         curriculum = self.curriculum.curriculum.metrics() if self.curriculum is not None else {}

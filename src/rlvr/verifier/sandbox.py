@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from rlvr.verifier import worker as worker_module
+from rlvr.verifier.entries import from_json_safe
 from rlvr.verifier.screen import screen_answer
 
 COUNTER_NAMES = ("verifier_errors", "verifier_timeouts", "verifier_rejected", "verifier_crashes", "scored")
@@ -83,7 +84,7 @@ class ScoreRequest:
 
     task: str
     answer: str | None  # extracted answer; None = the model gave none
-    entry: dict  # reasoning-gym entry (question, answer, metadata), possibly JSON round-tripped
+    entry: dict  # reasoning-gym entry (question, answer, metadata), raw or in its JSON form (rlvr.verifier.entries)
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,9 @@ class VerifierPool:
         refusal = screen_answer(task, answer)
         if refusal is not None:
             return self._result(0.0, "rejected", f"screen: {refusal}")
-        return task, answer, request.entry
+        # The generator's own objects (tuples, Fractions, sets ...), which some verifiers compare
+        # with; they pickle to the worker as they are, so the worker imports nothing of rlvr.
+        return task, answer, from_json_safe(request.entry)
 
     def _dispatch(self, todo: collections.deque, results: list[Score | None]) -> None:
         chunk_size = max(1, min(_MAX_CHUNK, math.ceil(len(todo) / (2 * len(self._workers)))))

@@ -33,21 +33,6 @@ def _score_fn(task: str) -> Callable[..., Any]:
     return reasoning_gym.get_score_answer_fn(task)
 
 
-def _restore_tuples(task: str, entry: dict) -> dict:
-    """Undo the JSON round-trip for verifiers that compare with tuples.
-
-    arc_agi and rearc compare ``parse_board(answer)`` (a tuple of tuples) with
-    ``metadata["output"]``, which JSON turns into a list of lists: a correct answer would
-    score 0.05 instead of 1.0.
-    """
-    if task in ("arc_agi", "rearc"):
-        output = entry.get("metadata", {}).get("output")
-        if isinstance(output, list):
-            metadata = {**entry["metadata"], "output": tuple(tuple(row) for row in output)}
-            return {**entry, "metadata": metadata}
-    return entry
-
-
 def call_verifier(task: str, answer: str, entry: dict) -> tuple[float, str, str]:
     """Score one answer with reasoning-gym's own verifier, or with the checker the entry names
     (``entry["checker"]``, see rlvr.verifier.checkers): ``(value, status, detail)``.
@@ -61,7 +46,7 @@ def call_verifier(task: str, answer: str, entry: dict) -> tuple[float, str, str]
 
             value = float(build(entry["checker"])(answer, entry))
         else:
-            value = float(_score_fn(task)(answer=answer, entry=_restore_tuples(task, entry)))
+            value = float(_score_fn(task)(answer=answer, entry=entry))
     except BaseException as error:  # SystemExit from eval'd code must not end a worker
         if isinstance(error, KeyboardInterrupt):
             raise
