@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -11,8 +12,11 @@ from omegaconf import DictConfig
 from rlvr import distributed
 from rlvr.config.errors import ConfigValidationError
 from rlvr.evaluation.schedule import Stage
+from rlvr.faults import RunFault
 from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint
+from rlvr.run_lock import RunDirBusy, RunDirLock
+from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
+from rlvr.training_loop.resume import continue_command, finished_run
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -32,50 +36,78 @@ def objective(result: object) -> float | None:
 
 
 def resume_hint(run_dir: Path) -> str:
-    """After Ctrl-C: where a rerun would continue, and the command that does it."""
+    """After Ctrl-C or a preemption: where a rerun would continue, and the command that does it (with
+    this run's own overrides, so its settings match)."""
     found = latest_checkpoint(run_dir)
     if found is None:
-        return "no checkpoint was saved yet: running the same command again starts fresh"
+        return f"no checkpoint was saved yet: {continue_command(run_dir)} starts it afresh"
     phase, path = found
-    step = path.name.rsplit("-", 1)[-1]
-    return (
-        f"the last checkpoint is {phase} step {step}. Resume with: "
-        f"python run_pipeline.py resume=auto hydra.run.dir={run_dir}"
-    )
+    return f"the last checkpoint is {phase} step {step_of(path)}. Resume with: {continue_command(run_dir)}"
 
 
 def train(cfg: DictConfig) -> RunResult | None:
-    """Validate the whole config, then (unless ``validate_only``) run the training pipeline."""
+    """Validate the whole config, then (unless ``validate_only``) run the training pipeline in a run
+    directory this process owns (rlvr.run_lock)."""
     import datasets
 
-    from rlvr.logs import INTERRUPTED_EXIT_CODE, library_output_to_log_file, traceback_to_log_file
+    from rlvr.logs import library_output_to_log_file
 
     # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
     library_output_to_log_file()
     orchestrator = PipelineOrchestrator(cfg, run_dir_of(cfg))
-    orchestrator.build()
     if cfg.validate_only:
+        orchestrator.build()
         print("configuration OK: every component built and validated; nothing was loaded or trained")
         return None
+    lock = RunDirLock(orchestrator.run_dir)
+    try:
+        lock.acquire()
+    except RunDirBusy as exc:
+        print(f"\nrefused: {exc}\n", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    try:
+        done = finished_run(cfg, orchestrator.run_dir)
+        if done:
+            print(done)
+            return None
+        if lock.taken_over():
+            print(f"warning: {lock.taken_over()}", file=sys.stderr)
+        orchestrator.build()
+        return _run(orchestrator, lock)
+    finally:
+        lock.release()
+
+
+def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
+    """Run the built pipeline; a stop or a fault ends in one message and its exit code (the
+    traceback in the run's log file)."""
+    from rlvr.logs import INTERRUPTED_EXIT_CODE, traceback_to_log_file
+
     try:
         return orchestrator.run()
     except Preempted as exc:
-        print(
-            f"preempted: {exc}. Resume with: python run_pipeline.py resume=auto hydra.run.dir={orchestrator.run_dir}"
-        )
+        print(f"preempted: {exc}. Resume with: {continue_command(orchestrator.run_dir)}")
         if exc.hand_over is not None:
             # Inside a submitit job: submitit's own handler of the signal requeues the task
-            # (`scontrol requeue` on SLURM) and exits; it runs only now, with the checkpoint on disk.
+            # (`scontrol requeue` on SLURM) and exits; it runs only now, with the checkpoint on disk
+            # and the run directory released for the requeued task.
+            lock.release()
             print("handing the signal back to the job's own handler (submitit: requeue)")
             exc.hand_over()
         raise SystemExit(exc.exit_code) from exc
-    except (ConfigValidationError, KeyboardInterrupt) as exc:
+    except (ConfigValidationError, KeyboardInterrupt, RunFault) as exc:
         # Handled: the console observer has shown the problem (or where Ctrl-C stopped the run), and
         # the traceback would bury it; it goes to the run's log file.
         traceback_to_log_file(exc)
         if isinstance(exc, ConfigValidationError):
             raise SystemExit(2) from exc
+        if isinstance(exc, RunFault):
+            logs = [
+                h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)
+            ]
+            print(f"(the traceback is in {', '.join(logs) or 'the run log'})", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from exc
         if distributed.is_main():
             print(f"interrupted (Ctrl-C): {resume_hint(orchestrator.run_dir)}")
         raise SystemExit(INTERRUPTED_EXIT_CODE) from exc

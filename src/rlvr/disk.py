@@ -1,10 +1,12 @@
 """Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size;
 after a failure, say when the disk is nearly full (:func:`low_disk_hint`).
 
-A default run writes several GB of checkpoints (weights + optimizer state per save, SFT and GRPO)
-beside a 0.5 GB final model, and a sweep multiplies that. ``keep_checkpoints`` (top level):
-``last`` keeps the one checkpoint ``resume=auto`` would pick (the newest complete one, GRPO before
-SFT) and deletes every other one, ``none`` deletes ``checkpoints/``, ``all`` keeps everything.
+A checkpoint of the 135M default is 1.5 GiB (fp32 weights 0.5 GiB, Adam's two moments 1.0 GiB)
+beside a 0.5 GiB final model, and a sweep multiplies that. Once a run has completed, ``resume=auto``
+has nothing left to do (rlvr.training_loop.resume.finished_run) and the report reads only the
+evaluation files, so by default no checkpoint is kept. ``keep_checkpoints`` (top level): ``none``
+deletes ``checkpoints/``, ``last`` keeps the newest intact checkpoint (GRPO before SFT; to train on
+from it with ``resume=<path>``), ``all`` keeps everything. Measured in docs/scaling.md (paragraph "Disk").
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
     if keep == "all" or not root.is_dir():
         return []
     if keep == "none":
+        removed = [p for p in root.glob("*/checkpoint-*") if p.is_dir() and not p.is_symlink()]
         shutil.rmtree(root)
-        return [root]
+        return removed
     found = latest_checkpoint(run_dir)
     kept = found[1] if found else None
     removed = []
@@ -67,10 +70,11 @@ def human(n: int) -> str:
 
 
 def finish_run_dir(run_dir: Path, keep: str) -> str:
-    """Prune after a completed run and return the line printed at the end of the run."""
+    """Prune after a completed run; returns the run directory, its size and what was deleted (for
+    the closing summary)."""
     removed = prune_checkpoints(run_dir, keep)
-    note = f", {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
-    return f"run directory {run_dir}: {human(dir_size(run_dir))}{note}"
+    note = f"; {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
+    return f"{run_dir} ({human(dir_size(run_dir))}{note})"
 
 
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:

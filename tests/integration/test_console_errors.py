@@ -5,6 +5,7 @@ log file), and Ctrl-C prints where the run stopped and how to go on, and exits w
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -92,8 +93,15 @@ def test_ctrl_c_after_a_checkpoint_says_where_it_stopped_and_how_to_resume(tmp_p
     )
     assert code == 130, console[-3000:]
     assert "stopped by Ctrl-C in train at grpo step" in console, console[-3000:]
-    hint = f"Resume with: python run_pipeline.py resume=auto hydra.run.dir={run_dir}"
-    assert "interrupted (Ctrl-C): the last checkpoint is grpo step" in console and hint in console, console
+    # The printed command carries the run's own overrides, so it runs as printed (SECURITY.md "Resume
+    # at every boundary"); without them resume=auto was refused for changed settings.
+    hint = next(x for x in console.splitlines() if "Resume with: " in x).split("Resume with: ")[1]
+    overrides = [a for a in command(run_dir)[2:] if not a.startswith("hydra.run.dir=")]
+    assert hint == shlex.join(
+        ["python", "run_pipeline.py", *overrides, "training_loop.sft.max_steps=2", "training_loop.grpo.max_steps=200",
+         "evaluation.every_n_steps=0", "resume=auto", f"hydra.run.dir={run_dir}"]
+    ), hint  # fmt: skip
+    assert "interrupted (Ctrl-C): the last checkpoint is grpo step" in console, console
     assert "Traceback" not in console and "KeyboardInterrupt" not in console, console[-3000:]
     assert "KeyboardInterrupt" in log_file(run_dir)
 
@@ -109,5 +117,6 @@ def test_ctrl_c_before_any_checkpoint_says_a_rerun_starts_fresh(tmp_path):
     )
     assert code == 130, console[-3000:]
     assert "stopped by Ctrl-C in train at sft step" in console, console[-3000:]
-    assert "no checkpoint was saved yet: running the same command again starts fresh" in console, console
-    assert "resume=auto" not in console and "Traceback" not in console, console[-3000:]
+    assert "no checkpoint was saved yet: python run_pipeline.py " in console, console
+    assert f"resume=auto hydra.run.dir={run_dir} starts it afresh" in console, console
+    assert "Traceback" not in console, console[-3000:]

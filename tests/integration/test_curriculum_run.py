@@ -18,6 +18,7 @@ from tests.integration.test_resume import wait_for
 pytestmark = pytest.mark.integration
 
 BASE = [
+    "keep_checkpoints=last",  # the curriculum state of the last checkpoint is read below
     "experiment=smoke",
     "data=curriculum",
     "data.train_size=64",

@@ -16,6 +16,7 @@ def make_run(root: Path) -> Path:
             ckpt = root / "checkpoints" / phase / f"checkpoint-{step}"
             ckpt.mkdir(parents=True)
             (ckpt / "optimizer.pt").write_bytes(b"x" * 1000)
+            (ckpt / "trainer_state.json").write_text("{}")
             if (phase, step) != ("grpo", 6):  # the newest GRPO save was cut off: no marker
                 (ckpt / MARKER).write_text("ok\n")
     (root / "final").mkdir()
@@ -36,8 +37,9 @@ def test_last_keeps_exactly_what_resume_auto_uses(tmp_path):
 
 def test_none_and_all(tmp_path):
     a, b = make_run(tmp_path / "a"), make_run(tmp_path / "b")
-    prune_checkpoints(a, "none")
+    removed = prune_checkpoints(a, "none")
     assert not (a / "checkpoints").exists() and (a / "final").is_dir()
+    assert len(removed) == 5  # counted as checkpoints, not as one folder
     assert prune_checkpoints(b, "all") == [] and len(list((b / "checkpoints").glob("*/*"))) == 5
 
 
@@ -50,8 +52,8 @@ def test_size_line_and_symlinks_not_followed(tmp_path):
     (run / "checkpoints" / "grpo" / "ext").symlink_to(outside, target_is_directory=True)
     line = finish_run_dir(run, "last")
     assert (outside / "big").is_file()  # pruning never deletes through a link
-    assert dir_size(run) == 1000 + 3 + 500
-    assert line.endswith("1.5 KB, 4 checkpoint dir(s) deleted (keep_checkpoints=last)")
+    assert dir_size(run) == 1000 + 2 + 3 + 500
+    assert line == f"{run} (1.5 KB; 4 checkpoint dir(s) deleted (keep_checkpoints=last))"
 
 
 @pytest.mark.parametrize("bad", ["latest", None, 1])

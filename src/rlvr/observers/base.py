@@ -81,6 +81,7 @@ class ObserverHub:
         self.observers = dict(observers)
         self.history: list[Any] = []
         self._closed = False
+        self._disk_full: set[str] = set()  # observers told once that the disk is full
 
     def emit(self, event: Any) -> None:
         self.history.append(event)
@@ -89,8 +90,19 @@ class ObserverHub:
         for name, observer in self.observers.items():
             try:
                 getattr(observer, hook)(masked)
-            except Exception:
-                log.exception("observer %s failed in %s; continuing", name, hook)
+            except Exception as exc:
+                self._failed(name, hook, exc)
+
+    def _failed(self, name: str, hook: str, exc: Exception) -> None:
+        from rlvr.faults import is_disk_error
+
+        if not is_disk_error(exc):
+            log.exception("observer %s failed in %s; continuing", name, hook)
+        elif name not in self._disk_full:
+            # A full disk fails every later write as well: one line per observer, not a traceback per
+            # event (the run's own error says what to do, rlvr.faults).
+            self._disk_full.add(name)
+            log.warning("observer %s cannot write (%s): its records stop here", name, exc)
 
     def progress(self, label: str, total: int) -> _Progress:
         return _Progress([o.progress(label, total) for o in self.observers.values()])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
 from rlvr.events import RunResult
+from rlvr.faults import DiskFull, RunFault, disk_fault
 from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
@@ -50,7 +52,13 @@ from rlvr.secrets import redact
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
-from rlvr.training_loop.resume import continues, fingerprint, resolve_resume, run_dir_issues
+from rlvr.training_loop.resume import (
+    continue_command,
+    continues,
+    fingerprint,
+    resolve_resume,
+    run_dir_issues,
+)
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
 
@@ -486,10 +494,12 @@ class PipelineOrchestrator:
                         step.run(ctx)
             ctx.result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
             ctx.result.status = "COMPLETED"
-            if ctx.main:
-                print(finish_run_dir(self.run_dir, self.cfg.keep_checkpoints))
+            if ctx.main:  # in the closing summary: what the run directory keeps and its size
+                ctx.result.files["run directory"] = finish_run_dir(self.run_dir, self.cfg.keep_checkpoints)
         except BaseException as exc:
-            self._failed(ctx, stage, exc)
+            fault = self._failed(ctx, stage, exc)
+            if fault is not None:
+                raise fault from exc
             raise
         finally:
             self._end(ctx)
@@ -508,19 +518,29 @@ class PipelineOrchestrator:
             self.cfg, self.run_dir, c, hub, PreemptionGuard(), self.resume, main, attempts, result
         )
 
-    def _failed(self, ctx: RunContext, stage: str, exc: BaseException) -> None:
+    def _failed(self, ctx: RunContext, stage: str, exc: BaseException) -> RunFault | None:
+        """Report the failure to the observers; returns the fault the run ends with instead of
+        ``exc`` (a full disk: what happened and the fix, in one message), or None."""
         if isinstance(exc, (KeyboardInterrupt, Preempted)):
             ctx.result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
             if isinstance(exc, Preempted):
                 exc.hand_over = ctx.guard.hand_over()  # taken before run() restores the handlers
             ctx.hub.emit(ev.ErrorEvent(stage, exc))
-            return
-        hint = low_disk_hint(self.run_dir)
+            return None
+        fault = exc if isinstance(exc, RunFault) else None
+        if fault is None and isinstance(exc, Exception):
+            fault = disk_fault(exc, stage, self.run_dir, continue_command(self.run_dir))
+        if isinstance(fault, DiskFull):
+            # The log file is on the full disk too: logging would print its own "--- Logging error ---"
+            # traceback for every record it cannot write, burying the one message.
+            logging.raiseExceptions = False
+        hint = None if fault else low_disk_hint(self.run_dir)
         if hint:
             ctx.hub.emit(ev.Warning_(hint))
-        ctx.hub.emit(ev.ErrorEvent(stage, exc))
+        ctx.hub.emit(ev.ErrorEvent(stage, fault or exc))
         if not ctx.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
-            distributed.print_error(exc)
+            distributed.print_error(fault or exc)
+        return None if fault is exc else fault
 
     def _end(self, ctx: RunContext) -> None:
         """The run's result to the observers, then close them and the verifier workers."""

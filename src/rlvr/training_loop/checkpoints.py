@@ -3,7 +3,12 @@
 transformers writes a checkpoint file by file, so a crash mid-write leaves a
 directory that looks like a checkpoint. After the trainer has written
 everything (``on_save``) we fsync the files and atomically add a ``COMPLETE``
-marker; resume only ever considers marked checkpoints.
+marker that lists every file with its size; resume only ever considers marked
+checkpoints whose files are still all there at those sizes (:func:`damage`): a
+truncated weights file or a deleted trainer state is named and skipped, and
+``resume=auto`` continues from the newest intact checkpoint instead. A step about
+to be saved again (a resumed run re-saving a step it had saved before) loses its
+marker first, so a crash during that save cannot leave old marker and new files.
 
 The run fingerprint (the settings resume must not change) is bound to the
 checkpoints it describes: each checkpoint gets its own copy before it is marked
@@ -34,7 +39,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr.evaluation.schedule import PHASES
-from rlvr.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from rlvr.io import atomic_write_bytes, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +56,52 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(fh.fileno())
 
 
+def _files(path: Path) -> dict[str, int]:
+    return {f.relative_to(path).as_posix(): f.stat().st_size for f in sorted(path.rglob("*")) if f.is_file()}
+
+
 def mark_complete(path: Path) -> None:
-    """Bind the run's fingerprint to the checkpoint (a copy inside it), then mark it complete."""
+    """Bind the run's fingerprint to the checkpoint (a copy inside it), then mark it complete with
+    the list of its files and their sizes."""
     record = path.parent.parent.parent / FINGERPRINT  # <run>/checkpoints/<phase>/checkpoint-N
     if record.is_file() and not record.is_symlink():
         atomic_write_bytes(path / FINGERPRINT, record.read_bytes(), root=path)
     _fsync_tree(path)
-    atomic_write_text(path / MARKER, "ok\n")
+    atomic_write_json(path / MARKER, {"files": _files(path)}, root=path, sort_keys=True)
+
+
+def _safetensors_damage(file: Path) -> str | None:
+    """Why a safetensors file cannot be loaded (its header's tensors run past its end), or None."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(file, framework="pt"):
+            return None
+    except Exception as exc:  # safetensors raises its own SafetensorError (and OSError)
+        return f"{file.name} cannot be read ({type(exc).__name__}: {exc})"
+
+
+def damage(path: Path) -> str | None:
+    """Why a marked checkpoint cannot be resumed (a file listed by its marker is missing or has
+    another size; a weights file is truncated), or None when it is intact."""
+    try:
+        listed = json.loads((path / MARKER).read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None  # a marker of an older version ("ok"): no list to compare with
+    if isinstance(listed, dict):
+        for name, size in listed.items():
+            file = path / name
+            if not file.is_file():
+                return f"{name} is missing (the {MARKER} marker lists it)"
+            if file.stat().st_size != size:
+                return f"{name} is {file.stat().st_size} bytes, {size} when the checkpoint was saved"
+    elif not (path / "trainer_state.json").is_file():
+        return "trainer_state.json is missing"
+    for weights in sorted(path.glob("*.safetensors")):
+        why = _safetensors_damage(weights)
+        if why:
+            return why
+    return None
 
 
 def complete_checkpoints(folder: Path) -> list[Path]:
@@ -68,13 +112,28 @@ def complete_checkpoints(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_STEP.search(p.name).group(1)))
 
 
-def latest_checkpoint(run_dir: Path) -> tuple[str, Path] | None:
-    """The phase ("grpo" before "sft", since GRPO comes later) and path of the newest complete checkpoint."""
+def step_of(checkpoint: Path) -> int:
+    """``.../checkpoint-N`` -> N."""
+    return int(_STEP.search(checkpoint.name).group(1))
+
+
+def find_checkpoint(run_dir: Path) -> tuple[tuple[str, Path] | None, list[tuple[Path, str]]]:
+    """The phase ("grpo" before "sft", since GRPO comes later) and path of the newest complete and
+    intact checkpoint (None if there is none), and the newer marked ones passed over as damaged,
+    each with the reason."""
+    damaged = []
     for phase in reversed(PHASES):
-        done = complete_checkpoints(run_dir / "checkpoints" / phase)
-        if done:
-            return phase, done[-1]
-    return None
+        for path in reversed(complete_checkpoints(run_dir / "checkpoints" / phase)):
+            why = damage(path)
+            if why is None:
+                return (phase, path), damaged
+            damaged.append((path, why))
+    return None, damaged
+
+
+def latest_checkpoint(run_dir: Path) -> tuple[str, Path] | None:
+    """The phase and path of the newest complete, intact checkpoint (:func:`find_checkpoint`)."""
+    return find_checkpoint(run_dir)[0]
 
 
 def phase_of(checkpoint: Path) -> str:
@@ -88,6 +147,9 @@ def phase_of(checkpoint: Path) -> str:
         raise ValueError(
             f"resume={checkpoint}: checkpoint is incomplete (no {MARKER} marker); pick an older one"
         )
+    why = damage(checkpoint)
+    if why:
+        raise ValueError(f"resume={checkpoint}: checkpoint is damaged ({why}); pick an older one")
     return phase
 
 
@@ -97,6 +159,14 @@ class CompletionMarker(TrainerCallback):
     With several processes every rank writes part of a checkpoint (its RNG state): all ranks wait
     here until each has written its part, then rank 0 alone adds the marker.
     """
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # TRL's flow callback (first in the list) has decided by now whether this step saves. A
+        # resumed run re-saving a step an earlier attempt saved writes into that folder: its old
+        # marker goes first, so a crash mid-save leaves an unmarked folder, not a marked mixture.
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if control.should_save and state.is_world_process_zero and (path / MARKER).is_file():
+            (path / MARKER).unlink()
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         import torch.distributed as dist
@@ -124,13 +194,23 @@ def check_fingerprint(
             return []
         return [f"{path} is missing, so the run's settings cannot be checked"]
     saved = json.loads(path.read_text())
-    diffs = [
-        f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in current if saved.get(k) != current.get(k)
-    ]
+    diffs = [line for k in current for line in differences(k, saved.get(k), current.get(k))]
     if diffs and allow_changes:
         log.warning("resuming with changed settings (allowed): %s", "; ".join(diffs))
         return []
     return diffs
+
+
+def differences(key: str, saved: Any, current: Any) -> list[str]:
+    """``key: saved -> current`` for each setting that differs, nested settings by their dotted key
+    (``model.hidden_size: 64 -> 32``, not the two whole model configs)."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        return [
+            line
+            for name in dict.fromkeys([*saved, *current])
+            for line in differences(f"{key}.{name}", saved.get(name), current.get(name))
+        ]
+    return [] if saved == current else [f"{key}: {saved!r} -> {current!r}"]
 
 
 def write_fingerprint(run_dir: Path, current: dict[str, Any]) -> None:

@@ -21,12 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from rlvr import events as ev
 from rlvr import hardware
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.distributed import world_size as distributed_processes
+from rlvr.faults import CheckpointDamaged
+from rlvr.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
-from rlvr.training_loop.checkpoints import CompletionMarker, Preempted
+from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, step_of
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
@@ -45,13 +49,46 @@ def _quiet(trainer: Any) -> Any:
     return trainer
 
 
+class _Started(TrainerCallback):
+    """Notes that the trainer got past loading the checkpoint it resumes (``on_train_begin`` comes
+    after the weights, optimizer and scheduler are loaded)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.started = True
+
+
 def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
     """Run one phase (resuming from ``ckpt`` if given) and record its steps, time and history."""
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    started = _Started()
+    trainer.add_callback(started)
+    try:
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    except Exception as exc:
+        if ckpt is None or started.started:
+            raise
+        raise CheckpointDamaged(
+            f"checkpoint {ckpt} could not be loaded ({error_text(exc)}), though its files passed the "
+            f"completeness check. Continue from an older one with resume=<its path> (they are in "
+            f"{ckpt.parent}), or move {ckpt.name} out of that folder and run resume=auto again."
+        ) from exc
     outcome.seconds[phase] = time.perf_counter() - start
     outcome.steps[phase] = trainer.state.global_step
     outcome.history.extend(bridge.history)
+    return trainer.model
+
+
+def _restore(trainer: Any, phase: str, ckpt: Path, outcome: Any) -> Any:
+    """A checkpoint saved at the phase's last step: the phase is finished, so its weights are loaded
+    and nothing is trained. (transformers 5.17's ``train(resume_from_checkpoint=)`` checks for the
+    end only after a step, so it trained one step past ``max_steps``.) ``_load_from_checkpoint`` is the
+    loader that method uses (full weights, sharded files or a PEFT adapter); there is no public one."""
+    trainer._load_from_checkpoint(str(ckpt))
+    outcome.seconds[phase] = 0.0
+    outcome.steps[phase] = step_of(ckpt)
     return trainer.model
 
 
@@ -290,13 +327,20 @@ class _Phase:
             lambda step: session.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
         )
-        callbacks = [bridge, *self.callbacks(session, checkpoint), CompletionMarker()] + (
-            [session.guard] if session.guard is not None else []
-        )
+        # The guard before the marker: a save the guard asks for at a step saved before also first
+        # drops that step's old marker (CompletionMarker.on_step_end).
+        guard = [session.guard] if session.guard is not None else []
+        callbacks = [bridge, *self.callbacks(session, checkpoint), *guard, CompletionMarker()]
         trainer = _quiet(self.trainer(model, args, session, callbacks))
         if session.attach is not None:
             session.attach(trainer)
-        model = _train(trainer, self.name, bridge, checkpoint, outcome)
+        sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
+            trainer, "is_fsdp_enabled", False
+        )
+        if checkpoint is not None and step_of(checkpoint) >= args.max_steps and not sharded:
+            model = _restore(trainer, self.name, checkpoint, outcome)
+        else:
+            model = _train(trainer, self.name, bridge, checkpoint, outcome)
         session.emit(
             ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
         )

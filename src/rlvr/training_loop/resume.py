@@ -4,6 +4,8 @@ of the fingerprint)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from rlvr import distributed
 from rlvr.config.errors import ConfigIssue
 from rlvr.io import run_records_in
 from rlvr.secrets import redact
-from rlvr.training_loop.checkpoints import FINGERPRINT, check_fingerprint, latest_checkpoint, phase_of
+from rlvr.training_loop.checkpoints import FINGERPRINT, check_fingerprint, find_checkpoint, phase_of
 
 # Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
 CRITICAL_KEYS = (
@@ -47,6 +49,56 @@ def _allow_changes(cfg: DictConfig) -> bool:
     return bool(OmegaConf.select(cfg, "resume_allow_changes", default=False))
 
 
+def recorded_overrides(run_dir: Path) -> list[str] | None:
+    """The command-line overrides the run in ``run_dir`` was started with (its provenance.json,
+    credentials masked), or None when it recorded none."""
+    try:
+        overrides = json.loads((Path(run_dir) / "provenance.json").read_text()).get("overrides")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(o) for o in overrides] if isinstance(overrides, list) else None
+
+
+def resume_command(run_dir: Path, overrides: list[str] | None) -> str:
+    """The command that continues the run in ``run_dir``: its own overrides (``resume`` and the run
+    directory replaced), so the critical settings match. Masked credentials must be given again."""
+    kept = [o for o in overrides or [] if not o.lstrip("+~").startswith(("resume=", "hydra.run.dir="))]
+    line = shlex.join(["python", "run_pipeline.py", *kept, "resume=auto", f"hydra.run.dir={run_dir}"])
+    if any("***" in o for o in kept):
+        line += "  (credentials were masked: give them again)"
+    return line
+
+
+def continue_command(run_dir: Path) -> str:
+    """The command that continues this process's run in ``run_dir`` (its own overrides)."""
+    from rlvr.provenance import command_line_overrides
+
+    return resume_command(run_dir, command_line_overrides())
+
+
+def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
+    """``resume=auto`` in a run whose last attempt completed: the line saying there is nothing to do
+    (the run is left as it is, exit 0: a requeued or relaunched sweep skips its finished points).
+    None when there is something to resume."""
+    from rlvr.run_history import read_attempts
+
+    # Read on every rank of a launch (nothing has written yet): they all stop, none waits for rank 0.
+    if OmegaConf.select(cfg, "resume", default=None) != "auto":
+        return None
+    try:
+        attempts = read_attempts(run_dir)
+    except (OSError, ValueError):
+        return None  # unreadable: resume as before; the run's report names the problem
+    if not attempts or attempts[-1].get("status") != "COMPLETED":
+        return None
+    return (
+        f"resume=auto: the run in {run_dir} completed at {attempts[-1].get('ended_at')} "
+        f"(attempt {len(attempts)}); nothing to resume, nothing changed. Its report: {run_dir}/report.md. "
+        f"To train further, start a new run from its model (model=hf model.name_or_path={run_dir}/final "
+        "hydra.run.dir=<new dir>)."
+    )
+
+
 def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | None, list[ConfigIssue]]:
     """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
     fresh run) or a checkpoint path (which must exist). Returns (phase, checkpoint) or None, and
@@ -57,7 +109,12 @@ def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | N
     if value == "auto":
         # The newest complete checkpoint, or a fresh run when there is none yet: the same command
         # starts a SLURM array task or a cloud VM and continues it after a requeue or a restart.
-        found = latest_checkpoint(run_dir)
+        found, damaged = find_checkpoint(run_dir)
+        for path, why in damaged:
+            print(
+                f"resume=auto: passing over {path}: it is damaged ({why}); "
+                + (f"continuing from {found[1]} instead" if found else "no intact checkpoint is left")
+            )
         if found is None:
             print(f"resume=auto: no complete checkpoint under {run_dir}/checkpoints, starting fresh")
             return None, []
@@ -86,11 +143,23 @@ def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | N
             ConfigIssue(
                 "resume",
                 value,
-                "critical settings differ from the run being resumed: " + "; ".join(diffs),
-                "restore them, or set resume_allow_changes=true",
+                "critical settings differ from the run being resumed (saved -> now): " + "; ".join(diffs),
+                _restore_fix(owner),
             )
         ]
     return found, []
+
+
+def _restore_fix(owner: Path, other: str = "") -> str:
+    """Restore the settings (the run's own overrides and the command with them, when it recorded
+    them), ``other`` ways out, or allow the change."""
+    overrides = recorded_overrides(owner)
+    if overrides is None:
+        return f"restore them, {other}or set resume_allow_changes=true"
+    return (
+        f"restore them: that run was started with the overrides {overrides or '(none)'}; continue "
+        f"it with: {resume_command(owner, overrides)} ({other}or set resume_allow_changes=true)"
+    )
 
 
 def run_dir_issues(cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | None) -> list[ConfigIssue]:
@@ -123,8 +192,8 @@ def run_dir_issues(cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | No
             ConfigIssue(
                 "hydra.run.dir",
                 str(run_dir),
-                "holds a run with other critical settings: " + "; ".join(diffs),
-                "restore them, choose a new hydra.run.dir, or set resume_allow_changes=true",
+                "holds a run with other critical settings (saved -> now): " + "; ".join(diffs),
+                _restore_fix(run_dir, "choose a new hydra.run.dir, "),
             )
         ]
     return []

@@ -1,0 +1,106 @@
+"""One owner per run directory (rlvr.run_lock, SECURITY.md "Run directory ownership"): a second process
+is refused with the holder's host, pid and start time; a holder that died is named by the next owner;
+the ranks of one launch other than rank 0 neither take nor check the lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from tests.conftest import ROOT
+
+from rlvr.run_lock import LOCK_FILE, RunDirBusy, RunDirLock
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from rlvr.run_lock import RunDirLock
+lock = RunDirLock(Path(sys.argv[1])).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Another process holding ``tmp_path`` (killed at the end)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop("RANK", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout.readline().strip() == "held"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_second_process_is_refused_with_the_holder_and_nothing_is_touched(tmp_path, holder, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    record = (tmp_path / LOCK_FILE).read_bytes()
+    with pytest.raises(RunDirBusy) as refused:
+        RunDirLock(tmp_path).acquire()
+    message = str(refused.value)
+    started = json.loads(record)["started_at"]
+    assert f"host {socket.gethostname()}, pid {holder.pid}, started {started}" in message
+    assert "nothing was written" in message and "another hydra.run.dir" in message
+    assert refused.value.exit_code == 73
+    assert (tmp_path / LOCK_FILE).read_bytes() == record  # the holder's record is intact
+
+
+def test_a_holder_that_died_is_named_and_its_directory_taken_over(tmp_path, holder, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    holder.send_signal(signal.SIGKILL)  # no chance to release
+    holder.wait()
+    lock = RunDirLock(tmp_path).acquire()
+    try:
+        assert f"pid {holder.pid}" in lock.taken_over() and "ended without releasing" in lock.taken_over()
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    finally:
+        lock.release()
+    assert (tmp_path / LOCK_FILE).read_text() == ""  # released cleanly: no holder to name next time
+    again = RunDirLock(tmp_path).acquire()
+    assert again.taken_over() is None
+    again.release()
+
+
+def test_one_process_two_runs_in_turn(tmp_path, monkeypatch):
+    """A multirun's jobs in one process, each in its own directory, and again in the same one."""
+    monkeypatch.delenv("RANK", raising=False)
+    with (
+        RunDirLock(tmp_path / "a"),
+        RunDirLock(tmp_path / "b"),
+        pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"),
+    ):
+        RunDirLock(tmp_path / "a").acquire()
+    with RunDirLock(tmp_path / "a") as lock:
+        assert lock.taken_over() is None
+
+
+def test_the_other_ranks_of_a_launch_are_not_refused(tmp_path, holder, monkeypatch):
+    """Rank 0 owns the directory for the whole launch: rank 1 must neither be refused nor write."""
+    record = (tmp_path / LOCK_FILE).read_bytes()
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with RunDirLock(tmp_path):
+        time.sleep(0)
+    assert (tmp_path / LOCK_FILE).read_bytes() == record
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_not_followed(tmp_path, monkeypatch):
+    from rlvr.config.errors import ConfigValidationError
+
+    monkeypatch.delenv("RANK", raising=False)
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_FILE).symlink_to(target)
+    with pytest.raises(ConfigValidationError, match="is a link"):
+        RunDirLock(tmp_path / "run").acquire()
+    assert target.read_text() == "keep"
