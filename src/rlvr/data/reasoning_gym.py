@@ -7,11 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import reasoning_gym
+import pyarrow as pa
 from datasets import Dataset
 from reasoning_gym.factory import DATASETS
 
 from rlvr.config.errors import ConfigIssue, suggest
-from rlvr.data import identity
+from rlvr.data import identity, references
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate
 
@@ -51,10 +52,12 @@ def split_entries(
 
 
 def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate) -> Dataset:
+    """The rows of ``entries``; an entry without a reference answer keeps None (rlvr.data.references)."""
     return Dataset.from_dict(
         {
             "question": [e["question"] for e in entries],
-            "answer": [str(e["answer"]) for e in entries],
+            # A string column even when every row has None (mixtures concatenate it with others).
+            "answer": pa.array([None if e["answer"] is None else str(e["answer"]) for e in entries], pa.string()),
             "task": [task] * len(entries),
             "entry": [json.dumps(e) for e in entries],
             "prompt": [prompt.messages(e["question"]) for e in entries],
@@ -124,6 +127,14 @@ class ReasoningGymData:
             if not isinstance(value, int) or value < 1:
                 issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
         return issues + eval_set_issues(self.eval_sets)
+
+    def tasks_without_references(self) -> list[str]:
+        """This task if its entries carry no reference answer (rlvr.data.references)."""
+        return (
+            [self.task]
+            if references.reasoning_gym_lacks_references(self.task, self.params, self.seed)
+            else []
+        )
 
     def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:
         """The held-out questions only (what an extra evaluation set needs)."""

@@ -34,6 +34,7 @@ from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.gate import config_issues, refuse
+from rlvr.data import references
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
@@ -287,6 +288,7 @@ def train(ctx: RunContext) -> None:
         guard=ctx.guard,
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
         attach=c.distributed.attach if c.distributed is not None else None,
+        generator=c.evaluation.generator,
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
@@ -411,6 +413,7 @@ class PipelineOrchestrator:
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
         issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
+        issues.extend(references.stage_issues(built.get("data"), built.get("training_loop")))
         if "distributed" in built:
             issues.extend(built["distributed"].model_issues(built.get("model")))
         if not issues and "model" in built and "training_loop" in built:
