@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import reasoning_gym
 import pyarrow as pa
+import reasoning_gym
 from datasets import Dataset
 from reasoning_gym.factory import DATASETS
 
@@ -57,7 +57,9 @@ def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate)
         {
             "question": [e["question"] for e in entries],
             # A string column even when every row has None (mixtures concatenate it with others).
-            "answer": pa.array([None if e["answer"] is None else str(e["answer"]) for e in entries], pa.string()),
+            "answer": pa.array(
+                [None if e["answer"] is None else str(e["answer"]) for e in entries], pa.string()
+            ),
             "task": [task] * len(entries),
             "entry": [json.dumps(e) for e in entries],
             "prompt": [prompt.messages(e["question"]) for e in entries],
