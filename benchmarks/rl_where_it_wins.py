@@ -50,12 +50,14 @@ def data_overrides(args) -> list[str]:
         "evaluation.every_n_steps=0",
         # The countdown answer is an expression: 32 new tokens hold it with room to spare.
         "training_loop.grpo.max_completion_length=32",
+        *args.overrides,
     ]
 
 
 def warm_start(args) -> list[str]:
     return [
         *data_overrides(args),
+        *args.start_overrides,
         "training_loop.grpo.enabled=false",
         f"training_loop.sft.max_steps={args.warm_steps}",
         f"training_loop.sft.save_steps={args.warm_steps}",
@@ -199,6 +201,13 @@ def main() -> None:
     ap.add_argument("--eval-size", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0 (0: greedy only)")
     ap.add_argument("--dtype", default="float32", help="the evaluated models' dtype (one for all)")
+    ap.add_argument("--start-overrides", nargs="*", default=[], help="for the warm start only (model=tiny)")
+    ap.add_argument(
+        "--overrides",
+        nargs="*",
+        default=[],
+        help="more Hydra overrides for every training run",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     warm = args.out / "start"
@@ -206,7 +215,7 @@ def main() -> None:
         run(warm, warm_start(args))
     start = warm / "checkpoints" / "sft" / f"checkpoint-{args.warm_steps}"
     report = json.loads((warm / "report.json").read_text())
-    final = next(e for e in report["evaluations"] if e["label"] == "final")
+    final = next(e for e in report["accuracy"] if e["label"] == "final")
     print(
         f"start ({args.warm_steps} SFT steps): {final['accuracy']:.1%} greedy on {final['n']} held-out questions"
     )

@@ -55,7 +55,7 @@ def events(run_dir: Path) -> list[dict]:
 
 def test_verifier_only_task_refuses_sft_and_trains_grpo_from_the_checker(tmp_path):
     """graph_color: reasoning-gym gives no reference answer (any valid colouring is right)."""
-    task = ["data.task=graph_color", "data.task_params.graph_color={num_vertices: 4, num_colors: 2}"]
+    task = ["data.task=graph_color"]  # reasoning-gym defaults: 10 vertices, 3 colours
     refused = run(tmp_path / "sft", *task, "validate_only=true")
     assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
     assert "training_loop.sft.enabled=True" in refused.stderr and "graph_color" in refused.stderr
@@ -133,7 +133,7 @@ def test_file_without_references_refuses_sft(rft_uninterrupted, tmp_path):
     ]
     exact = [o for o in over if not o.startswith(("data.checker", "~data.checker"))]
     refused = run(tmp_path / "exact", *exact, "training_loop=rft", "validate_only=true")
-    assert refused.returncode == 2 and "data.checker=ExactMatch" in refused.stderr, refused.stderr[-2000:]
+    assert refused.returncode == 2 and "data.checker='ExactMatch'" in refused.stderr, refused.stderr[-2000:]
 
 
 def test_rft_rounds_keep_only_verified_samples(rft_uninterrupted):
@@ -184,7 +184,9 @@ def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
         for key in ("rft/loss", "rft/learning_rate", "rft/round/kept", "rft/round/sample_accuracy"):
             assert again[step][key] == pytest.approx(full[step][key], abs=1e-6), (step, key)
     name = "checkpoints/rft/checkpoint-8/rft_rounds.json"
-    for a, b in zip(*(json.loads((d / name).read_text())["rounds"] for d in (run_dir, full_dir)), strict=True):
+    for a, b in zip(
+        *(json.loads((d / name).read_text())["rounds"] for d in (run_dir, full_dir)), strict=True
+    ):
         assert a["rows"] == b["rows"]  # the same kept completions, in the same order
         assert {k: v for k, v in a["stats"].items() if k != "sample_seconds"} == {
             k: v for k, v in b["stats"].items() if k != "sample_seconds"
