@@ -47,6 +47,7 @@ def make_loop(**kwargs):
     from rlvr.training_loop import GRPOLoop
 
     kwargs.setdefault("signal", SIGNAL)
+    kwargs.setdefault("rft", {"enabled": False})
     for key, value in {"seed": 0, "device": "auto", "precision": "auto"}.items():  # conf/training_loop's
         kwargs.setdefault(key, value)
     return GRPOLoop(**loop_collaborators(), **kwargs)

@@ -119,7 +119,7 @@ def _components(device: str, sft: bool = True, grpo: bool = True):
 
     model = SimpleNamespace(name_or_path="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", quantization=None,
                             lora=None, gradient_checkpointing=False)  # fmt: skip
-    loop = GRPOLoop(sft={"enabled": sft, "max_length": 256},
+    loop = GRPOLoop(sft={"enabled": sft, "max_length": 256}, rft={"enabled": False},
                     grpo={"enabled": grpo, "per_device_train_batch_size": 16, "num_generations": 8,
                           "max_completion_length": 256},
                     signal=SIGNAL, seed=0, device="auto", precision="auto", prompt=None, rewards=None)  # fmt: skip

@@ -224,6 +224,7 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
     assert plan.dtype == "bfloat16" and plan.activation_checkpointing
     loop = GRPOLoop(
         sft={},
+        rft={"enabled": False},
         grpo={"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 256},
         signal=SIGNAL,
         seed=0,

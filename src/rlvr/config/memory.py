@@ -317,7 +317,7 @@ def training_args(loop: Any) -> Any | None:
     import tempfile
 
     # A training loop without TRL phases (a plugin's own) has nothing to estimate.
-    phases = [getattr(loop, name, None) for name in ("grpo_phase", "sft_phase")]
+    phases = [getattr(loop, name, None) for name in ("grpo_phase", "rft_phase", "sft_phase")]
     phase = next((p for p in phases if p is not None and p.enabled), None)
     if phase is None:
         return None

@@ -278,7 +278,26 @@ class FileData:
             self.items(key)
         except ConfigValidationError as exc:
             return exc.issues
+        if self.tasks_without_references() and self.checker.needs_reference:
+            return [
+                ConfigIssue(
+                    f"{key}.checker",
+                    type(self.checker).__name__,
+                    "compares answers with a reference answer, and these rows have none "
+                    f"({key}.processor.answer_field=null, or rows without one)",
+                    "use a checker that scores an answer from the question alone (a "
+                    "rlvr.verifier.checkers.Checker subclass with needs_reference = False), or name the "
+                    f"answer column in {key}.processor.answer_field",
+                )
+            ]
         return []
+
+    def tasks_without_references(self) -> list[str]:
+        """This dataset's name if any of its rows has no reference answer (rlvr.data.references)."""
+        try:
+            return [self.name] if any(it.answer is None for it in self.items()) else []
+        except ConfigValidationError:  # an unreadable source: validate() reports it
+            return []
 
     # -- splits -------------------------------------------------------------------------------------
     def _entry(self, item: QAItem) -> dict[str, Any]:

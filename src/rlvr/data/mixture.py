@@ -23,7 +23,7 @@ from typing import Any
 from datasets import Dataset, concatenate_datasets
 
 from rlvr.config.errors import ConfigIssue, suggest
-from rlvr.data import identity
+from rlvr.data import identity, references
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.files import FileData
 from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset
@@ -191,6 +191,20 @@ class MixtureData:
             name, params, "train", n_train, self.seed + 1, f"data.tasks.{name} (x data.train_size)"
         )
         return train, split_entries(name, params, "test", self.eval_size, self.seed, "data.eval_size")
+
+    def tasks_without_references(self) -> list[str]:
+        """The mixed tasks whose training rows carry no reference answer (rlvr.data.references)."""
+        return [
+            name
+            for name in self.tasks or {}
+            if (
+                getattr(self.sources[name], "tasks_without_references", list)()
+                if name in self.sources
+                else references.reasoning_gym_lacks_references(
+                    name, dict(self.task_params.get(name) or {}), self.seed
+                )
+            )
+        ]
 
     def load(self, prompt: PromptTemplate) -> TaskData:
         trains: list[Dataset] = []

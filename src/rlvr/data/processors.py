@@ -27,10 +27,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class QAItem:
-    """One question with its gold answer; ``metadata`` must be JSON-serialisable."""
+    """One question with its gold answer (None: the row has only a checker, no reference answer:
+    rlvr.data.references); ``metadata`` must be JSON-serialisable."""
 
     question: str
-    answer: str
+    answer: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -79,20 +80,23 @@ class QuestionAnswer:
     """Any dataset with a question column and an answer column, used as they are.
 
     Args:
-        question_field, answer_field: the columns (dotted names reach nested fields).
+        question_field, answer_field: the columns (dotted names reach nested fields); answer_field
+            null declares a dataset without reference answers (a checker scores the answers alone).
 
     >>> QuestionAnswer(question_field="q", answer_field="a")({"q": "2+2?", "a": " 4 "})
     QAItem(question='2+2?', answer='4', metadata={})
+    >>> QuestionAnswer(question_field="q", answer_field=None)({"q": "Colour the graph."}).answer is None
+    True
     """
 
     question_field: str
-    answer_field: str
+    answer_field: str | None
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
-        return QAItem(
-            str(_field(row, self.question_field)).strip(),
-            gold(_field(row, self.answer_field), self.answer_field),
-        )
+        question = str(_field(row, self.question_field)).strip()
+        if self.answer_field is None:
+            return QAItem(question, None)
+        return QAItem(question, gold(_field(row, self.answer_field), self.answer_field))
 
 
 @dataclass(frozen=True)

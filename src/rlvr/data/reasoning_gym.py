@@ -6,12 +6,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import reasoning_gym
 from datasets import Dataset
 from reasoning_gym.factory import DATASETS
 
 from rlvr.config.errors import ConfigIssue, suggest
-from rlvr.data import identity
+from rlvr.data import identity, references
 from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate
 from rlvr.verifier.entries import from_json_safe, to_json_safe
@@ -53,10 +54,14 @@ def split_entries(
 
 
 def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate) -> Dataset:
+    """The rows of ``entries``; an entry without a reference answer keeps None (rlvr.data.references)."""
     return Dataset.from_dict(
         {
             "question": [e["question"] for e in entries],
-            "answer": [str(from_json_safe(e["answer"])) for e in entries],
+            # A string column even when every row has None (mixtures concatenate it with others).
+            "answer": pa.array(
+                [None if (a := from_json_safe(e["answer"])) is None else str(a) for e in entries], pa.string()
+            ),
             "task": [task] * len(entries),
             # allow_nan=False: an entry that skipped to_json_safe fails here, not in a verifier.
             "entry": [json.dumps(e, allow_nan=False) for e in entries],
@@ -127,6 +132,14 @@ class ReasoningGymData:
             if not isinstance(value, int) or value < 1:
                 issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
         return issues + eval_set_issues(self.eval_sets)
+
+    def tasks_without_references(self) -> list[str]:
+        """This task if its entries carry no reference answer (rlvr.data.references)."""
+        return (
+            [self.task]
+            if references.reasoning_gym_lacks_references(self.task, self.params, self.seed)
+            else []
+        )
 
     def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:
         """The held-out questions only (what an extra evaluation set needs)."""

@@ -27,7 +27,7 @@ class SampleRecord:
     """Position of the question in the evaluated split."""
     task: str
     question: str
-    reference: str
+    reference: str | None  # None: the task has no reference answer (scored by its checker alone)
     """Gold answer as text, kept so failures can be read without the dataset."""
     completions: list[str]
     """Raw model outputs, one per sample, cut at the prompt's stop string."""

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class Stage(StrEnum):
     """Evaluation labels, in the order a run makes them (the report lists evaluations in this order).
 
-    ``sft`` and ``grpo`` are also the training phases' names: an in-training evaluation is labelled
+    ``sft``, ``rft`` and ``grpo`` are also the training phases' names: an in-training evaluation is labelled
     by its phase. A StrEnum: the labels are the strings evaluation files and reports record.
     """
 
@@ -40,6 +40,7 @@ class Stage(StrEnum):
     SFT = "sft"
     AFTER_SFT = "after_sft"
     AFTER_SFT_SAMPLED = "after_sft_sampled"
+    RFT = "rft"
     GRPO = "grpo"
     FINAL = "final"
     FINAL_SAMPLED = "final_sampled"
@@ -53,7 +54,7 @@ class Stage(StrEnum):
 SAMPLED_SUFFIX = "_sampled"
 # Stage evaluations that also get a sampled evaluation: the GRPO stage's start and end.
 SAMPLED = (Stage.AFTER_SFT, Stage.FINAL)
-PHASES = (Stage.SFT, Stage.GRPO)
+PHASES = (Stage.SFT, Stage.RFT, Stage.GRPO)
 # Paired changes the report and the console show: (name, before, after).
 STAGE_CHANGES = (
     ("SFT", Stage.BASELINE, Stage.AFTER_SFT),

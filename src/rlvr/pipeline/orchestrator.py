@@ -37,6 +37,7 @@ from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.gate import config_issues, refuse
 from rlvr.config.memory import fits_batch
+from rlvr.data import references
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
@@ -320,6 +321,7 @@ def train(ctx: RunContext) -> None:
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
         attach=c.distributed.attach if c.distributed is not None else None,
         fits=functools.partial(fits_batch, c.model, c.training_loop, c.distributed, ctx.lengths),
+        generator=c.evaluation.generator,
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
@@ -461,6 +463,7 @@ class PipelineOrchestrator:
             if hasattr(component, "validate"):
                 issues.extend(component.validate())
         issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
+        issues.extend(references.stage_issues(built.get("data"), built.get("training_loop")))
         if "distributed" in built:
             issues.extend(built["distributed"].model_issues(built.get("model")))
         if not issues and "model" in built and "training_loop" in built:

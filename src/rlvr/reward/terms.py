@@ -306,8 +306,9 @@ class RewardSet:
         the whole SFT phase has run.
         """
         rows = dataset.select(range(min(n, len(dataset)))).to_dict()
+        # A row without a reference answer (rlvr.data.references) checks the contract on an empty one.
         completions = [
-            [{"role": "assistant", "content": self.prompt.format_answer(a)}] for a in rows["answer"]
+            [{"role": "assistant", "content": self.prompt.format_answer(a or "")}] for a in rows["answer"]
         ]
         for name, term in self.terms.items():
             deadline = self._deadlines.get(name)

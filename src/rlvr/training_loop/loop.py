@@ -220,6 +220,8 @@ class Session:
     # fits(micro_batch) -> bool: whether the memory estimate of a GRPO micro-batch of that many
     # sequences fits the device (rlvr.config.memory.fits_batch); None: keep the configured split.
     fits: Callable[[int], bool] | None = None
+    # The run's generation backend (evaluation.generator): the RFT phase samples with it, as evaluation does.
+    generator: Any = None
 
 
 class _Phase:
@@ -366,6 +368,11 @@ class SFTPhase(_Phase):
         from trl import SFTTrainer
 
         dataset = session.train_dataset
+        if None in dataset["answer"]:  # the orchestrator refuses this before loading (rlvr.data.references)
+            raise ValueError(
+                "training_loop.sft: training rows without a reference answer; SFT imitates references. "
+                "Use training_loop=rft_grpo (or grpo), or training_loop.sft.enabled=false"
+            )
         sft_data = dataset.map(
             lambda row: {
                 "completion": [{"role": "assistant", "content": self.prompt.format_answer(row["answer"])}]
@@ -495,10 +502,12 @@ class GRPOPhase(_Phase):
 
 
 class GRPOLoop:
-    """SFT warm start (optional) then GRPO.
+    """SFT warm start (optional), rejection-sampling fine-tuning (optional), then GRPO.
 
     Args:
         sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
+        rft: ``enabled``, the rounds' settings (rlvr.training_loop.rft.RFTSettings) and ``trl.SFTConfig``
+            fields: fine-tuning on the model's own verified samples (needs the checker, no references).
         grpo: ``enabled`` plus ``trl.GRPOConfig`` fields (learning_rate, max_steps, num_generations,
             per_device_train_batch_size, max_completion_length, temperature, beta, loss_type, ...).
         signal: GRPO's use of rollouts without signal (rlvr.training_loop.grpo_signal.SignalSettings):
@@ -514,6 +523,7 @@ class GRPOLoop:
     def __init__(
         self,
         sft: dict[str, Any],
+        rft: dict[str, Any],
         grpo: dict[str, Any],
         signal: dict[str, Any],
         seed: int,
@@ -526,8 +536,16 @@ class GRPOLoop:
         self.seed = seed
         self.device = device
         self.precision = precision
+        from rlvr.training_loop.rft import RFTPhase  # it builds on this module's _Phase
+
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
+        self.rft_phase = RFTPhase(rft, seed, lambda: self.hardware, prompt, rewards)
         self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
+
+    @property
+    def phases(self) -> tuple[_Phase, ...]:
+        """The phases in run order (enabled or not)."""
+        return (self.sft_phase, self.rft_phase, self.grpo_phase)
 
     @functools.cached_property
     def hardware(self) -> hardware.Hardware:
@@ -547,7 +565,7 @@ class GRPOLoop:
         # A bad device or precision leaves no hardware to build TRL's config with; every field's own
         # checks still run, so one command shows every problem.
         buildable = not issues
-        for phase in (self.sft_phase, self.grpo_phase):
+        for phase in self.phases:
             if not isinstance(phase.enabled, bool):
                 issues.append(
                     ConfigIssue(
@@ -559,20 +577,21 @@ class GRPOLoop:
         return issues
 
     def run(self, model: Any, session: Session, resume: tuple[str, Path] | None = None) -> TrainOutcome:
-        """Train ``model``: SFT (if enabled) then GRPO (if enabled), in place.
+        """Train ``model``: SFT, RFT, then GRPO (each if enabled), in place.
 
-        ``resume`` is (phase, checkpoint): an SFT checkpoint resumes SFT and then runs GRPO;
-        a GRPO checkpoint skips SFT (its weights are in the checkpoint) and resumes GRPO.
+        ``resume`` is (phase, checkpoint): that phase resumes from the checkpoint and the later ones
+        follow; the earlier ones are skipped (their weights are in the checkpoint).
         ``session.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
         """
         outcome = TrainOutcome(model=model, hardware=self.hardware.record())
         for message in hardware.warnings(self.device, self.precision):
             session.emit(ev.Warning_(message))
         resumed_phase, checkpoint = resume if resume else (None, None)
-        # A GRPO checkpoint holds the SFT-trained weights: SFT is skipped.
-        phases = [p for p in (self.sft_phase, self.grpo_phase) if p.enabled]
-        if resumed_phase == "grpo":
-            phases = [p for p in phases if p.name == "grpo"]
+        # A checkpoint holds the weights the earlier phases trained: they are skipped.
+        phases = [p for p in self.phases if p.enabled]
+        names = [p.name for p in phases]
+        if resumed_phase in names:
+            phases = phases[names.index(resumed_phase) :]
         for i, phase in enumerate(phases):
             model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
             _stop_if_preempted(session.guard, phase.name, outcome)

@@ -39,13 +39,20 @@ import logging
 import math
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 _BARE_LATEX = re.compile(r"\\[A-Za-z]|\^\{|_\{")
 
 
 class Checker:
-    """Base of answer checkers: ``spec()`` is what an entry carries to the worker."""
+    """Base of answer checkers: ``spec()`` is what an entry carries to the worker.
+
+    ``needs_reference``: whether the checker compares with ``entry["answer"]``. A checker that
+    scores an answer from the question alone (constraints, unit tests) sets it False, and then
+    serves data without reference answers (rlvr.data.references).
+    """
+
+    needs_reference: ClassVar[bool] = True
 
     def __call__(self, answer: str, entry: dict) -> float:
         raise NotImplementedError

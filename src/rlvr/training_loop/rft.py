@@ -1,0 +1,360 @@
+"""Rejection-sampling fine-tuning (RFT, STaR, expert iteration) as a training phase beside SFT and GRPO.
+
+Each round samples ``samples_per_prompt`` completions for ``prompts_per_round`` training prompts
+from the current weights (the run's generation backend and prompt, as evaluation generates), scores
+them with the verifier that GRPO's correctness term runs, keeps the verified ones (distinct texts,
+at most ``max_per_prompt`` per prompt), and fine-tunes on them for ``steps_per_round`` optimizer
+steps with TRL's ``SFTTrainer``. It needs no reference answer, only the checker: the baseline for
+data that has none, and a warm start of its own.
+
+Exact resume. One optimizer and one learning-rate schedule span the phase (``rounds x
+steps_per_round`` steps); each round is one epoch of its own data (its kept completions, shuffled by
+the round's seed and cycled to exactly ``steps_per_round`` batches, read in order). Every round
+starts by resuming from the checkpoint saved at the previous round's end, in an uninterrupted run
+too, so a run killed at any checkpoint and resumed walks the same path. A checkpoint holds the
+rounds it trained on (``rft_rounds.json``); one saved at a round's end also holds the next round's
+samples, drawn from its weights before the checkpoint is marked complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from rlvr import events as ev
+from rlvr.config.errors import ConfigIssue
+from rlvr.distributed import world_size as distributed_processes
+from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
+from rlvr.io import atomic_write_json
+from rlvr.training_loop.callbacks import EventBridge
+from rlvr.training_loop.checkpoints import CompletionMarker
+from rlvr.training_loop.loop import Session, TrainOutcome, _checkpointing_follows_model, _Phase, _quiet
+
+ROUNDS_FILE = "rft_rounds.json"
+
+
+@dataclass(frozen=True)
+class RFTSettings:
+    """The rounds of rejection sampling (``training_loop.rft.*`` beside the ``trl.SFTConfig`` fields)."""
+
+    rounds: int = field(metadata={"help": "sample-then-fine-tune rounds, >= 1"})
+    prompts_per_round: int = field(metadata={"help": "training prompts sampled per round, >= 1"})
+    samples_per_prompt: int = field(metadata={"help": "completions sampled per prompt (k), >= 1"})
+    max_per_prompt: int = field(metadata={"help": "verified distinct completions kept per prompt, >= 1"})
+    steps_per_round: int = field(metadata={"help": "optimizer steps per round, >= 1"})
+    temperature: float = field(metadata={"help": "> 0; sampling temperature (GRPO's by default)"})
+    max_new_tokens: int = field(metadata={"help": "completion budget, >= 1 (GRPO's by default)"})
+    batch_size: int = field(metadata={"help": "rows generated together, >= 1 (evaluation's by default)"})
+
+    @classmethod
+    def build(cls, raw: dict[str, Any], key: str) -> tuple[RFTSettings | None, list[ConfigIssue]]:
+        """The settings in ``raw`` (missing ones reported), or None and every issue."""
+        issues = []
+        values = {}
+        for f in dataclasses.fields(cls):
+            value = raw.get(f.name)
+            number = (float, int) if f.name == "temperature" else (int,)
+            ok = isinstance(value, number) and not isinstance(value, bool) and value > 0
+            if not ok:
+                issues.append(
+                    ConfigIssue(
+                        f"{key}.{f.name}", value, f"{f.metadata['help']}", f"set {key}.{f.name}=<number>"
+                    )
+                )
+            values[f.name] = value
+        return (None, issues) if issues else (cls(**values), [])
+
+
+@dataclass
+class Round:
+    """One round's samples: what was kept (SFT rows) and how the samples scored."""
+
+    index: int
+    rows: list[dict[str, Any]]  # {"prompt": messages, "completion": [assistant message]}
+    stats: dict[str, float]
+
+    def block(self, size: int, seed: int) -> list[dict[str, Any]]:
+        """Exactly ``size`` training rows: the kept rows shuffled by ``seed``, cycled (or cut)."""
+        order = list(self.rows)
+        random.Random(seed).shuffle(order)
+        return [order[i % len(order)] for i in range(size)]
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def keep_verified(
+    prompts: list[Any], texts: list[list[str]], scores: list[list[float]], cap: int
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The verified completions (score >= SUCCESS_THRESHOLD), distinct per prompt (whitespace
+    folded), at most ``cap`` per prompt in sample order, as SFT rows; and the round's statistics.
+
+    >>> rows, stats = keep_verified(["p"], [["<a>1</a>", "<a>1</a> ", "<a>2</a>", "x"]], [[1.0, 1.0, 0.0, 1.0]], 5)
+    >>> [r["completion"][0]["content"] for r in rows], stats["kept"], stats["sample_accuracy"]
+    (['<a>1</a>', 'x'], 2.0, 0.75)
+    """
+    rows, verified, solved = [], 0, 0
+    for prompt, own_texts, own_scores in zip(prompts, texts, scores, strict=True):
+        seen: set[str] = set()
+        for text, score in zip(own_texts, own_scores, strict=True):
+            if score is None or score < SUCCESS_THRESHOLD:
+                continue
+            verified += 1
+            if _normalised(text) in seen or len(seen) >= cap:
+                continue
+            seen.add(_normalised(text))
+            rows.append({"prompt": prompt, "completion": [{"role": "assistant", "content": text}]})
+        solved += bool(seen)
+    total = sum(len(t) for t in texts)
+    return rows, {
+        "samples": float(total),
+        "sample_accuracy": verified / total if total else 0.0,
+        "solved_prompts_frac": solved / len(prompts) if prompts else 0.0,
+        "kept": float(len(rows)),
+    }
+
+
+class _RoundEnd(TrainerCallback):
+    """Stops a round's trainer at the round's last step with a checkpoint, samples the next round
+    before that checkpoint is marked complete, and writes the rounds into every checkpoint."""
+
+    def __init__(self, phase: RFTPhase, end_step: int, sample_next: Callable[[], None]):
+        self.phase, self.end_step, self.sample_next = phase, end_step, sample_next
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step >= self.end_step:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if not path.is_dir():
+            return
+        if state.global_step == self.end_step and len(self.phase.done) < self.phase.settings.rounds:
+            self.sample_next()
+        payload = {"rounds": [dataclasses.asdict(r) for r in self.phase.done]}
+        atomic_write_json(path / ROUNDS_FILE, payload, root=path)
+
+
+class RFTPhase(_Phase):
+    """Rounds of sampling, keeping the verified completions and fine-tuning on them (TRL ``SFTTrainer``)."""
+
+    name, key = "rft", "training_loop.rft"
+
+    def __init__(
+        self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any, rewards: Any
+    ):
+        own = {f.name for f in dataclasses.fields(RFTSettings)}
+        super().__init__({k: v for k, v in fields.items() if k not in own}, seed, hardware)
+        self.settings, self._settings_issues = RFTSettings.build(
+            {k: v for k, v in fields.items() if k in own}, self.key
+        )
+        self.prompt, self.rewards = prompt, rewards
+        self.done: list[Round] = []  # rounds sampled so far (the last may not be trained yet)
+        self._training = 0  # the round being trained
+
+    @property
+    def config_cls(self) -> type:
+        from trl import SFTConfig
+
+        return SFTConfig
+
+    def _managed(self) -> dict[str, Any]:
+        # The round blocks are shuffled by their own seed and read in order (exact resume).
+        steps = self.settings.rounds * self.settings.steps_per_round if self.settings else 1
+        return {"max_steps": steps, "train_sampling_strategy": "sequential"}
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        owned = [
+            ConfigIssue(
+                f"{self.key}.{name}",
+                self.fields[name],
+                "is set by the phase (rounds x steps_per_round steps, each round's data read in order)",
+                f"remove it; set {self.key}.rounds / {self.key}.steps_per_round",
+            )
+            for name in ("max_steps", "train_sampling_strategy", "num_train_epochs")
+            if name in self.fields
+        ]
+        if self.fields.get("save_only_model"):
+            owned.append(
+                ConfigIssue(
+                    f"{self.key}.save_only_model", True,
+                    "each round resumes the optimizer from the previous round's checkpoint",
+                    f"remove {self.key}.save_only_model",
+                )
+            )  # fmt: skip
+        if distributed_processes() > 1:
+            owned.append(
+                ConfigIssue(
+                    f"{self.key}.enabled", True, "the RFT phase samples and trains in one process",
+                    "run it without accelerate launch (distributed=single)",
+                )
+            )  # fmt: skip
+        if owned or self._settings_issues:
+            return owned + self._settings_issues + super().issues(build=False)
+        issues = super().issues(build)
+        if self.rewards is not None and self.rewards.success_term() is None:
+            issues.append(
+                ConfigIssue(
+                    "reward.terms",
+                    sorted(self.rewards.terms),
+                    "RFT keeps the completions the task's verifier accepts, and no term runs it",
+                    "add one: +reward/terms@reward.terms.correctness=correctness",
+                )
+            )
+        return issues
+
+    def metrics(self) -> dict[str, float]:
+        """The latest trained round's sampling statistics, beside SFTTrainer's logs."""
+        if not self.done:
+            return {}
+        current = self.done[min(self._training, len(self.done) - 1)]
+        return {"round": float(current.index), **{f"round/{k}": v for k, v in current.stats.items()}}
+
+    # -- sampling ----------------------------------------------------------------------------------
+    def _round_prompts(self, dataset: Any, index: int) -> Any:
+        """The training rows of round ``index``: consecutive slices of one seeded order, wrapping."""
+        order = list(range(len(dataset)))
+        random.Random(self.seed).shuffle(order)
+        n = self.settings.prompts_per_round
+        return dataset.select([order[(index * n + i) % len(order)] for i in range(n)])
+
+    def sample(self, model: Any, session: Session, index: int) -> Round:
+        """Round ``index``: sample from ``model``'s current weights, keep the verified completions."""
+        from rlvr.evaluation.generation import SamplingConfig
+
+        s = self.settings
+        rows = self._round_prompts(session.train_dataset, index)
+        sampling = SamplingConfig(
+            max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature,
+            num_samples=s.samples_per_prompt,
+            batch_size=s.batch_size,
+            stop_strings=(self.prompt.close_tag,),
+            seed=self.seed * 1_000 + index,
+        )
+        start = time.perf_counter()
+        generator = session.generator(model, session.tokenizer, sampling)
+        texts = [
+            [g.text for g in gens]
+            for gens in generator.generate([self.prompt.render(session.tokenizer, m) for m in rows["prompt"]])
+        ]
+        term = self.rewards.terms[self.rewards.success_term()]
+        k = s.samples_per_prompt
+        verdicts = term.verdicts(
+            [t for own in texts for t in own],
+            [t for t in rows["task"] for _ in range(k)],
+            [e for e in rows["entry"] for _ in range(k)],
+        )
+        scores = [[score for _, score in verdicts[i * k : (i + 1) * k]] for i in range(len(texts))]
+        kept, stats = keep_verified(list(rows["prompt"]), texts, scores, s.max_per_prompt)
+        stats["sample_seconds"] = time.perf_counter() - start
+        return Round(index, kept, stats)
+
+    # -- training ----------------------------------------------------------------------------------
+    def _resume_rounds(self, checkpoint: Path) -> None:
+        path = checkpoint / ROUNDS_FILE
+        if not path.is_file():
+            raise ValueError(f"resume={checkpoint}: an RFT checkpoint without {ROUNDS_FILE}; pick another")
+        self.done = [Round(**r) for r in json.loads(path.read_text())["rounds"]]
+
+    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+        """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained."""
+        s = self.settings
+        total = s.rounds * s.steps_per_round
+        self.done, self._training = [], 0
+        step, seconds = 0, 0.0
+        if checkpoint is not None:
+            self._resume_rounds(checkpoint)
+            step = int(checkpoint.name.rsplit("-", 1)[1])
+        else:
+            self._add_round(self.sample(model, session, 0))
+        while step < total:
+            self._training = step // s.steps_per_round
+            current = self.done[self._training]
+            if not current.rows:
+                session.emit(
+                    ev.Warning_(
+                        f"rft round {current.index}: none of {int(current.stats['samples'])} samples was "
+                        "verified, so the phase stops here; warm start with SFT (or RFT from a model that "
+                        "answers in the format), or use an easier task",
+                        step=step,
+                    )
+                )
+                break
+            model, seconds = self._train_round(model, session, outcome, checkpoint, seconds)
+            step = outcome.steps[self.name]
+            checkpoint = Path(session.run_dir / "checkpoints" / self.name / f"checkpoint-{step}")
+            if session.guard is not None and session.guard.requested:
+                break
+        outcome.steps[self.name] = step
+        outcome.seconds[self.name] = seconds
+        session.emit(ev.PhaseEnd(self.name, step, total, seconds))
+        return model
+
+    def _add_round(self, sampled: Round) -> None:
+        self.done.append(sampled)
+        print(_round_line(sampled), flush=True)  # the console's line per round; metrics carry the numbers
+
+    def _train_round(
+        self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None, seconds: float
+    ) -> tuple[Any, float]:
+        """One round: an SFTTrainer over the round's block, resuming from ``checkpoint``."""
+        from datasets import Dataset
+        from trl import SFTTrainer
+
+        s, index = self.settings, self._training
+        args = _checkpointing_follows_model(
+            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
+        )
+        batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+        data = Dataset.from_list(self.done[index].block(s.steps_per_round * batch, self.seed * 1_000 + index))
+        bridge = EventBridge(
+            session.emit,
+            self.name,
+            args.max_steps,
+            session.eval_every,
+            lambda step: session.on_weights(model, self.name, step),
+            extra_metrics=self.metrics,
+        )
+        round_end = _RoundEnd(
+            self,
+            (index + 1) * s.steps_per_round,
+            lambda: self._add_round(self.sample(model, session, index + 1)),
+        )
+        callbacks = [bridge, round_end, CompletionMarker()]
+        callbacks += [session.guard] if session.guard is not None else []
+        trainer = _quiet(
+            SFTTrainer(
+                model=model,
+                args=args,
+                train_dataset=data,
+                processing_class=session.tokenizer,
+                callbacks=callbacks,
+            )
+        )
+        if session.attach is not None:
+            session.attach(trainer)
+        start = time.perf_counter()
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        outcome.steps[self.name] = trainer.state.global_step
+        outcome.history.extend(bridge.history)
+        return trainer.model, seconds + time.perf_counter() - start
+
+
+def _round_line(r: Round) -> str:
+    s = r.stats
+    return (
+        f"rft round {r.index}: {int(s['samples'])} samples, {s['sample_accuracy']:.1%} verified, "
+        f"{s['solved_prompts_frac']:.0%} of prompts solved, {int(s['kept'])} kept"
+    )

@@ -1,0 +1,138 @@
+"""Rejection-sampling fine-tuning: what a round keeps, and what each stage needs from the data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import reasoning_gym
+from tests.conftest import make_loop, verifier_pool
+
+from rlvr.data import ReasoningGymData, references
+from rlvr.evaluation.generation import Generation
+from rlvr.prompts import PromptTemplate
+from rlvr.reward import CorrectnessReward, RewardSet
+from rlvr.training_loop.loop import Session
+from rlvr.training_loop.rft import RFTPhase
+
+PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
+RFT = {
+    "enabled": True,
+    "rounds": 1,
+    "prompts_per_round": 2,
+    "samples_per_prompt": 5,
+    "max_per_prompt": 2,
+    "steps_per_round": 1,
+    "temperature": 1.0,
+    "max_new_tokens": 32,
+    "batch_size": 8,
+}
+
+
+class Replay:
+    """A generation backend that returns given completions (the model is not what is tested here:
+    the prompts, the verifier, the keeping rule are the real ones)."""
+
+    def __init__(self, texts: list[list[str]]):
+        self.texts, self.prompts = texts, []
+
+    def __call__(self, model, tokenizer, sampling):
+        assert sampling.num_samples == RFT["samples_per_prompt"] and sampling.stop_strings == ("</answer>",)
+        return self
+
+    def generate(self, prompts, progress=None):
+        self.prompts = list(prompts)
+        return [[Generation(t, 1, True) for t in own] for own in self.texts]
+
+
+class ChatTokenizer:
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        return "\n".join(m["content"] for m in messages) + "\nassistant:"
+
+
+def _countdown(n: int) -> list[dict]:
+    data = reasoning_gym.create_dataset("countdown", size=n, seed=3)
+    return [json.loads(json.dumps(data[i], default=list)) for i in range(n)]
+
+
+def test_a_round_keeps_only_verified_distinct_completions_capped_per_prompt():
+    """countdown accepts any valid expression: the reference and another valid one are kept; a
+    repeat (whitespace aside), a wrong and an unformatted answer are not, and the cap holds."""
+    from datasets import Dataset
+
+    entries = _countdown(2)
+    a, b = (e["answer"] for e in entries)
+    wrong = f"{a} + 1"  # uses a number the question does not give
+    texts = [
+        [f"<answer>{a}</answer>", f"<answer>{wrong}</answer>", f"<answer>{a.replace(' ', '  ')}</answer> ", a,
+         f"<answer>({a})</answer>"],
+        [f"<answer>{wrong}</answer>", f"<answer>({b})</answer>", f"<answer>{b}</answer>", f"<answer>(({b}))</answer>",
+         "x"],
+    ]  # fmt: skip
+    expected = {
+        entries[0]["question"]: [f"<answer>{a}</answer>", f"<answer>({a})</answer>"],
+        entries[1]["question"]: [f"<answer>({b})</answer>", f"<answer>{b}</answer>"],  # cap 2: ((b)) left out
+    }
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [PROMPT.messages(e["question"]) for e in entries],
+            "task": ["countdown"] * 2,
+            "entry": [json.dumps(e) for e in entries],
+        }
+    )
+    with verifier_pool(num_workers=0) as pool:
+        correctness = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
+        rewards = RewardSet({"correctness": correctness}, prompt=PROMPT, scorer=pool)
+        phase = RFTPhase(RFT, 0, lambda: None, PROMPT, rewards)
+        order = phase._round_prompts(dataset, 0)["prompt"]  # the round's seeded order of prompts
+        replay = Replay([texts[dataset["prompt"].index(m)] for m in order])
+        session = Session(ChatTokenizer(), dataset, print, lambda *a, **k: None, 0, None, generator=replay)
+        sampled = phase.sample(None, session, 0)
+    # the prompts were rendered by the run's prompt object
+    assert replay.prompts == [PROMPT.render(ChatTokenizer(), m) for m in order]
+    kept: dict[str, list[str]] = {}
+    for row in sampled.rows:
+        question = row["prompt"][0]["content"].split("\nAnswer inside")[0]
+        kept.setdefault(question, []).append(row["completion"][0]["content"])
+    assert kept == expected
+    assert sampled.stats["samples"] == 10.0
+    assert sampled.stats["sample_accuracy"] == pytest.approx(6 / 10)  # 3 + 3 verified
+    assert sampled.stats["kept"] == 4.0 and sampled.stats["solved_prompts_frac"] == 1.0
+
+
+def test_round_block_cycles_the_kept_rows_to_exactly_the_steps_batches():
+    from rlvr.training_loop.rft import Round
+
+    r = Round(0, [{"i": 0}, {"i": 1}, {"i": 2}], {})
+    block = r.block(8, seed=5)
+    assert len(block) == 8 and block == r.block(8, seed=5)
+    assert block[:3] == block[3:6] and sorted(b["i"] for b in block[:3]) == [0, 1, 2]  # whole passes
+    assert len(r.block(2, seed=5)) == 2
+
+
+def test_rft_settings_are_checked_with_key_value_and_fix():
+    loop = make_loop(sft={}, rft={**RFT, "rounds": 0, "max_steps": 5}, grpo={}, device="cpu")
+    issues = {i.key: i for i in loop.validate()}
+    assert issues["training_loop.rft.rounds"].value == 0
+    assert "rounds x steps_per_round" in issues["training_loop.rft.max_steps"].problem
+    assert "training_loop.rft.steps_per_round" not in issues
+
+
+def test_verifier_only_task_refuses_sft_and_leaves_rft_and_grpo_alone():
+    """graph_color has no reference answer (reasoning-gym gives None): SFT is refused, naming the fix."""
+    colour = ReasoningGymData("graph_color", 8, 4, 42, None, None)
+    arithmetic = ReasoningGymData("basic_arithmetic", 8, 4, 42, None, None)
+    assert colour.tasks_without_references() == ["graph_color"]
+    assert arithmetic.tasks_without_references() == []
+    with_sft = make_loop(sft={}, grpo={}, device="cpu")
+    (issue,) = references.stage_issues(colour, with_sft)
+    assert issue.key == "training_loop.sft.enabled" and "graph_color" in issue.problem
+    assert "training_loop=rft_grpo" in issue.fix and "training_loop.sft.enabled=false" in issue.fix
+    assert references.stage_issues(arithmetic, with_sft) == []
+    no_sft = make_loop(sft={"enabled": False}, rft=RFT, grpo={}, device="cpu")
+    assert references.stage_issues(colour, no_sft) == []
+
+
+def test_rows_without_a_reference_keep_none_not_the_string_none():
+    colour = ReasoningGymData("graph_color", 8, 4, 42, None, None).load(PROMPT)
+    assert set(colour.train["answer"]) == {None} and set(colour.eval["answer"]) == {None}
