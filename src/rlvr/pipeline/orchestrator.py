@@ -253,7 +253,8 @@ def _memory_check(ctx: RunContext) -> None:
     from rlvr.config.memory import data_lengths, run_checks
 
     c = ctx.components
-    ctx.lengths = data_lengths(ctx.data.train, ctx.loaded.tokenizer, c.prompts.format_answer)
+    # a plugin's prompt object may have no SFT target format: the answer's own text is the bound then
+    ctx.lengths = data_lengths(ctx.data.train, ctx.loaded.tokenizer, getattr(c.prompts, "format_answer", str))
     issues, warnings = run_checks(c.model, c.training_loop, c.distributed, ctx.lengths)
     for warning in warnings:
         ctx.hub.emit(ev.Warning_(warning))
