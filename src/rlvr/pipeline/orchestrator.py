@@ -288,7 +288,7 @@ def train(ctx: RunContext) -> None:
         guard=ctx.guard,
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
         attach=c.distributed.attach if c.distributed is not None else None,
-        generator=c.evaluation.generator,
+        generator=getattr(c.evaluation, "generator", None),  # an evaluation component may have none
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 
