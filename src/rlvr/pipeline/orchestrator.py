@@ -322,7 +322,7 @@ def train(ctx: RunContext) -> None:
         curriculum=getattr(ctx.data, "curriculum", None),  # a TaskData-like object may lack it
         attach=c.distributed.attach if c.distributed is not None else None,
         fits=functools.partial(fits_batch, c.model, c.training_loop, c.distributed, ctx.lengths),
-        generator=c.evaluation.generator,
+        generator=getattr(c.evaluation, "generator", None),  # an evaluation component may have none
     )
     ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
 

@@ -234,6 +234,10 @@ class RFTPhase(_Phase):
         from rlvr.evaluation.generation import SamplingConfig
 
         s = self.settings
+        if session.generator is None:
+            raise ValueError(
+                "training_loop.rft samples with the run's evaluation.generator, and this run has none"
+            )
         rows = self._round_prompts(session.train_dataset, index)
         sampling = SamplingConfig(
             max_new_tokens=s.max_new_tokens,
