@@ -315,6 +315,9 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
         def remove_callback(self, callback):
             pass
 
+        def add_callback(self, callback):
+            pass
+
         def train(self, resume_from_checkpoint=None):
             self.attached_before_train = list(attached)
 

@@ -53,10 +53,10 @@ def _gpu_experiment(overrides: list[str]):
 
     cfg = compose_config(["experiment=gsm_symbolic_gpu", *overrides])
     model = instantiate(cfg.model, _convert_="all")
-    node = {k: v for k, v in cfg.training_loop.items() if k != "_target_"}
     from omegaconf import OmegaConf
 
-    fields = OmegaConf.to_container(OmegaConf.create(node), resolve=True)
+    fields = OmegaConf.to_container(cfg.training_loop, resolve=True)  # interpolations from the root
+    fields.pop("_target_")
     loop = GRPOLoop(**fields, prompt=None, rewards=None)
     loop.hardware = SimpleNamespace(
         device="cuda", trainer_args=lambda: {"use_cpu": True, "bf16": True, "fp16": False}
@@ -129,6 +129,7 @@ def test_a_folded_grpo_step_keeps_its_generation_batch():
 
     loop = GRPOLoop(
         sft={"enabled": False},
+        rft={"enabled": False},
         grpo={"per_device_train_batch_size": 16, "gradient_accumulation_steps": 4, "num_generations": 8},
         signal=SIGNAL, seed=0, device="auto", precision="auto", prompt=None, rewards=None,
     )  # fmt: skip

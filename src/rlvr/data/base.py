@@ -77,7 +77,7 @@ def eval_set_issues(eval_sets: dict[str, Any]) -> list[ConfigIssue]:
 def _sets(data: TaskData) -> list[tuple[str, str, Dataset]]:
     """(config key, which set, rows) of every prompt set the run uses."""
     out = [("data", "training questions", data.train)]
-    if EVAL_SET_COLUMN not in data.eval.column_names:
+    if EVAL_SET_COLUMN not in getattr(data.eval, "column_names", ()):  # a plain list has no extra sets
         return [*out, ("data", "held-out questions", data.eval)]
     names = data.eval[EVAL_SET_COLUMN]
     for name in dict.fromkeys(names):
@@ -104,7 +104,7 @@ def prompt_length_issues(
         return []
     issues = []
     for key, which, rows in _sets(data):
-        if not len(rows):
+        if not len(rows) or "prompt" not in getattr(rows, "column_names", ()):  # no chat prompts to measure
             continue
         texts = [prompt.render(tokenizer, m) for m in rows["prompt"]]
         lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
