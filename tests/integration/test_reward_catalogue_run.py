@@ -85,9 +85,16 @@ def test_the_run_used_the_families_markers_everywhere(catalogue_run):
 
     from rlvr.prompts import PromptTemplate
 
+    from transformers import AutoTokenizer
+
+    from rlvr.model.embedded import ensure_default_model
+
     expected = PromptTemplate(
         **{k: v for k, v in OmegaConf.to_container(cfg.prompts).items() if k != "_target_"}
     )
+    # the run binds its prompt to the chat template of the tokenizer it renders with (the tiny
+    # model's is the embedded model's)
+    expected.bind(AutoTokenizer.from_pretrained(ensure_default_model(weights=False)))
     provenance = json.loads((catalogue_run / "provenance.json").read_text())
     assert provenance["prompt_hash"] == expected.hash
     final = json.loads((catalogue_run / "eval" / "final_step4.json").read_text())

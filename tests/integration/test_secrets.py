@@ -160,7 +160,8 @@ def test_env_reads_in_any_spelling_reach_no_output(tmp_path):
     (tmp_path / "conf" / "experiment" / "leaky.yaml").write_text(LEAKY_EXPERIMENT.replace("PATH", str(data)))
     run_dir = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"--config-dir={tmp_path / 'conf'}",
-           "experiment=leaky", f"hydra.run.dir={run_dir}"]  # fmt: skip
+           "experiment=leaky", f"hydra.run.dir={run_dir}",
+           "keep_checkpoints=all"]  # fmt: skip  # the checkpoints' trainer argument files are scanned too
     proc = subprocess.run(
         cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ENV_READS}, timeout=600
     )
