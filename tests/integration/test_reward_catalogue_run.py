@@ -83,11 +83,10 @@ def test_the_run_used_the_families_markers_everywhere(catalogue_run):
     assert list(cfg.reward.terms) == TERMS
     assert cfg.reward.terms.overlong.max_tokens == cfg.training_loop.grpo.max_completion_length
 
-    from rlvr.prompts import PromptTemplate
-
     from transformers import AutoTokenizer
 
     from rlvr.model.embedded import ensure_default_model
+    from rlvr.prompts import PromptTemplate
 
     expected = PromptTemplate(
         **{k: v for k, v in OmegaConf.to_container(cfg.prompts).items() if k != "_target_"}

