@@ -30,6 +30,7 @@ QUIET = [
     "evaluation.sampled=null",
     "observers=default",
     "verifier=inprocess",
+    "keep_checkpoints=all",  # the tests read the rounds' checkpoints after the run
 ]
 
 
