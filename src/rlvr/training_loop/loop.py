@@ -306,17 +306,9 @@ class _Phase:
         """The TRL config as it runs on this device (unchanged unless a phase says otherwise)."""
         return args
 
-    def metrics(self) -> dict[str, float]:
-        """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
-        return {}
-
-    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
-        """This phase's own callbacks, run before a checkpoint is marked complete."""
-        return []
-
-    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
-        """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
-        the trained model."""
+    def args_and_bridge(self, model: Any, session: Session, outcome: TrainOutcome) -> tuple[Any, EventBridge]:
+        """The TRL config as this phase's trainer runs it on this device, and the callback that turns
+        its logs into the run's events (every phase's trainer, an RFT round's too)."""
         args = _checkpointing_follows_model(
             self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
         )
@@ -329,6 +321,20 @@ class _Phase:
             lambda step: session.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
         )
+        return args, bridge
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
+        return {}
+
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        """This phase's own callbacks, run before a checkpoint is marked complete."""
+        return []
+
+    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+        """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
+        the trained model."""
+        args, bridge = self.args_and_bridge(model, session, outcome)
         # The guard before the marker: a save the guard asks for at a step saved before also first
         # drops that step's old marker (CompletionMarker.on_step_end).
         guard = [session.guard] if session.guard is not None else []

@@ -34,9 +34,8 @@ from rlvr.config.errors import ConfigIssue
 from rlvr.distributed import world_size as distributed_processes
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.io import atomic_write_json
-from rlvr.training_loop.callbacks import EventBridge
 from rlvr.training_loop.checkpoints import CompletionMarker
-from rlvr.training_loop.loop import Session, TrainOutcome, _checkpointing_follows_model, _Phase, _quiet
+from rlvr.training_loop.loop import Session, TrainOutcome, _Phase, _quiet
 
 ROUNDS_FILE = "rft_rounds.json"
 
@@ -318,19 +317,9 @@ class RFTPhase(_Phase):
         from trl import SFTTrainer
 
         s, index = self.settings, self._training
-        args = _checkpointing_follows_model(
-            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
-        )
+        args, bridge = self.args_and_bridge(model, session, outcome)
         batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
         data = Dataset.from_list(self.done[index].block(s.steps_per_round * batch, self.seed * 1_000 + index))
-        bridge = EventBridge(
-            session.emit,
-            self.name,
-            args.max_steps,
-            session.eval_every,
-            lambda step: session.on_weights(model, self.name, step),
-            extra_metrics=self.metrics,
-        )
         round_end = _RoundEnd(
             self,
             (index + 1) * s.steps_per_round,
