@@ -153,6 +153,62 @@ def test_a_folded_grpo_step_keeps_its_generation_batch():
     assert (cpu_args.per_device_train_batch_size, cpu_args.gradient_accumulation_steps) == (16, 4)
 
 
+def _sft_loop(device: str, **sft):
+    from tests.conftest import SIGNAL
+
+    from rlvr.training_loop import GRPOLoop
+
+    loop = GRPOLoop(
+        sft={"max_steps": 640, "learning_rate": 3e-4, "per_device_train_batch_size": 16, "warmup_steps": 10,
+             "save_steps": 160, **sft},
+        rft={"enabled": False}, grpo={"enabled": False},
+        signal=SIGNAL, seed=0, device="auto", precision="auto", prompt=None, rewards=None,
+    )  # fmt: skip
+    loop.hardware = SimpleNamespace(
+        device=device, trainer_args=lambda: {"use_cpu": True, "bf16": False, "fp16": False}
+    )
+    return loop
+
+
+def _fit_sft(loop, fits):
+    import tempfile
+
+    from rlvr.training_loop.loop import TrainOutcome
+
+    outcome, warnings = TrainOutcome(model=None), []
+    with tempfile.TemporaryDirectory() as tmp:
+        args = loop.sft_phase.config(Path(tmp))
+    args = loop.sft_phase.fit_to_device(args, SimpleNamespace(fits=fits, emit=warnings.append), outcome)
+    return args, outcome, warnings
+
+
+def test_sft_on_a_gpu_takes_cuda_batch_size_rows_in_proportionally_fewer_steps():
+    """The same rows seen, the schedule's shape kept, the learning rate by the square-root rule;
+    only on CUDA, only where the memory estimate of that SFT micro-batch fits."""
+    asked = []
+    args, outcome, _ = _fit_sft(_sft_loop("cuda", cuda_batch_size=64), lambda b, phase: asked.append((b, phase)) or True)
+    assert asked == [(64, "sft")]
+    assert (args.per_device_train_batch_size, args.max_steps) == (64, 160)
+    assert args.learning_rate == pytest.approx(6e-4)
+    assert (args.warmup_steps, args.save_steps) == (3, 40)
+    assert outcome.micro_batches == {"sft": 64} and "16 rows x 640 steps" in outcome.hardware["sft_batch"]
+
+    cpu, cpu_outcome, _ = _fit_sft(_sft_loop("cpu", cuda_batch_size=64), lambda b, phase: True)
+    assert (cpu.per_device_train_batch_size, cpu.max_steps, cpu.learning_rate) == (16, 640, 3e-4)
+    assert cpu_outcome.micro_batches == {}
+
+    tight, _, warnings = _fit_sft(_sft_loop("cuda", cuda_batch_size=64), lambda b, phase: b <= 32)
+    assert (tight.per_device_train_batch_size, tight.max_steps) == (16, 640)
+    assert "does not fit" in warnings[0].message
+
+
+def test_a_bad_sft_cuda_batch_size_is_named_with_its_fix():
+    issues = _sft_loop("cpu", cuda_batch_size="big").validate()
+    assert [i.key for i in issues] == ["training_loop.sft.cuda_batch_size"]
+    assert "null" in issues[0].fix
+    assert _sft_loop("cpu", cuda_batch_size=None).validate() == []
+
+
 def test_a_cuda_evaluation_batch_is_what_half_the_free_memory_holds(monkeypatch):
     import torch
 

@@ -430,14 +430,21 @@ def run_checks(
 
 
 def fits_batch(
-    model: Any, loop: Any, setup: Any, lengths: tuple[int, int] | None, batch: int, share: float = 0.8
+    model: Any,
+    loop: Any,
+    setup: Any,
+    lengths: tuple[int, int] | None,
+    batch: int,
+    phase: str = "grpo",
+    share: float = 0.8,
 ) -> bool:
-    """Whether a GRPO micro-batch of ``batch`` sequences keeps the estimated peak under ``share``
-    of the device's memory (rlvr.training_loop.microbatch folds GRPO's accumulation with it)."""
+    """Whether a micro-batch of ``batch`` sequences in ``phase`` keeps the estimated peak under
+    ``share`` of the device's memory (on a GPU, rlvr.training_loop.microbatch folds GRPO's
+    accumulation with it and SFT takes its ``cuda_batch_size``)."""
     import os
 
     inputs = _estimate_inputs(
-        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {"grpo": batch}
+        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {phase: batch}
     )
     if inputs is None:
         return False

@@ -217,9 +217,10 @@ class Session:
     # Told each phase's trainer once built (rlvr.distributed.Distributed.attach): under FSDP / ZeRO-3
     # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
     attach: Callable[[Any], None] | None = None
-    # fits(micro_batch) -> bool: whether the memory estimate of a GRPO micro-batch of that many
-    # sequences fits the device (rlvr.config.memory.fits_batch); None: keep the configured split.
-    fits: Callable[[int], bool] | None = None
+    # fits(micro_batch, phase) -> bool: whether the memory estimate of a micro-batch of that many
+    # sequences in that phase fits the device (rlvr.config.memory.fits_batch); None: keep the
+    # configured batches.
+    fits: Callable[..., bool] | None = None
     # The run's generation backend (evaluation.generator): the RFT phase samples with it, as evaluation does.
     generator: Any = None
 
@@ -363,6 +364,42 @@ class SFTPhase(_Phase):
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any):
         super().__init__(fields, seed, hardware)
         self.prompt = prompt
+        # Rows per step on a CUDA device (rlvr.training_loop.microbatch.scale_sft); None keeps the config.
+        self.cuda_batch_size = self.fields.pop("cuda_batch_size", None)
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        issues = super().issues(build)
+        size = self.cuda_batch_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            issues.append(
+                ConfigIssue(
+                    f"{self.key}.cuda_batch_size",
+                    size,
+                    "must be a whole number >= 1 (rows per SFT step on a CUDA GPU) or null",
+                    "set e.g. 64, or null to keep per_device_train_batch_size on a GPU too",
+                )
+            )
+        return issues
+
+    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+        """On a GPU, ``cuda_batch_size`` rows a step where the memory estimate fits them, in
+        proportionally fewer steps (rlvr.training_loop.microbatch.scale_sft)."""
+        from rlvr.training_loop.microbatch import scale_sft
+
+        size = self.cuda_batch_size
+        if self._hardware().device != "cuda" or not size or size <= args.per_device_train_batch_size:
+            return args
+        if session.fits is not None and not session.fits(size, "sft"):
+            session.emit(
+                ev.Warning_(
+                    f"training_loop.sft.cuda_batch_size={size}: the memory estimate does not fit this GPU; "
+                    f"SFT keeps per_device_train_batch_size={args.per_device_train_batch_size}"
+                )
+            )
+            return args
+        outcome.hardware["sft_batch"] = scale_sft(args, size)
+        outcome.micro_batches[self.name] = size
+        return args
 
     @property
     def config_cls(self) -> type:
