@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedTokenizerBase
 
-    from rlvr.distributed import Distributed
     from rlvr.evaluation.evaluator import Evaluator
     from rlvr.observers.base import ObserverHub
-    from rlvr.run_history import RunHistory
+    from rlvr.records.run_history import RunHistory
+    from rlvr.runtime.distributed import Distributed
 
 
 class Stage(StrEnum):
@@ -100,7 +100,7 @@ def eval_of_last_weights(evaluations: list[ev.EvalResult], steps: dict[str, int]
     order), if one was made: an evaluation at the last phase's last step (after SFT counts for SFT)
     measured the model the after-SFT or final evaluation would measure again (greedy, same
     questions). ``evaluations`` in the order they were made or reloaded: the newest wins, so this
-    attempt's own evaluation comes before an earlier attempt's (rlvr.run_history) of those weights."""
+    attempt's own evaluation comes before an earlier attempt's (rlvr.records.run_history) of those weights."""
     if not steps:
         return None
     phase, last_step = list(steps.items())[-1]
@@ -133,7 +133,7 @@ class EvalSchedule:
     Rank 0 evaluates; every rank calls at the same points: under FSDP / ZeRO-3 every rank takes part
     in gathering the full weights, always (whether rank 0 reuses an evaluation is known on rank 0
     only, and a gather skipped on some ranks would hang the others), and rank 0 evaluates a
-    full-weight copy (rlvr.distributed.Distributed.on_rank0).
+    full-weight copy (rlvr.runtime.distributed.Distributed.on_rank0).
     """
 
     evaluator: Evaluator
@@ -145,7 +145,7 @@ class EvalSchedule:
     main: bool  # rank 0 (or the only process)
     distributed: Distributed | None = None  # None = one process
     evaluations: list[ev.EvalResult] = field(default_factory=list)
-    # What earlier attempts of this run left (rlvr.run_history); its evaluations are in ``evaluations``.
+    # What earlier attempts of this run left (rlvr.records.run_history); its evaluations are in ``evaluations``.
     history: RunHistory | None = None
 
     def baseline(self, model: nn.Module) -> ev.EvalResult | None:
@@ -238,5 +238,5 @@ class EvalSchedule:
             return
         sampled = Stage(label).sampled
         if (sampled, step) in made:
-            return  # reloaded from an earlier attempt of this run (rlvr.run_history)
+            return  # reloaded from an earlier attempt of this run (rlvr.records.run_history)
         self._record(self._generate_and_score(view, model, sampled, step))

@@ -25,7 +25,7 @@ from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.base import Observer
 
-PHASES = ("sft", "grpo")  # in run order (rlvr.run_history.PHASES, which imports this package)
+PHASES = ("sft", "grpo")  # in run order (rlvr.records.run_history.PHASES, which imports this package)
 
 
 class _Bar:
