@@ -10,11 +10,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr.config.errors import ConfigValidationError
-from rlvr.evaluation.schedule import Stage
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
+from rlvr.stages import Stage
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
 

@@ -12,7 +12,6 @@ from tests.conftest import make_eval_result
 
 from rlvr import events as ev
 from rlvr.data.identity import ids_of, set_hash
-from rlvr.evaluation.schedule import on_resumed_path
 from rlvr.records.report import write_report
 from rlvr.records.run_history import (
     ATTEMPTS,
@@ -21,6 +20,7 @@ from rlvr.records.run_history import (
     read_train_history,
     reload_evaluations,
 )
+from rlvr.stages import on_resumed_path
 
 META = {"model": "tiny", "tasks": ["t"], "data_seed": 1, "seed": 42, "data_manifest_sha256": "abc"}
 SAMPLING = {"num_samples": 1, "temperature": 0.0, "max_new_tokens": 12, "seed": 0}

@@ -39,7 +39,7 @@ from rlvr.config.memory import fits_batch
 from rlvr.data import references
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
-from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
+from rlvr.evaluation.schedule import EvalSchedule, stage_changes
 from rlvr.events import RunResult
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
@@ -50,6 +50,7 @@ from rlvr.runtime.disk import finish_run_dir, keep_checkpoints_issues, low_disk_
 from rlvr.runtime.faults import DiskFull, RunFault, disk_fault
 from rlvr.runtime.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.runtime.secrets import redact
+from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
-from rlvr.evaluation.schedule import Stage, run_order, stage_changes
+from rlvr.evaluation.schedule import stage_changes
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.stages import Stage, run_order
 
 STAGE_NAMES = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).

@@ -30,9 +30,9 @@ from typing import Any
 
 from rlvr import events as ev
 from rlvr.evaluation.results import Evaluation
-from rlvr.evaluation.schedule import PHASES, SAMPLED_SUFFIX, on_resumed_path, run_order
 from rlvr.observers.base import Observer
 from rlvr.runtime.io import atomic_write_json
+from rlvr.stages import PHASES, SAMPLED_SUFFIX, on_resumed_path, run_order
 
 ATTEMPTS = "attempts.json"
 # Each attempt names the config record it ran under (sha256 of config_resolved.yaml as written), and
