@@ -348,7 +348,7 @@ def checks(embedded_path: str) -> list[Check]:
             (
                 *trained,
                 ran_on(),
-                setting_is("model._target_", "rlvr.model.UnslothModel"),
+                setting_is("model._target_", "rlvr.model.unsloth.UnslothModel"),
                 steps(sft=SFT_STEPS, grpo=GRPO_STEPS),
                 adapter_saved("4bit"),
             ),

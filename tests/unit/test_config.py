@@ -53,12 +53,12 @@ def test_cli_overrides_take_effect():
     cfg = compose_config(["data.task=letter_counting", "training_loop.grpo.max_steps=5", "model=tiny"])
     assert cfg.data.task == "letter_counting"
     assert cfg.training_loop.grpo.max_steps == 5
-    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.loader.TinyRandomModel"
 
 
 def test_smoke_experiment_shrinks_the_run():
     cfg = compose_config(["experiment=smoke"])
-    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.loader.TinyRandomModel"
     assert cfg.training_loop.grpo.max_steps <= 5
     assert cfg.data.train_size <= 100
 
