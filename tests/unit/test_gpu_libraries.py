@@ -239,7 +239,7 @@ def test_unsloths_imports_from_unsloth_zoo_exist_in_the_locked_unsloth_zoo():
 
 
 # -- deepspeed: the lock's sdist, and a real run with gloo where it is installed -------------------------
-DISTRIBUTED_PY = SRC / "distributed.py"
+DISTRIBUTED_PY = SRC / "runtime" / "distributed.py"
 
 
 def deepspeed_problems(text: str | None = None) -> list[str]:
