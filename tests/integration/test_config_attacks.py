@@ -35,7 +35,7 @@ def test_hydra_nodes_are_refused_before_hydra_acts(tmp_path):
         "+hydra.job.env_set.GIT_CONFIG_KEY_0=core.fsmonitor",
         f"+hydra.job.env_set.GIT_CONFIG_VALUE_0=touch {marker}",
         f"hydra.job_logging.handlers.file.filename={marker}.log",
-        "+hydra.callbacks.x._target_=rlvr.io.atomic_write_text",
+        "+hydra.callbacks.x._target_=rlvr.runtime.io.atomic_write_text",
         f"+hydra.callbacks.x.path={marker}.cb",
         "+hydra.callbacks.x.text=pwned",
     )
@@ -61,14 +61,14 @@ def test_app_and_dotted_path_bypasses_are_refused(tmp_path):
     (evil / "shared.yaml").write_text(
         "# @package _global_\n"
         "evaluation:\n"
-        f'  note: "${{oc.create:{{_target_: rlvr.disk.shutil.copyfile, src: {victim}, dst: {copy}}}}}"\n'
+        f'  note: "${{oc.create:{{_target_: rlvr.runtime.disk.shutil.copyfile, src: {victim}, dst: {copy}}}}}"\n'
     )
     proc = run(tmp_path, "--config-dir", str(tmp_path / "confdir"), "experiment=shared", "validate_only=true")
     assert proc.returncode == 2 and "oc.create" in proc.stderr, proc.stderr[-2000:]
     proc = run(
         tmp_path,
         "validate_only=true",
-        "+observers.x._target_=rlvr.disk.shutil.copyfile",
+        "+observers.x._target_=rlvr.runtime.disk.shutil.copyfile",
         f"+observers.x.src={victim}",
         f"+observers.x.dst={copy}",
     )

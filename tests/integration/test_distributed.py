@@ -81,7 +81,7 @@ def test_one_run_directory_one_report_one_record(ddp_run):
         "processes": 2,
         "sharded_weights": False,
     }
-    # every rank re-executed itself with glibc's malloc settings (rlvr.allocator) before loading torch
+    # every rank re-executed itself with glibc's malloc settings (rlvr.runtime.allocator) before loading torch
     assert "glibc.malloc.mmap_max=0" in provenance["environment"]["GLIBC_TUNABLES"]
 
 
@@ -108,7 +108,7 @@ def test_both_ranks_end_with_the_saved_weights(ddp_run):
     from tests.conftest import tiny_model
     from transformers import AutoModelForCausalLM
 
-    from rlvr.distributed import weights_sha256
+    from rlvr.runtime.distributed import weights_sha256
 
     _, run_dir, _ = ddp_run
     record = json.loads((run_dir / "final" / "rank_weights.json").read_text())

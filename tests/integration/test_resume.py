@@ -232,7 +232,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     assert final_b["summary"] == final_a["summary"]
     assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
 
-    # The requeued point reports the whole run (rlvr.run_history), and so does its sweep-report row:
+    # The requeued point reports the whole run (rlvr.records.run_history), and so does its sweep-report row:
     # the after-SFT evaluation and the SFT steps of the first attempt, both attempts' wall time.
     report = json.loads((run_dir / "report.json").read_text())
     full = json.loads((uninterrupted / "report.json").read_text())
@@ -247,7 +247,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     assert report["steps"] == full["steps"] == {"sft": 2, "grpo": 4}
     assert [a["status"] for a in report["attempts"]] == ["PREEMPTED", "COMPLETED"]
     assert report["wall_seconds"] >= max(a["seconds"] for a in report["attempts"]) > 0
-    from rlvr.sweep_report import collect
+    from rlvr.records.sweep_report import collect
 
     (point,) = collect(sweep)
     assert point.status == "COMPLETED" and point.attempts == 2

@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 from tests.conftest import ROOT, compose_config
 
-from rlvr.secrets import REDACTED
+from rlvr.runtime.secrets import REDACTED
 
 pytestmark = pytest.mark.integration
 

@@ -54,7 +54,10 @@ def test_two_point_sweep_each_point_has_its_own_run(tmp_path, launcher):
 
     # The sweep report reads the same points from their own records.
     report = subprocess.run(
-        [sys.executable, "-m", "rlvr.sweep_report", str(tmp_path)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "rlvr.records.sweep_report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert report.returncode == 0, report.stderr
     table = json.loads((tmp_path / "sweep_report.json").read_text())

@@ -1,4 +1,4 @@
-"""glibc malloc settings (rlvr.allocator): which environment the entry point re-executes with, and
+"""glibc malloc settings (rlvr.runtime.allocator): which environment the entry point re-executes with, and
 that a re-executed process really allocates large buffers from its heap instead of fresh mmaps."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from rlvr.allocator import OPT_OUT, TUNABLES, tuned_environment
+from rlvr.runtime.allocator import OPT_OUT, TUNABLES, tuned_environment
 
 ALL = ":".join(f"{k}={v}" for k, v in TUNABLES.items())
 
@@ -52,7 +52,7 @@ def test_reexecuted_process_keeps_argv_and_flags_and_serves_large_buffers_from_t
         textwrap.dedent(
             """
             import ctypes, json, os, sys
-            from rlvr.allocator import reexec_with_tunables
+            from rlvr.runtime.allocator import reexec_with_tunables
             print("start", flush=True)  # printed twice: before and after the re-execution
             reexec_with_tunables()
             libc = ctypes.CDLL("libc.so.6")

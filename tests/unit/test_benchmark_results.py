@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import rlvr.io as rlvr_io
+import rlvr.runtime.io as rlvr_io
 from rlvr.benchmark.results import (
     CellFingerprint,
     CellResult,
@@ -20,7 +20,7 @@ from rlvr.benchmark.results import (
     write_reports,
 )
 from rlvr.evaluation.results import Evaluation, SampleRecord
-from rlvr.io import atomic_write_json
+from rlvr.runtime.io import atomic_write_json
 
 STAMP = "20250102_030405"
 GENERATION = {"max_new_tokens": 64, "temperature": 1.0, "stop": ["</answer>"]}

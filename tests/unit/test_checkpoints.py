@@ -290,7 +290,7 @@ def test_resume_refuses_another_model_or_group_size(tmp_path, compose_cfg, befor
 
 
 def test_the_fingerprint_is_among_the_records_a_fresh_run_refuses():
-    from rlvr.io import RUN_RECORDS
+    from rlvr.runtime.io import RUN_RECORDS
     from rlvr.training_loop.checkpoints import FINGERPRINT
 
     assert FINGERPRINT in RUN_RECORDS

@@ -53,12 +53,12 @@ def test_cli_overrides_take_effect():
     cfg = compose_config(["data.task=letter_counting", "training_loop.grpo.max_steps=5", "model=tiny"])
     assert cfg.data.task == "letter_counting"
     assert cfg.training_loop.grpo.max_steps == 5
-    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.loader.TinyRandomModel"
 
 
 def test_smoke_experiment_shrinks_the_run():
     cfg = compose_config(["experiment=smoke"])
-    assert cfg.model._target_ == "rlvr.model.TinyRandomModel"
+    assert cfg.model._target_ == "rlvr.model.loader.TinyRandomModel"
     assert cfg.training_loop.grpo.max_steps <= 5
     assert cfg.data.train_size <= 100
 
@@ -97,3 +97,19 @@ def test_the_evaluation_generator_is_chosen_by_its_config_file():
     vllm = compose_config(["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.25"])
     assert vllm.evaluation.generator._target_ == "rlvr.evaluation.generation.VLLMBackend"
     assert vllm.evaluation.generator.cpu_kv_cache_gb == 0.25
+
+
+def test_every_target_in_conf_names_the_module_that_defines_it():
+    """One hop from config to code: ``rlvr.model.loader.HFModel``, not the package's re-export
+    ``rlvr.model.HFModel``, so a reader of conf/ opens the right file."""
+    import importlib
+    import re
+
+    detours = []
+    for path in sorted(CONF.rglob("*.yaml")):
+        for target in re.findall(r"_target_:\s*([\w.]+)", path.read_text()):
+            module, _, name = target.rpartition(".")
+            defined_in = getattr(importlib.import_module(module), name).__module__
+            if defined_in != module:
+                detours.append(f"{path.relative_to(CONF)}: {target} (defined in {defined_in})")
+    assert not detours, "; ".join(detours)

@@ -57,6 +57,12 @@ def test_a_stage_evaluation_of_phases_this_process_did_not_see_says_what_it_coun
     assert "eval [final] step 8 of all phases:" in capsys.readouterr().out
 
 
+def test_an_rft_evaluation_in_training_counts_within_the_rft_phase(console, capsys):
+    """The console reads the phase names from rlvr.stages: an RFT round's evaluation is an in-training one."""
+    console.on_evaluation(make_eval_result("rft", 3, 1, n=4))
+    assert "eval [rft] rft step 3:" in capsys.readouterr().out
+
+
 def test_ctrl_c_and_a_configuration_problem_are_one_plain_line_each(console, capsys):
     console.on_train_step(ev.TrainStep("grpo", 3, 200, {}))
     console.on_error(ev.ErrorEvent("train", KeyboardInterrupt()))

@@ -18,7 +18,7 @@ from rlvr.data import CurriculumData, identity
 from rlvr.data.curriculum import SLOT, STATE_FILE, Curriculum
 from rlvr.pipeline.orchestrator import _success_term_issues
 from rlvr.prompts import PromptTemplate
-from rlvr.report import difficulty_curve, write_report
+from rlvr.records.report import difficulty_curve, write_report
 from rlvr.reward import FormatReward, RewardSet
 from rlvr.training_loop.loop import GRPOPhase
 from rlvr.verifier import entries

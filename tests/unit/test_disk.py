@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.disk import dir_size, finish_run_dir, human, keep_checkpoints_issues, prune_checkpoints
+from rlvr.runtime.disk import dir_size, finish_run_dir, human, keep_checkpoints_issues, prune_checkpoints
 from rlvr.training_loop.checkpoints import MARKER, latest_checkpoint
 
 

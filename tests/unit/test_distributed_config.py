@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import compose_config
 
-from rlvr.distributed import Distributed, run_dir_issue, weights_sha256
+from rlvr.runtime.distributed import Distributed, run_dir_issue, weights_sha256
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_deepspeed_needs_the_package(launched):
 def test_sharded_strategies_pass_on_a_gpu(launched, monkeypatch, option, flag, sharded):
     """FSDP and ZeRO-3 are no longer refused on a GPU: rank 0 evaluates and saves gathered weights
     (tests/unit/test_full_weights.py). Only the deepspeed package may be missing here."""
-    import rlvr.distributed as d
+    import rlvr.runtime.distributed as d
 
     launched(2, **({flag: "true"} if flag else {}))
     monkeypatch.setattr(d, "_cuda", lambda: True)
@@ -99,7 +99,7 @@ def test_sharded_strategies_pass_on_a_gpu(launched, monkeypatch, option, flag, s
 def test_zero3_without_the_16bit_gather_is_refused_naming_the_flag(launched, monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    import rlvr.distributed as d
+    import rlvr.runtime.distributed as d
 
     settings = component("deepspeed_zero3").settings()
     settings["deepspeed_config"]["zero3_save_16bit_model"] = False
@@ -145,7 +145,7 @@ def test_the_weights_hash_sees_every_parameter_and_buffer():
 def test_fsdp_and_deepspeed_are_refused_without_a_gpu(launched, monkeypatch, option, flag):
     """On a CPU accelerate 1.15 turns these launches into plain DDP (MULTI_CPU): refused, not run as
     something else. With a GPU this refusal is absent."""
-    import rlvr.distributed as d
+    import rlvr.runtime.distributed as d
 
     launched(2, **{flag: "true"})
     monkeypatch.setattr(d, "_cuda", lambda: False)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tests.conftest import make_eval_result
 
-from rlvr.evaluation.schedule import EvalSchedule, Stage, run_order
+from rlvr.evaluation.schedule import EvalSchedule
+from rlvr.stages import Stage, run_order
 
 
 class Hub:

@@ -1,4 +1,4 @@
-"""Full weights on rank 0 under FSDP / ZeRO-3 (rlvr.distributed.Distributed.on_rank0, full_copy).
+"""Full weights on rank 0 under FSDP / ZeRO-3 (rlvr.runtime.distributed.Distributed.on_rank0, full_copy).
 
 The gather itself (accelerate's ``get_state_dict`` on a sharded model) needs GPUs; it is replaced
 here by a stand-in accelerator that records the call and hands rank 0 a real state dict, as FSDP's
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlvr.distributed import Distributed, full_copy, peer_lost
+from rlvr.runtime.distributed import Distributed, full_copy, peer_lost
 
 FSDP = "infrastructure/accelerate/fsdp.yaml"
 TOKENS = torch.tensor([[1, 2, 3, 4, 5]])
@@ -202,7 +202,7 @@ class ShardedLoop:
     in-training evaluation through the session (on every rank)."""
 
     def __init__(self, trainer):
-        from rlvr.hardware import Hardware
+        from rlvr.runtime.hardware import Hardware
 
         self.hardware = Hardware("cpu", "fp32", "a test")
         self.trainer = trainer
@@ -303,7 +303,7 @@ def test_weights_partitioned_while_loading_are_gathered_with_deepspeeds_own_cont
 def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
     """In-training evaluations gather through the trainer of the phase that is running: the phase
     attaches it before train() starts (and so before its first evaluation callback)."""
-    from rlvr.hardware import Hardware
+    from rlvr.runtime.hardware import Hardware
     from rlvr.training_loop.loop import Session, SFTPhase, TrainOutcome
 
     attached = []

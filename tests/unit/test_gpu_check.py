@@ -185,7 +185,7 @@ def test_every_checks_overrides_compose_against_the_real_conf(name):
     if "vLLM colocate" in name:
         assert cfg.training_loop.grpo.use_vllm is True and cfg.training_loop.grpo.vllm_mode == "colocate"
     if "unsloth" in name:
-        assert cfg.model._target_ == "rlvr.model.UnslothModel"
+        assert cfg.model._target_ == "rlvr.model.unsloth.UnslothModel"
         assert cfg.model.name_or_path == "/models/SmolLM2-135M-Instruct"
 
 

@@ -239,7 +239,7 @@ def test_unsloths_imports_from_unsloth_zoo_exist_in_the_locked_unsloth_zoo():
 
 
 # -- deepspeed: the lock's sdist, and a real run with gloo where it is installed -------------------------
-DISTRIBUTED_PY = SRC / "distributed.py"
+DISTRIBUTED_PY = SRC / "runtime" / "distributed.py"
 
 
 def deepspeed_problems(text: str | None = None) -> list[str]:
@@ -289,7 +289,7 @@ def test_zero3_partitioned_weights_are_gathered_for_real_with_gloo(monkeypatch):
     import deepspeed
     import torch
 
-    from rlvr.distributed import Distributed
+    from rlvr.runtime.distributed import Distributed
 
     installed("deepspeed")  # the GPU lock's version
     for name, value in {
@@ -341,12 +341,12 @@ def test_accelerate_launch_reads_every_key_of_our_files_and_sets_the_flags_the_p
 ):
     """Every deepspeed_config / fsdp_config key is an option of the locked accelerate's launcher (it
     copies unknown keys onto its args silently), and the launch sets the flag that
-    rlvr.distributed._LAUNCH_FLAGS reads for the file's strategy; the plugins built from that
+    rlvr.runtime.distributed._LAUNCH_FLAGS reads for the file's strategy; the plugins built from that
     environment are what the product's gathers rely on (ZeRO-3's 16-bit gather on save; FSDP's full
     state dict on rank 0)."""
     from accelerate.commands.launch import launch_command_parser
 
-    from rlvr.distributed import _LAUNCH_FLAGS
+    from rlvr.runtime.distributed import _LAUNCH_FLAGS
 
     installed("accelerate")
     settings = yaml.safe_load(path.read_text())
@@ -368,7 +368,9 @@ def test_accelerate_launch_reads_every_key_of_our_files_and_sets_the_flags_the_p
 
         zero = DeepSpeedPlugin().deepspeed_config["zero_optimization"]
         assert zero["stage"] == settings["deepspeed_config"]["zero_stage"]
-        if zero["stage"] == 3:  # rlvr.distributed validates the flag; accelerate's get_state_dict needs this
+        if (
+            zero["stage"] == 3
+        ):  # rlvr.runtime.distributed validates the flag; accelerate's get_state_dict needs this
             assert zero["stage3_gather_16bit_weights_on_model_save"] is True
     if strategy == "FSDP":
         from accelerate.utils import FullyShardedDataParallelPlugin

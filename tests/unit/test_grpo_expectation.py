@@ -19,7 +19,7 @@ from tests.conftest import loop_collaborators, make_eval_result
 
 from rlvr import events as ev
 from rlvr.observers.console import ConsoleObserver
-from rlvr.report import write_report
+from rlvr.records.report import write_report
 from rlvr.training_loop.expectation import MEASURED_STEPS, grpo_stage_note
 
 

@@ -1,12 +1,12 @@
 """Device and precision follow the machine unless pinned; TRL's bf16 default never reaches a CPU that
-runs bf16 ~100x slower (rlvr.hardware)."""
+runs bf16 ~100x slower (rlvr.runtime.hardware)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.conftest import make_loop
 
-from rlvr import hardware
+from rlvr.runtime import hardware
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""rlvr.io: atomic writes that never go through a symlink planted in the directory written to."""
+"""rlvr.runtime.io: atomic writes that never go through a symlink planted in the directory written to."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlvr.io import SymlinkRefused, atomic_write_json, atomic_write_text
+from rlvr.runtime.io import SymlinkRefused, atomic_write_json, atomic_write_text
 
 
 def test_writes_atomically_and_leaves_no_temp_file(tmp_path):

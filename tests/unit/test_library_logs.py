@@ -1,4 +1,4 @@
-"""Library log records go to the run's log file, not the console (rlvr.logs)."""
+"""Library log records go to the run's log file, not the console (rlvr.runtime.logs)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.logs import LIBRARY_LOGGERS, route_library_loggers
+from rlvr.runtime.logs import LIBRARY_LOGGERS, route_library_loggers
 
 
 @pytest.fixture(autouse=True)

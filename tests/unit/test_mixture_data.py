@@ -20,7 +20,7 @@ from rlvr.data.processors import GSM8K
 from rlvr.evaluation.results import Evaluation, SampleRecord, paired
 from rlvr.pipeline.orchestrator import runtime_args
 from rlvr.prompts import PromptTemplate
-from rlvr.report import write_report
+from rlvr.records.report import write_report
 from rlvr.reward import FormatReward, RewardSet
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")

@@ -11,10 +11,10 @@ from omegaconf import OmegaConf
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.hardware import Hardware
 from rlvr.observers import Observer
 from rlvr.pipeline import PipelineOrchestrator
 from rlvr.pipeline.orchestrator import Components
+from rlvr.runtime.hardware import Hardware
 from rlvr.training_loop import TrainOutcome
 
 
@@ -203,7 +203,7 @@ def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):
 
 
 def test_low_disk_hint_names_the_free_space_and_the_fix(tmp_path):
-    from rlvr.disk import low_disk_hint
+    from rlvr.runtime.disk import low_disk_hint
 
     run_dir = tmp_path / "not" / "created" / "yet"  # the nearest existing parent is measured
     assert low_disk_hint(run_dir, min_free=0) is None

@@ -217,7 +217,7 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
     from tests.conftest import compose_config
 
     from rlvr.config import memory as preflight
-    from rlvr.distributed import Distributed
+    from rlvr.runtime.distributed import Distributed
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
     assert preflight.shard_of(setup) == shard

@@ -1,7 +1,7 @@
-"""rlvr.secrets: one redaction for every output, tried the way an attacker's config file would try it.
+"""rlvr.runtime.secrets: one redaction for every output, tried the way an attacker's config file would try it.
 
 Values read from the environment are recorded as OmegaConf resolves them (any spelling its grammar
-accepts), and masked wherever they reach an output: files written through rlvr.io, events handed to
+accepts), and masked wherever they reach an output: files written through rlvr.runtime.io, events handed to
 observers, the console, log handlers, pickled trainer arguments, the resume fingerprint. A path that
 would hold one is refused before the run. These tests fail when ``redact`` is made a no-op.
 """
@@ -21,13 +21,13 @@ from omegaconf import OmegaConf
 from tests.conftest import ROOT, SIGNAL
 
 from rlvr import events as ev
-from rlvr import secrets
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
 from rlvr.config.hydra_check import preflight
-from rlvr.io import atomic_write_json, atomic_write_text
 from rlvr.observers.base import Observer, ObserverHub
-from rlvr.secrets import REDACTED, redact, redact_text
+from rlvr.runtime import secrets
+from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.runtime.secrets import REDACTED, redact, redact_text
 
 SECRET = "s3cr-et-from-env-91f0"  # not credential-named: masked only because a config read it
 APP = {"_target_": "rlvr.app.train"}

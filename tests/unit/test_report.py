@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.report import report_rows, write_report
+from rlvr.records.report import report_rows, write_report
 
 
 def result(label: str, step: int, correct: int, n: int = 200) -> ev.EvalResult:

@@ -153,7 +153,7 @@ def test_differences_name_nested_settings():
     ],
 )
 def test_a_full_disk_is_recognised_in_every_shape(tmp_path, error, what):
-    from rlvr.faults import disk_fault
+    from rlvr.runtime.faults import disk_fault
 
     wrapped = RuntimeError("saving failed")
     wrapped.__cause__ = error

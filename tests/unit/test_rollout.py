@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from tests.conftest import CONF, loop_collaborators
 
-from rlvr import hardware
+from rlvr.runtime import hardware
 
 
 def loop_for(*overrides: str):

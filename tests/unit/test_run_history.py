@@ -1,4 +1,4 @@
-"""What a resumed run reloads from its earlier attempts (rlvr.run_history), without a model: which
+"""What a resumed run reloads from its earlier attempts (rlvr.records.run_history), without a model: which
 evaluation files are reused and why others are not, the attempt record, and the merged report."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from tests.conftest import make_eval_result
 
 from rlvr import events as ev
 from rlvr.data.identity import ids_of, set_hash
-from rlvr.evaluation.schedule import on_resumed_path
-from rlvr.report import write_report
-from rlvr.run_history import (
+from rlvr.records.report import write_report
+from rlvr.records.run_history import (
     ATTEMPTS,
     AttemptLog,
     RunHistory,
     read_train_history,
     reload_evaluations,
 )
+from rlvr.stages import on_resumed_path
 
 META = {"model": "tiny", "tasks": ["t"], "data_seed": 1, "seed": 42, "data_manifest_sha256": "abc"}
 SAMPLING = {"num_samples": 1, "temperature": 0.0, "max_new_tokens": 12, "seed": 0}

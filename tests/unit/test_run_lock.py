@@ -1,4 +1,4 @@
-"""One owner per run directory (rlvr.run_lock, SECURITY.md "Run directory ownership"): a second process
+"""One owner per run directory (rlvr.runtime.run_lock, SECURITY.md "Run directory ownership"): a second process
 is refused with the holder's host, pid and start time; a holder that died is named by the next owner;
 the ranks of one launch other than rank 0 neither take nor check the lock."""
 
@@ -15,12 +15,12 @@ import time
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.run_lock import LOCK_FILE, RunDirBusy, RunDirLock
+from rlvr.runtime.run_lock import LOCK_FILE, RunDirBusy, RunDirLock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from rlvr.run_lock import RunDirLock
+from rlvr.runtime.run_lock import RunDirLock
 lock = RunDirLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 time.sleep(120)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rlvr.sweep_report import chart, collect, main, to_csv, to_markdown
+from rlvr.records.sweep_report import chart, collect, main, to_csv, to_markdown
 
 
 def _acc(stage: str, acc: float) -> dict:

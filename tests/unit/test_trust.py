@@ -28,15 +28,15 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
         "subprocess.Popen",
         "importlib.import_module",
         # a path spelt inside rlvr that walks into another module's attribute
-        "rlvr.disk.shutil.copyfile",
+        "rlvr.runtime.disk.shutil.copyfile",
         "rlvr.config.trust.importlib.import_module",
         "rlvr.pipeline.orchestrator.instantiate",
         "rlvr.model.loader.Path",
         # modules, dunder escapes, and rlvr's own helper functions that write files
-        "rlvr.secrets.os",
+        "rlvr.runtime.secrets.os",
         "rlvr.reward.CorrectnessReward.__class__",
-        "rlvr.io.SymlinkRefused.__subclasses__",
-        "rlvr.io.atomic_write_text",
+        "rlvr.runtime.io.SymlinkRefused.__subclasses__",
+        "rlvr.runtime.io.atomic_write_text",
         "rlvr.reward.CorrectnessReward.__init__",
         # not a dotted path at all
         "rlvr.app.train; import os",
@@ -73,7 +73,7 @@ def test_every_node_is_judged_including_app_lists_and_args():
                     "a": {"_target_": "rlvr.reward.CorrectnessReward", "_args_": [{"_target_": "os.system"}]}
                 },
             },
-            "extra": [{"_target_": "rlvr.disk.shutil.rmtree"}],
+            "extra": [{"_target_": "rlvr.runtime.disk.shutil.rmtree"}],
         }
     )
     keys = {i.key for i in check_targets(cfg, targets_only=True)}
@@ -148,7 +148,7 @@ def test_the_shipped_hydra_settings_pass():
     [
         ("+hydra.job.env_set.GIT_CONFIG_GLOBAL=/tmp/evil", "hydra.job.env_set"),
         ("hydra.job.env_copy=[HOME]", "hydra.job.env_copy"),
-        ("+hydra.callbacks.x._target_=rlvr.io.atomic_write_text", "hydra.callbacks"),
+        ("+hydra.callbacks.x._target_=rlvr.runtime.io.atomic_write_text", "hydra.callbacks"),
         (
             "hydra.job_logging.handlers.file.filename=/tmp/anywhere.log",
             "hydra.job_logging.handlers.file.filename",
@@ -161,7 +161,7 @@ def test_the_shipped_hydra_settings_pass():
             "hydra.job_logging.handlers.console.stream=ext://os.system",
             "hydra.job_logging.handlers.console.stream",
         ),
-        ("hydra.launcher._target_=rlvr.io.SymlinkRefused", "hydra.launcher._target_"),
+        ("hydra.launcher._target_=rlvr.runtime.io.SymlinkRefused", "hydra.launcher._target_"),
         ("hydra.sweeper._target_=os.system", "hydra.sweeper._target_"),
         ("+hydra.launcher.setup=[touch /tmp/x]", "hydra.launcher.setup"),
         # Hydra writes config.yaml/hydra.yaml/overrides.yaml (credentials verbatim) into it, anywhere
@@ -179,7 +179,7 @@ def test_logging_factories_from_a_config_file_are_refused():
     # "()" cannot be typed as an override, but a hydra/job_logging file in a config dir can hold it
     node = OmegaConf.merge(
         OmegaConf.create(OmegaConf.to_container(_hydra_node())),
-        {"hydra_logging": {"formatters": {"simple": {"()": "rlvr.io.atomic_write_text"}}}},
+        {"hydra_logging": {"formatters": {"simple": {"()": "rlvr.runtime.io.atomic_write_text"}}}},
     )
     assert "hydra.hydra_logging.formatters.simple.()" in {i.key for i in check_hydra_node(node)}
 
@@ -262,7 +262,7 @@ def test_preflight_composes_like_hydra_and_refuses_before_it_acts():
         preflight(["+hydra.job.env_set.X=1"], script, "conf", "config")
     with pytest.raises(ConfigValidationError, match="callbacks"):
         preflight(
-            ["-m", "seed=1,2", "+hydra.callbacks.x._target_=rlvr.io.atomic_write_text"],
+            ["-m", "seed=1,2", "+hydra.callbacks.x._target_=rlvr.runtime.io.atomic_write_text"],
             script,
             "conf",
             "config",

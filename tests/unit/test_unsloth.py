@@ -184,7 +184,7 @@ def test_without_cuda_the_config_is_refused_before_anything_loads(tmp_path, monk
     with pytest.raises(ConfigValidationError) as info:
         PipelineOrchestrator(compose_config(["model=unsloth_qwen2_5_1_5b"]), tmp_path).build()
     [issue] = [i for i in info.value.issues if i.key == "model"]
-    assert issue.value == "rlvr.model.UnslothModel"
+    assert issue.value == "rlvr.model.unsloth.UnslothModel"
     assert "CUDA GPU" in issue.problem and "no GPU is visible" in issue.problem
     assert "model=hf model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct model.quantization=4bit" in issue.fix
     assert "unsloth" not in sys.modules  # nothing of unsloth was imported, let alone loaded

@@ -17,8 +17,8 @@ from tests.conftest import ROOT
 from rlvr import events as ev
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
-from rlvr.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
 from rlvr.observers import JsonlObserver, TensorBoardObserver
+from rlvr.runtime.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
 
 SCRIPT = ROOT / "run_pipeline.py"
 # Spellings of "outside the run directory" for a config-chosen file or folder name.
@@ -111,7 +111,7 @@ def test_tensorboard_refuses_a_linked_log_dir(tmp_path):
 
 def test_open_append_refuses_a_link_planted_after_the_checks(tmp_path, monkeypatch):
     """O_NOFOLLOW closes the window between checking the path and opening it."""
-    import rlvr.io as rio
+    import rlvr.runtime.io as rio
 
     victim = tmp_path / "victim"
     victim.write_text("keep")

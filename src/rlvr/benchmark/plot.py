@@ -34,7 +34,7 @@ from matplotlib.ticker import PercentFormatter
 
 from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
 from rlvr.config.errors import suggest
-from rlvr.io import atomic_write_bytes
+from rlvr.runtime.io import atomic_write_bytes
 
 AVERAGE_LABEL = "average"
 # Bars beyond these no longer read as a chart (and drawing cost grows with their product).
@@ -205,7 +205,7 @@ def draw_summary(
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:
-    """Save as PNG atomically (rlvr.io), so a reader never sees a half-written image."""
+    """Save as PNG atomically (rlvr.runtime.io), so a reader never sees a half-written image."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return atomic_write_bytes(path, buffer.getvalue())

@@ -31,7 +31,7 @@ from typing import Any
 
 from rlvr.evaluation.metrics import AccuracySummary
 from rlvr.evaluation.results import Evaluation
-from rlvr.io import atomic_write_json
+from rlvr.runtime.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 

@@ -405,7 +405,7 @@ def _progress(total: int) -> Callable[[CellResult], None]:
 def run(cfg: DictConfig) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
     from rlvr.app import run_dir_of
-    from rlvr.logs import library_output_to_log_file
+    from rlvr.runtime.logs import library_output_to_log_file
 
     library_output_to_log_file()
     if cfg.benchmark.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)

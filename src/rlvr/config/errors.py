@@ -18,7 +18,7 @@ class ConfigIssue:
     fix: str
 
     def __str__(self) -> str:
-        from rlvr.secrets import redact_text  # a message quotes values: it is an output too
+        from rlvr.runtime.secrets import redact_text  # a message quotes values: it is an output too
 
         return redact_text(f"{self.key}={self.value!r}: {self.problem}. Fix: {self.fix}")
 

@@ -66,7 +66,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     issues = check_resolvers(cfg)
     if issues:
         refuse(issues)
-    # Resolving records every value oc.env returns (rlvr.secrets.watch_env_reads): from here on
+    # Resolving records every value oc.env returns (rlvr.runtime.secrets.watch_env_reads): from here on
     # they are masked in every output of this process.
     container = _resolved(cfg)
     issues = credential_issues(container) + rebuilt_interpolations(container) + _output_dir_issues()

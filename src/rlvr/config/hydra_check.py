@@ -725,7 +725,7 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
     refused before Hydra opens its log file there (in append mode, which would follow a planted link);
     so is a fresh run (``resume`` unset) in a directory, or a sweep over one, that holds another run's
     records: it would overwrite them."""
-    from rlvr.io import SymlinkRefused, refuse_symlinks_in, run_records_in
+    from rlvr.runtime.io import SymlinkRefused, refuse_symlinks_in, run_records_in
 
     keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if multirun else ("hydra.run.dir",)
     # A sweep point's subdir names its job number, which exists once Hydra launches the job.
@@ -734,7 +734,7 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         OmegaConf.update(probe, runtime_key, runtime_value, force_add=True)
     issues = []
     for key in keys:
-        # Resolving records the environment reads in it (rlvr.secrets.watch_env_reads).
+        # Resolving records the environment reads in it (rlvr.runtime.secrets.watch_env_reads).
         with contextlib.suppress(OmegaConfBaseException):
             value = OmegaConf.select(probe, key, throw_on_resolution_failure=True)
             issue = secret_path_issue(key, str(value)) if value is not None else None
@@ -753,7 +753,7 @@ def _run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         refuse_symlinks_in(folder)
     except SymlinkRefused as exc:
         return [ConfigIssue(key, str(folder), str(exc), "remove the link or choose another directory")]
-    from rlvr.distributed import is_main
+    from rlvr.runtime.distributed import is_main
 
     if not is_main():
         return []  # under accelerate launch rank 0 may already be writing this run's own records

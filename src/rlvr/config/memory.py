@@ -31,7 +31,7 @@ this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
   optimizer state by the number of processes (Rajbhandari et al. 2020, stage 2: P_os+g); FSDP and
   ZeRO-3 divide the weights too (stage 3: P_os+g+p), while activations, logits and the rollout KV
   cache stay per process. Sharded, rank 0 also holds a full 16-bit copy of the weights while it
-  evaluates or saves (rlvr.distributed.Distributed.on_rank0).
+  evaluates or saves (rlvr.runtime.distributed.Distributed.on_rank0).
 
 Sequence lengths: before anything loads the prompt takes PROMPT_BUDGET tokens (a bound); once the
 data is loaded the check runs again with the longest prompt the run will train on, tokenized by the
@@ -130,7 +130,7 @@ class Plan:
     """The settings of one training process that decide its memory."""
 
     dtype: str = "bfloat16"  # weight dtype as loaded
-    precision: str = "bf16"  # the training precision (rlvr.hardware): bf16 | fp16 | fp32
+    precision: str = "bf16"  # the training precision (rlvr.runtime.hardware): bf16 | fp16 | fp32
     quantization: str | None = None  # None | 4bit | 8bit
     lora_r: int | None = None  # None = full fine-tune
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -302,7 +302,7 @@ def device_memory_gb(device: str) -> float:
 
 
 def shard_of(setup: Any) -> str | None:
-    """What a distributed setup (rlvr.distributed.Distributed, or None) shards: see Plan.shard."""
+    """What a distributed setup (rlvr.runtime.distributed.Distributed, or None) shards: see Plan.shard."""
     if setup is None:
         return None
     if setup.sharded:
@@ -516,7 +516,7 @@ def memory_record(
     bytes); None where there is nothing to record (no estimate; no CUDA peak on a CPU run)."""
     import os
 
-    from rlvr.hardware import cuda_peak_gb
+    from rlvr.runtime.hardware import cuda_peak_gb
 
     inputs = _estimate_inputs(
         model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, micro_batches

@@ -175,7 +175,7 @@ def check_resolvers(cfg: DictConfig) -> list[ConfigIssue]:
 def credential_issues(node: Any, path: str = "") -> list[ConfigIssue]:
     """Credential-named keys with a value: refused, so no credential can reach any file a run writes
     (records, trainer argument files in checkpoints, tracker files). The value is never echoed."""
-    from rlvr.secrets import REDACTED, is_credential_key
+    from rlvr.runtime.secrets import REDACTED, is_credential_key
 
     issues = []
     if isinstance(node, dict):
@@ -286,7 +286,7 @@ def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:
 def secret_path_issue(key: str, path: str) -> ConfigIssue | None:
     """A directory named after a secret (a value read from the environment, a credential) would
     carry it into every record that names the run directory: refused, never written masked."""
-    from rlvr.secrets import REDACTED, contains_secret, redact_text
+    from rlvr.runtime.secrets import REDACTED, contains_secret, redact_text
 
     if not contains_secret(path):
         return None

@@ -42,8 +42,8 @@ from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, with_eval_sets
 from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset
-from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
+from rlvr.runtime.io import atomic_write_json
 
 STATE_FILE = "curriculum_state.json"
 SLOT = "slot"

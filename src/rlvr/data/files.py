@@ -34,7 +34,7 @@ from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
 from rlvr.data.processors import Processor, QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
-from rlvr.secrets import error_text
+from rlvr.runtime.secrets import error_text
 from rlvr.verifier.checkers import Checker
 from rlvr.verifier.entries import to_json_safe
 
@@ -195,7 +195,7 @@ class FileData:
                         f"{key}.path",
                         self.path,
                         # The reader's message may quote the file (a credential file given as data):
-                        # quoted text is shown by its length only, secrets masked (rlvr.secrets).
+                        # quoted text is shown by its length only, secrets masked (rlvr.runtime.secrets).
                         f"could not be read with `datasets` ({error_text(exc)})",
                         "give a .jsonl/.json/.parquet/.csv file, a save_to_disk directory, or a hub id "
                         "(online only); check data.split and data.subset",

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, key_issues
 from rlvr.evaluation.results import Evaluation, SampleRecord
-from rlvr.io import atomic_write_json
 from rlvr.prompts import PromptTemplate
+from rlvr.runtime.io import atomic_write_json
 
 if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of config checks
     from datasets import Dataset
@@ -243,7 +243,7 @@ class Evaluator:
     def identity(self, dataset: Dataset, meta: dict[str, Any]) -> dict[str, Any]:
         """What an evaluation of ``dataset`` by this evaluator writes into its file beside the scores
         (``meta``, prompt hash, sampling) plus the identity of its question set: an evaluation file
-        whose values differ measured something else (rlvr.run_history compares them on resume)."""
+        whose values differ measured something else (rlvr.records.run_history compares them on resume)."""
         from rlvr.data.identity import ids_of, set_hash
 
         rows = self.rows(dataset)

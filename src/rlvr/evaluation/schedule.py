@@ -12,87 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
+from rlvr.stages import SAMPLED, STAGE_CHANGES, Stage
 
 if TYPE_CHECKING:
     from datasets import Dataset
     from torch import nn
     from transformers import PreTrainedTokenizerBase
 
-    from rlvr.distributed import Distributed
     from rlvr.evaluation.evaluator import Evaluator
     from rlvr.observers.base import ObserverHub
-    from rlvr.run_history import RunHistory
-
-
-class Stage(StrEnum):
-    """Evaluation labels, in the order a run makes them (the report lists evaluations in this order).
-
-    ``sft``, ``rft`` and ``grpo`` are also the training phases' names: an in-training evaluation is labelled
-    by its phase. A StrEnum: the labels are the strings evaluation files and reports record.
-    """
-
-    BASELINE = "baseline"
-    SFT = "sft"
-    AFTER_SFT = "after_sft"
-    AFTER_SFT_SAMPLED = "after_sft_sampled"
-    RFT = "rft"
-    GRPO = "grpo"
-    FINAL = "final"
-    FINAL_SAMPLED = "final_sampled"
-
-    @property
-    def sampled(self) -> Stage:
-        """This stage's evaluation sampled at the training temperature (evaluation.sampled)."""
-        return Stage(self.value + SAMPLED_SUFFIX)
-
-
-SAMPLED_SUFFIX = "_sampled"
-# Stage evaluations that also get a sampled evaluation: the GRPO stage's start and end.
-SAMPLED = (Stage.AFTER_SFT, Stage.FINAL)
-PHASES = (Stage.SFT, Stage.RFT, Stage.GRPO)
-# Paired changes the report and the console show: (name, before, after).
-STAGE_CHANGES = (
-    ("SFT", Stage.BASELINE, Stage.AFTER_SFT),
-    ("GRPO", Stage.AFTER_SFT, Stage.FINAL),
-    ("whole run", Stage.BASELINE, Stage.FINAL),
-    ("GRPO, sampled at the training temperature", Stage.AFTER_SFT_SAMPLED, Stage.FINAL_SAMPLED),
-)
-
-
-def run_order(evaluations: list[ev.EvalResult]) -> list[ev.EvalResult]:
-    """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
-    a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
-    order = list(Stage)
-
-    def key(e: ev.EvalResult) -> tuple[int, int]:
-        return (order.index(e.label) if e.label in order else len(order), e.step)
-
-    return sorted(evaluations, key=key)
-
-
-def on_resumed_path(label: str, step: int, resume: tuple[str, int] | None) -> bool:
-    """Whether an evaluation (``label`` at ``step``) measured weights the resumed run continues from.
-
-    ``resume`` is (phase, checkpoint step), or None for a restart from scratch. The base model is on
-    every path; a GRPO checkpoint was trained from the finished SFT phase, so all of SFT is on its
-    path; within the resumed phase, steps up to the checkpoint. A later step's evaluation belongs to
-    work after the checkpoint, which the resumed run does again (and evaluates again).
-    """
-    if label == Stage.BASELINE:
-        return True
-    if resume is None or label == Stage.FINAL:
-        return False
-    phase, at = resume
-    if label in (Stage.SFT, Stage.AFTER_SFT):
-        return phase == Stage.GRPO or step <= at
-    if label == Stage.GRPO:
-        return phase == Stage.GRPO and step <= at
-    return False
+    from rlvr.records.run_history import RunHistory
+    from rlvr.runtime.distributed import Distributed
 
 
 def eval_of_last_weights(evaluations: list[ev.EvalResult], steps: dict[str, int]) -> ev.EvalResult | None:
@@ -100,7 +34,7 @@ def eval_of_last_weights(evaluations: list[ev.EvalResult], steps: dict[str, int]
     order), if one was made: an evaluation at the last phase's last step (after SFT counts for SFT)
     measured the model the after-SFT or final evaluation would measure again (greedy, same
     questions). ``evaluations`` in the order they were made or reloaded: the newest wins, so this
-    attempt's own evaluation comes before an earlier attempt's (rlvr.run_history) of those weights."""
+    attempt's own evaluation comes before an earlier attempt's (rlvr.records.run_history) of those weights."""
     if not steps:
         return None
     phase, last_step = list(steps.items())[-1]
@@ -133,7 +67,7 @@ class EvalSchedule:
     Rank 0 evaluates; every rank calls at the same points: under FSDP / ZeRO-3 every rank takes part
     in gathering the full weights, always (whether rank 0 reuses an evaluation is known on rank 0
     only, and a gather skipped on some ranks would hang the others), and rank 0 evaluates a
-    full-weight copy (rlvr.distributed.Distributed.on_rank0).
+    full-weight copy (rlvr.runtime.distributed.Distributed.on_rank0).
     """
 
     evaluator: Evaluator
@@ -145,7 +79,7 @@ class EvalSchedule:
     main: bool  # rank 0 (or the only process)
     distributed: Distributed | None = None  # None = one process
     evaluations: list[ev.EvalResult] = field(default_factory=list)
-    # What earlier attempts of this run left (rlvr.run_history); its evaluations are in ``evaluations``.
+    # What earlier attempts of this run left (rlvr.records.run_history); its evaluations are in ``evaluations``.
     history: RunHistory | None = None
 
     def baseline(self, model: nn.Module) -> ev.EvalResult | None:
@@ -238,5 +172,5 @@ class EvalSchedule:
             return
         sampled = Stage(label).sampled
         if (sampled, step) in made:
-            return  # reloaded from an earlier attempt of this run (rlvr.run_history)
+            return  # reloaded from an earlier attempt of this run (rlvr.records.run_history)
         self._record(self._generate_and_score(view, model, sampled, step))

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr.data.identity import MANIFEST
-from rlvr.io import atomic_write_json
 from rlvr.model.loader import QUANTIZATION_FILE, LoadedModel
+from rlvr.runtime.io import atomic_write_json
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from rlvr.distributed import Distributed
+    from rlvr.runtime.distributed import Distributed
 
 FINAL = "final"
 # The weights hash of every rank (written beside the final model when several replicated ranks ran).

@@ -168,10 +168,10 @@ class HFModel:
         if self.quantization:
             from transformers import BitsAndBytesConfig
 
-            from rlvr import hardware
+            from rlvr.runtime import hardware
 
             # QLoRA: NF4 with double quantisation; compute in the dtype this device runs fastest
-            # (bf16 on GPUs/CPUs with native bf16, else fp32: rlvr.hardware).
+            # (bf16 on GPUs/CPUs with native bf16, else fp32: rlvr.runtime.hardware).
             compute = getattr(torch, hardware.resolve().torch_dtype_name)
             kwargs["quantization_config"] = BitsAndBytesConfig(
                 load_in_4bit=self.quantization == "4bit",

@@ -181,7 +181,7 @@ class UnslothModel:
             return [
                 ConfigIssue(
                     "model",
-                    "rlvr.model.UnslothModel",
+                    "rlvr.model.unsloth.UnslothModel",
                     "unsloth runs only on a CUDA GPU (its Triton kernels and bitsandbytes paths need one) "
                     "and no GPU is visible",
                     f"on this machine load the same model through transformers + PEFT: {self.hf_equivalent()}",
@@ -191,7 +191,7 @@ class UnslothModel:
             return [
                 ConfigIssue(
                     "model",
-                    "rlvr.model.UnslothModel",
+                    "rlvr.model.unsloth.UnslothModel",
                     "needs the 'unsloth' package, which is not installed",
                     "install the GPU lock: make setup GPU=1",
                 )

@@ -1,7 +1,7 @@
 """Observer base class (every hook a no-op) and the hub that fans events out safely.
 
 Every observer writes somewhere (metrics.jsonl, the console, W&B, TensorBoard), so the hub hands
-each one the event with secrets masked (rlvr.secrets.redact): no observer needs its own redaction.
+each one the event with secrets masked (rlvr.runtime.secrets.redact): no observer needs its own redaction.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
-from rlvr.secrets import redact
+from rlvr.runtime.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,13 @@ class ObserverHub:
                 self._failed(name, hook, exc)
 
     def _failed(self, name: str, hook: str, exc: Exception) -> None:
-        from rlvr.faults import is_disk_error
+        from rlvr.runtime.faults import is_disk_error
 
         if not is_disk_error(exc):
             log.exception("observer %s failed in %s; continuing", name, hook)
         elif name not in self._disk_full:
             # A full disk fails every later write as well: one line per observer, not a traceback per
-            # event (the run's own error says what to do, rlvr.faults).
+            # event (the run's own error says what to do, rlvr.runtime.faults).
             self._disk_full.add(name)
             log.warning("observer %s cannot write (%s): its records stop here", name, exc)
 

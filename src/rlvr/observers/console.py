@@ -24,8 +24,7 @@ from rich.table import Table
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.base import Observer
-
-PHASES = ("sft", "grpo")  # in run order (rlvr.run_history.PHASES, which imports this package)
+from rlvr.stages import PHASES
 
 
 class _Bar:

@@ -10,8 +10,8 @@ from typing import IO, Any
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
-from rlvr.io import config_path_problem, inside, open_append
 from rlvr.observers.base import Observer
+from rlvr.runtime.io import config_path_problem, inside, open_append
 
 
 def _jsonable(value: Any) -> Any:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
-from rlvr.io import config_path_problem, inside
 from rlvr.observers.base import Observer
+from rlvr.runtime.io import config_path_problem, inside
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -73,7 +73,7 @@ class WandbObserver(Observer):
             reinit="finish_previous",
             # No command line, code, git diff or machine metadata in the run files: the config above
             # is the record, secret-free; argv could hold anything a user typed. No console capture
-            # either: W&B would wrap the console's write and see text before rlvr.secrets masks it
+            # either: W&B would wrap the console's write and see text before rlvr.runtime.secrets masks it
             # (the run's log file holds the console).
             settings=wandb.Settings(
                 x_disable_meta=True, disable_git=True, save_code=False, disable_code=True, console="off"

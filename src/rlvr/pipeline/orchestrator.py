@@ -2,7 +2,7 @@
 
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`STAGES` in order:
 validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
-attempts left, rlvr.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final
+attempts left, rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final
 evaluation -> save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`.
 On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are
 always closed.
@@ -13,7 +13,7 @@ resume and the settings fingerprint (rlvr.training_loop.resume), the final model
 Runtime collaborators are passed at instantiation (the prompt and the verifier to rewards and
 evaluation, the prompt and the reward set to the training loop), so every built component is
 complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes files,
-observes and evaluates (rlvr.distributed).
+observes and evaluates (rlvr.runtime.distributed).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr import distributed
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.gate import config_issues, refuse
@@ -40,16 +39,18 @@ from rlvr.config.memory import fits_batch
 from rlvr.data import references
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
-from rlvr.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
-from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
+from rlvr.evaluation.schedule import EvalSchedule, stage_changes
 from rlvr.events import RunResult
-from rlvr.faults import DiskFull, RunFault, disk_fault
-from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
-from rlvr.run_history import AttemptLog, RunHistory
-from rlvr.secrets import redact
+from rlvr.records.run_history import AttemptLog, RunHistory
+from rlvr.runtime import distributed
+from rlvr.runtime.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
+from rlvr.runtime.faults import DiskFull, RunFault, disk_fault
+from rlvr.runtime.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
+from rlvr.runtime.secrets import redact
+from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
@@ -78,7 +79,7 @@ class Components:
     training_loop: Any
     evaluation: Any
     observers: dict[str, Any]
-    distributed: Any = None  # rlvr.distributed.Distributed; None = one process
+    distributed: Any = None  # rlvr.runtime.distributed.Distributed; None = one process
 
 
 def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recursive: bool = True) -> Any:
@@ -262,7 +263,7 @@ def _memory_check(ctx: RunContext) -> None:
 
 
 def _write_provenance(ctx: RunContext) -> str:
-    from rlvr.provenance import write_provenance
+    from rlvr.records.provenance import write_provenance
 
     c = ctx.components
     extra = {
@@ -283,7 +284,7 @@ def check_rewards(ctx: RunContext) -> None:
 
 def load_history(ctx: RunContext) -> None:
     """A continued run (``resume`` set): what its earlier attempts left that is still valid
-    (rlvr.run_history) becomes part of this run's results; why a file is left out is logged."""
+    (rlvr.records.run_history) becomes part of this run's results; why a file is left out is logged."""
     from rlvr.observers.files import JsonlObserver
 
     jsonl = next((o.path for o in ctx.components.observers.values() if isinstance(o, JsonlObserver)), None)
@@ -356,7 +357,7 @@ def _throughput(ctx: RunContext) -> dict[str, Any]:
 
 def write_report(ctx: RunContext) -> None:
     from rlvr.config.memory import memory_record
-    from rlvr.report import write_report
+    from rlvr.records.report import write_report
 
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).

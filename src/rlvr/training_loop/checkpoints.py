@@ -38,8 +38,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rlvr.evaluation.schedule import PHASES
-from rlvr.io import atomic_write_bytes, atomic_write_json
+from rlvr.runtime.io import atomic_write_bytes, atomic_write_json
+from rlvr.stages import PHASES
 
 log = logging.getLogger(__name__)
 

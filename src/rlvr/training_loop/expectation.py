@@ -1,13 +1,6 @@
-"""What the measurements say a GRPO stage of this size does on the embedded default.
-
-The embedded default (SmolLM2-135M on basic_arithmetic, on a 2-core CPU) can afford only a small
-GRPO stage, and measured GRPO budgets up to 256 steps did not beat SFT alone at equal time, greedy
-or sampled, on 2 seeds (benchmarks/grpo_budget.md). A reader who sees the GRPO stage's
-paired change should know that this is expected, not a broken GRPO: the console and report.md say
-so beside the stage's change, for the runs the measurement covers (the embedded model, its task, a
-GRPO stage no larger than the largest budget measured). Other models, tasks and budgets get no
-note: nothing was measured for them.
-"""
+"""The note the console and report.md put beside the GRPO stage's paired change, for the runs the
+GRPO budget measurement covers; the measurement and why a reader needs the note are in docs/grpo.md
+("The RL budget curve")."""
 
 from __future__ import annotations
 

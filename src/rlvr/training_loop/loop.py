@@ -24,11 +24,11 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr import hardware
 from rlvr.config.errors import ConfigIssue, suggest
-from rlvr.distributed import world_size as distributed_processes
-from rlvr.faults import CheckpointDamaged
-from rlvr.secrets import error_text
+from rlvr.runtime import hardware
+from rlvr.runtime.distributed import world_size as distributed_processes
+from rlvr.runtime.faults import CheckpointDamaged
+from rlvr.runtime.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
 from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, step_of
 
@@ -36,7 +36,7 @@ from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, step_of
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
 # Refused from config (SECURITY.md): a config file must not make a run upload anything.
 _NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
-# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.hardware).
+# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.runtime.hardware).
 _HARDWARE = {"use_cpu": "device", "no_cuda": "device", "bf16": "precision", "fp16": "precision"}
 
 
@@ -214,7 +214,7 @@ class Session:
     guard: Any = None
     # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
     curriculum: Any = None
-    # Told each phase's trainer once built (rlvr.distributed.Distributed.attach): under FSDP / ZeRO-3
+    # Told each phase's trainer once built (rlvr.runtime.distributed.Distributed.attach): under FSDP / ZeRO-3
     # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
     attach: Callable[[Any], None] | None = None
     # fits(micro_batch, phase) -> bool: whether the memory estimate of a micro-batch of that many
@@ -249,7 +249,7 @@ class _Phase:
         return {}
 
     def config(self, output_dir: Path) -> Any:
-        from rlvr.secrets import redact_pickles_of
+        from rlvr.runtime.secrets import redact_pickles_of
 
         # transformers pickles this object into every checkpoint (training_args.bin): its fields are
         # pickled with secrets masked (a run name, a path read from the environment).
@@ -558,7 +558,7 @@ class GRPOLoop:
         seed: training seed (sampling order, dropout, generation).
         device: ``auto`` (CUDA when visible, else CPU), ``cpu`` or ``cuda``.
         precision: ``auto`` (bf16 where the hardware runs it natively, else fp32 on CPU / fp16 on
-            old GPUs), ``bf16``, ``fp16`` or ``fp32``; see rlvr.hardware.
+            old GPUs), ``bf16``, ``fp16`` or ``fp32``; see rlvr.runtime.hardware.
         prompt: the run's PromptTemplate (SFT targets); passed by the orchestrator.
         rewards: the run's RewardSet (GRPO); passed by the orchestrator.
     """

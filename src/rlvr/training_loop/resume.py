@@ -11,10 +11,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr import distributed
 from rlvr.config.errors import ConfigIssue
-from rlvr.io import run_records_in
-from rlvr.secrets import redact
+from rlvr.runtime import distributed
+from rlvr.runtime.io import run_records_in
+from rlvr.runtime.secrets import redact
 from rlvr.training_loop.checkpoints import FINGERPRINT, check_fingerprint, find_checkpoint, phase_of
 
 # Settings that must not change when a run is resumed (resume_allow_changes=true overrides).
@@ -71,7 +71,7 @@ def resume_command(run_dir: Path, overrides: list[str] | None) -> str:
 
 def continue_command(run_dir: Path) -> str:
     """The command that continues this process's run in ``run_dir`` (its own overrides)."""
-    from rlvr.provenance import command_line_overrides
+    from rlvr.records.provenance import command_line_overrides
 
     return resume_command(run_dir, command_line_overrides())
 
@@ -80,7 +80,7 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
     """``resume=auto`` in a run whose last attempt completed: the line saying there is nothing to do
     (the run is left as it is, exit 0: a requeued or relaunched sweep skips its finished points).
     None when there is something to resume."""
-    from rlvr.run_history import read_attempts
+    from rlvr.records.run_history import read_attempts
 
     # Read on every rank of a launch (nothing has written yet): they all stop, none waits for rank 0.
     if OmegaConf.select(cfg, "resume", default=None) != "auto":

@@ -31,9 +31,9 @@ from transformers import TrainerCallback
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
-from rlvr.distributed import world_size as distributed_processes
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
-from rlvr.io import atomic_write_json
+from rlvr.runtime.distributed import world_size as distributed_processes
+from rlvr.runtime.io import atomic_write_json
 from rlvr.training_loop.checkpoints import CompletionMarker
 from rlvr.training_loop.loop import Session, TrainOutcome, _Phase, _quiet
 

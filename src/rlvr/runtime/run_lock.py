@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rlvr import distributed
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.runtime import distributed
 
 log = logging.getLogger(__name__)
 

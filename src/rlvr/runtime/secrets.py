@@ -14,7 +14,7 @@ Dicts also mask the values of credential-named keys (``api_key``, ``hub_token``,
 Masking is by what a value *is*, not by a word it happens to contain: ``max_new_tokens`` or
 ``pad_token`` are settings, and a run record that masked them could not be rerun.
 
-The outputs route through it: ``rlvr.io`` (every file the product writes), the observer hub (every
+The outputs route through it: ``rlvr.runtime.io`` (every file the product writes), the observer hub (every
 event: metrics.jsonl, console, W&B, TensorBoard), the observers' own settings, the console streams
 and log handlers (:func:`redact_console`, :func:`redact_logging`) and the trainer's pickled
 arguments (``training_args.bin``, :func:`redact_pickles_of`).

@@ -12,7 +12,7 @@ A file name a config chooses (the JSONL metrics file, the TensorBoard folder) is
 climbs out with ``..`` before anything runs, and :func:`inside` and :func:`open_append`
 hold the same rule when the file is opened (SECURITY.md "Where a run writes").
 
-Text and JSON pass the one redaction of ``rlvr.secrets`` on the way (values read from the
+Text and JSON pass the one redaction of ``rlvr.runtime.secrets`` on the way (values read from the
 environment, credential variables, credential-shaped text): no file the product writes holds a
 secret, whichever component put it in the record. Bytes (a rendered figure) are written as given.
 """
@@ -184,7 +184,7 @@ def atomic_write_bytes(
 def atomic_write_text(
     path: str | os.PathLike[str], text: str, root: str | os.PathLike[str] | None = None
 ) -> Path:
-    from rlvr.secrets import redact_text
+    from rlvr.runtime.secrets import redact_text
 
     return atomic_write_bytes(path, redact_text(text).encode("utf-8"), root)
 
@@ -196,7 +196,7 @@ def atomic_write_json(
 
     Redacted as data before it is encoded (JSON escapes a quote or backslash in a secret, so the
     text would no longer contain it), then as text."""
-    from rlvr.secrets import redact
+    from rlvr.runtime.secrets import redact
 
     dump_kwargs.setdefault("indent", 2)
     dump_kwargs.setdefault("ensure_ascii", False)

@@ -72,7 +72,7 @@ def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> Di
     ``resume`` is the command that continues the run."""
     if not is_disk_error(exc):
         return None
-    from rlvr.disk import dir_size, human
+    from rlvr.runtime.disk import dir_size, human
     from rlvr.training_loop.checkpoints import latest_checkpoint
 
     found = latest_checkpoint(run_dir)

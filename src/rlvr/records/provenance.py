@@ -11,13 +11,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlvr.io import atomic_write_json
+from rlvr.runtime.io import atomic_write_json
 
 PACKAGES = (
     "rlvr", "torch", "transformers", "trl", "peft", "accelerate", "datasets",
     "reasoning-gym", "math-verify", "hydra-core", "omegaconf",
 )  # fmt: skip
-# Environment variables that change speed (not results): threads and glibc's malloc (rlvr.allocator).
+# Environment variables that change speed (not results): threads and glibc's malloc (rlvr.runtime.allocator).
 SPEED_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "RLVR_MALLOC_TUNING")
 
 
@@ -51,7 +51,7 @@ def command_line_overrides() -> list[str] | None:
     """The overrides this run was started with (Hydra's own .hydra/ copy is off), credentials masked."""
     from hydra.core.hydra_config import HydraConfig
 
-    from rlvr.secrets import redact_overrides
+    from rlvr.runtime.secrets import redact_overrides
 
     if not HydraConfig.initialized():
         return None

@@ -112,7 +112,7 @@ class Distributed:
     def path(self) -> Path:
         path = Path(self.accelerate_config or "")
         if not path.is_absolute():
-            path = Path(__file__).resolve().parents[2] / path
+            path = Path(__file__).resolve().parents[3] / path
         return path
 
     @property

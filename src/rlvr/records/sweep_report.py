@@ -1,6 +1,6 @@
 """Sweep report: one table (markdown, CSV, JSON) and a chart from a Hydra multirun directory.
 
-``python -m rlvr.sweep_report outputs/multirun/<date>/<time>`` reads each point's own record:
+``python -m rlvr.records.sweep_report outputs/multirun/<date>/<time>`` reads each point's own record:
 the swept keys come from the sweep's ``multirun.yaml`` (the overrides with a sweep value such
 as ``seed=1,2``) and each point's value for them from its ``config_resolved.yaml`` (so the table
 does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); accuracies with
@@ -33,9 +33,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from rlvr.config.safe_yaml import YamlRefused, load_data
-from rlvr.io import atomic_write_json, atomic_write_text
-from rlvr.run_history import ATTEMPTS, CONFIG_SHA256
-from rlvr.secrets import redact_text
+from rlvr.records.run_history import ATTEMPTS, CONFIG_SHA256
+from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.runtime.secrets import redact_text
 
 STAGES = ("base model", "after SFT", "final")
 STATUSES = frozenset({"COMPLETED", "FAILED", "RUNNING", "KILLED", "PREEMPTED", "INTERRUPTED"})

@@ -4,7 +4,7 @@ A run on several tasks or with extra evaluation sets also gets a table per task 
 (each stage's accuracy with its CI) and one accuracy curve per task and set. A curriculum run
 (rlvr.data.curriculum) also gets its difficulty over the GRPO steps, as a table row and a panel.
 A run continued after a preemption (``resume``) reports the whole run: the evaluations, phases,
-training curves and wall time of its earlier attempts come from rlvr.run_history.
+training curves and wall time of its earlier attempts come from rlvr.records.run_history.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import events as ev
-from rlvr.evaluation.schedule import Stage, run_order, stage_changes
-from rlvr.io import atomic_write_json, atomic_write_text
+from rlvr.evaluation.schedule import stage_changes
+from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.stages import Stage, run_order
 
 STAGE_NAMES = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
@@ -255,11 +256,11 @@ def write_report(
     """Write report.json, report.md and training.png into ``run_dir``; return their paths by name.
 
     ``evaluations`` are the whole run's (those reused from earlier attempts included); ``history``
-    (rlvr.run_history.RunHistory) adds the earlier attempts' phases, training time, curves and
+    (rlvr.records.run_history.RunHistory) adds the earlier attempts' phases, training time, curves and
     attempts; ``attempt`` is this attempt's entry of attempts.json (else one of ``seconds``).
     ``wall_seconds`` is the sum over the attempts, each attempt's own is in ``attempts``.
     """
-    from rlvr.run_history import RunHistory
+    from rlvr.records.run_history import RunHistory
 
     history = history or RunHistory()
     evaluations = run_order(evaluations)

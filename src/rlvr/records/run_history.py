@@ -30,13 +30,13 @@ from typing import Any
 
 from rlvr import events as ev
 from rlvr.evaluation.results import Evaluation
-from rlvr.evaluation.schedule import PHASES, SAMPLED_SUFFIX, on_resumed_path, run_order
-from rlvr.io import atomic_write_json
 from rlvr.observers.base import Observer
+from rlvr.runtime.io import atomic_write_json
+from rlvr.stages import PHASES, SAMPLED_SUFFIX, on_resumed_path, run_order
 
 ATTEMPTS = "attempts.json"
 # Each attempt names the config record it ran under (sha256 of config_resolved.yaml as written), and
-# the report copies the last attempt: rlvr.sweep_report ties a report to its config by it.
+# the report copies the last attempt: rlvr.records.sweep_report ties a report to its config by it.
 CONFIG_SHA256 = "config_sha256"
 # How often a long phase refreshes the attempt's "last seen" time on disk (a killed attempt's end).
 HEARTBEAT_SECONDS = 30.0
