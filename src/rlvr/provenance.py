@@ -74,3 +74,20 @@ def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any
     path = run_dir / "provenance.json"
     atomic_write_json(path, record, default=str)
     return path
+
+
+def write_run_provenance(
+    run_dir: Path, config: dict[str, Any], meta: dict[str, Any], components: Any, resume: Any
+) -> Path:
+    """A training run's provenance: its ``meta`` (model, data, seeds), the prompt hash, the hardware,
+    the checkpoint it resumed from and the distributed setup (``components``: the built run)."""
+    c = components
+    extra = {
+        **meta,
+        "prompt_hash": c.prompts.hash,
+        "hardware": c.training_loop.hardware.record(),
+        "resumed_from": str(resume[1]) if resume else None,
+    }
+    if c.distributed is not None:
+        extra["distributed"] = c.distributed.record()
+    return write_provenance(run_dir, config, extra)
