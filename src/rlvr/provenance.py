@@ -91,3 +91,24 @@ def write_run_provenance(
     if c.distributed is not None:
         extra["distributed"] = c.distributed.record()
     return write_provenance(run_dir, config, extra)
+
+
+def resolved_config(cfg: Any) -> dict[str, Any]:
+    """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
+    from omegaconf import OmegaConf
+
+    from rlvr.secrets import redact
+
+    return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
+
+
+def write_config_record(run_dir: Path, config: dict[str, Any]) -> None:
+    """``run_dir/config_resolved.yaml``: ``config`` (secret-free) as a config a run can restart from."""
+    from omegaconf import OmegaConf
+
+    from rlvr.io import atomic_write_text
+
+    # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
+    # defaults, so the one Hydra setting the trust rules require travels with the record.
+    record = {**config, "hydra": {"output_subdir": None}}
+    atomic_write_text(run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=run_dir)

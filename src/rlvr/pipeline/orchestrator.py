@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlvr import distributed
 from rlvr import events as ev
@@ -33,13 +33,13 @@ from rlvr.disk import finish_run_dir, low_disk_hint
 from rlvr.evaluation.schedule import EvalSchedule, run_order, stage_changes
 from rlvr.events import RunResult
 from rlvr.faults import RunFault, fault_of
-from rlvr.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
+from rlvr.io import atomic_write_json, refuse_symlinks_in
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.wiring import COMPONENT_KEYS, TRAINING, build_all
+from rlvr.pipeline.wiring import Components, build_run
+from rlvr.provenance import resolved_config, write_config_record
 from rlvr.run_history import AttemptLog, RunHistory, history_of
-from rlvr.secrets import redact
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
@@ -50,24 +50,6 @@ from rlvr.training_loop.resume import (
 )
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
-
-
-@dataclass
-class Components:
-    data: Any
-    model: Any
-    prompts: Any
-    reward: Any
-    verifier: Any
-    training_loop: Any
-    evaluation: Any
-    observers: dict[str, Any]
-    distributed: Any = None  # rlvr.distributed.Distributed; None = one process
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
-    return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
 
 
 @dataclass
@@ -114,10 +96,7 @@ def write_records(ctx: RunContext) -> None:
     if ctx.main:
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         refuse_symlinks_in(ctx.run_dir)
-        # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
-        # defaults, so the one Hydra setting the trust rules require travels with the record.
-        record = {**ctx.config, "hydra": {"output_subdir": None}}
-        atomic_write_text(ctx.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=ctx.run_dir)
+        write_config_record(ctx.run_dir, ctx.config)
         write_fingerprint(ctx.run_dir, fingerprint(ctx.cfg))
     ctx.hub.emit(ev.PipelineStart(ctx.run_dir, ctx.config))
 
@@ -285,13 +264,7 @@ class PipelineOrchestrator:
         """Instantiate every component (constructors are cheap) as :data:`~rlvr.pipeline.wiring.WIRING`
         says; the config gate (rlvr.config.gate.check) has judged the config before."""
         self.resume, _ = resolve_resume(self.cfg, self.run_dir)
-        built = build_all(self.cfg, TRAINING)
-        if built.issues:  # a caller that skipped the gate
-            raise ConfigValidationError(built.issues)
-        c = built.components
-        self.components = Components(
-            **{k: c[k] for k in COMPONENT_KEYS}, observers=built.observers, distributed=c.get("distributed")
-        )
+        self.components = build_run(self.cfg)
         return self.components
 
     # -- run ----------------------------------------------------------------------------------------

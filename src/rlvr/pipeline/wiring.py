@@ -47,6 +47,21 @@ OPTIONAL_KEYS = ("distributed",)
 
 
 @dataclass
+class Components:
+    """A training run's built components (:func:`build_run`)."""
+
+    data: Any
+    model: Any
+    prompts: Any
+    reward: Any
+    verifier: Any
+    training_loop: Any
+    evaluation: Any
+    observers: dict[str, Any]
+    distributed: Any = None  # rlvr.distributed.Distributed; None = one process
+
+
+@dataclass
 class Built:
     """What :func:`build_all` made, and the config mistakes its constructors raised."""
 
@@ -134,3 +149,15 @@ def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: set[str] = frozenset
         if component is not None:
             out.components[key] = component
     return out
+
+
+def build_run(cfg: DictConfig) -> Components:
+    """The components of a training run (:data:`TRAINING`); raise ConfigValidationError with what
+    their constructors refuse (the config gate, rlvr.config.gate.check, reports it with the rest)."""
+    built = build_all(cfg, TRAINING)
+    if built.issues:
+        raise ConfigValidationError(built.issues)
+    c = built.components
+    return Components(
+        **{k: c[k] for k in COMPONENT_KEYS}, observers=built.observers, distributed=c.get("distributed")
+    )
