@@ -1,10 +1,10 @@
 """Hydra entry point: ``python run_pipeline.py [overrides]`` (see README.md).
 
 The config's ``app`` node names the function to run (training pipeline or
-benchmark), so this file only checks the config and hands it over. Two checks run
-before anything acts on the config (SECURITY.md): Hydra's own settings before
-``hydra.main`` starts, and every node of the resolved config before ``app`` is
-instantiated.
+benchmark), so this file only checks the config and hands it over. The config gate
+(rlvr.config.gate) runs twice before anything acts on the config (SECURITY.md): on the
+command line and Hydra's own settings before ``hydra.main`` starts, and on the resolved
+config (every node, every component the app builds) before ``app`` is instantiated.
 """
 
 import os
@@ -16,11 +16,10 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from rlvr.config import gate
 from rlvr.config.errors import ConfigValidationError
-from rlvr.config.gate import checked_config, hold
-from rlvr.config.hydra_check import preflight
 from rlvr.runtime.allocator import reexec_with_tunables
-from rlvr.runtime.distributed import is_main, run_dir_issue
+from rlvr.runtime.distributed import is_main
 from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
 from rlvr.runtime.secrets import redact_console, redact_logging
 
@@ -53,7 +52,7 @@ def main(cfg: DictConfig) -> float | None:
     redact_logging()  # Hydra has configured its console and log-file handlers by now
     try:
         route_library_loggers()  # before the checks import the config's targets (bitsandbytes warns)
-        cfg = checked_config(cfg)
+        cfg = gate.check(cfg)
         from rlvr.app import objective  # after the checks: a refusal needs no pipeline import
 
         return objective(instantiate(cfg.app)(cfg))
@@ -71,14 +70,9 @@ if __name__ == "__main__":
     reexec_with_tunables()
     redact_console()  # every line this process prints passes rlvr.runtime.secrets (SECURITY.md "Secrets")
     try:
-        issue = run_dir_issue(sys.argv[1:])
-        if issue is not None:
-            raise ConfigValidationError([issue])
-        held = preflight(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
         # Overrides of keys the config lacks: Hydra gets the command line without them, the gate
         # reports them with every other problem.
-        hold([issue for _, issue in held])
-        sys.argv = [a for a in sys.argv if a not in {line for line, _ in held}]
+        sys.argv[1:] = gate.before_hydra(sys.argv[1:], Path(__file__).resolve(), CONFIG_PATH, CONFIG_NAME)
     except ConfigValidationError as exc:
         _refuse(exc)
     main()

@@ -6,24 +6,18 @@ import logging
 import sys
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import run_dir_of
 from rlvr.pipeline import PipelineOrchestrator, RunResult
+from rlvr.pipeline.wiring import TRAINING
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
 from rlvr.stages import Stage
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
-
-
-def run_dir_of(cfg: DictConfig) -> Path:
-    """Hydra's output directory for this run (or ``paths.run_dir`` when called outside Hydra)."""
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir)
-    return Path(cfg.paths.run_dir)
 
 
 def objective(result: object) -> float | None:
@@ -46,8 +40,8 @@ def resume_hint(run_dir: Path) -> str:
 
 
 def train(cfg: DictConfig) -> RunResult | None:
-    """Validate the whole config, then (unless ``validate_only``) run the training pipeline in a run
-    directory this process owns (rlvr.runtime.run_lock)."""
+    """Build the components of a config the gate passed (rlvr.config.gate.check), then (unless
+    ``validate_only``) run the training pipeline in a run directory this process owns (rlvr.runtime.run_lock)."""
     import datasets
 
     from rlvr.runtime.logs import library_output_to_log_file
@@ -77,6 +71,10 @@ def train(cfg: DictConfig) -> RunResult | None:
         return _run(orchestrator, lock)
     finally:
         lock.release()
+
+
+# What the config gate builds and judges for this app (rlvr.config.gate.check).
+train.components = TRAINING  # type: ignore[attr-defined]
 
 
 def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:

@@ -225,7 +225,7 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
     """The old flow: a fresh run B started in run A's directory rewrote run_fingerprint.json at start;
     if B died before its first checkpoint, resume=auto with B's settings passed the check and continued
     A's checkpoint under B's name."""
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.config.gate import check
     from rlvr.training_loop.checkpoints import FINGERPRINT
     from rlvr.training_loop.resume import fingerprint, resolve_resume, run_dir_issues
 
@@ -237,7 +237,7 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
     [issue] = run_dir_issues(compose_cfg(["seed=7"]), run, None)
     assert issue.key == "hydra.run.dir" and "resume=auto" in issue.fix and FINGERPRINT in issue.problem
     with pytest.raises(ConfigValidationError, match="holds another run"):
-        PipelineOrchestrator(compose_cfg(["seed=42"]), run).build()  # even with the same settings
+        check(compose_cfg(["seed=42"]), run)  # even with the same settings
     assert (run / FINGERPRINT).read_text() == before
 
     # The attack's second half, with the run's record already overwritten (an older version, or by hand):

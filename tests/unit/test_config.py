@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 from tests.conftest import CONF, compose_config
 
 from rlvr.config.validation import check_targets
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
 # Nested groups too (evaluation/generator, data/checker, data/processor): each option composes.

@@ -16,10 +16,10 @@ from tests.conftest import SIGNAL, compose_config
 
 from rlvr.data import CurriculumData, identity
 from rlvr.data.curriculum import SLOT, STATE_FILE, Curriculum
-from rlvr.pipeline.orchestrator import _success_term_issues
 from rlvr.prompts import PromptTemplate
 from rlvr.records.report import difficulty_curve, write_report
 from rlvr.reward import FormatReward, RewardSet
+from rlvr.reward.terms import success_term_issues
 from rlvr.training_loop.loop import GRPOPhase
 from rlvr.verifier import entries
 
@@ -281,9 +281,9 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
     format_only = RewardSet(
         {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
     )
-    issues = _success_term_issues(data(), format_only)
+    issues = success_term_issues(data(), format_only)
     assert [i.key for i in issues] == ["reward.terms"] and "correctness" in issues[0].fix
-    assert _success_term_issues(SimpleNamespace(), format_only) == []  # other data: no such need
+    assert success_term_issues(SimpleNamespace(), format_only) == []  # other data: no such need
 
 
 # -- metrics and report -----------------------------------------------------------------------------

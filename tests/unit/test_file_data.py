@@ -14,7 +14,7 @@ from rlvr.config.trust import PLUGINS_ENV
 from rlvr.config.validation import check_targets
 from rlvr.data import FileData, identity
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 from rlvr.verifier import ScoreRequest
 from rlvr.verifier.checkers import ExactMatch, MathVerify

@@ -18,7 +18,7 @@ from rlvr.data import FileData, MixtureData, ReasoningGymData, identity
 from rlvr.data.mixture import shares
 from rlvr.data.processors import GSM8K
 from rlvr.evaluation.results import Evaluation, SampleRecord, paired
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 from rlvr.records.report import write_report
 from rlvr.reward import FormatReward, RewardSet

@@ -15,7 +15,7 @@ from tests.conftest import CONF, ROOT, compose_config, verifier_pool
 from rlvr.config.resolvers import FAMILIES
 from rlvr.config.trust import PLUGINS_ENV
 from rlvr.config.validation import check_targets
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 from rlvr.reward import (
     AnswerMatchReward,

@@ -86,8 +86,8 @@ def test_the_benchmark_refuses_a_shape_model(tmp_path):
     """A models x tasks table of random weights would publish numbers that measure nothing."""
     from tests.conftest import compose_config
 
-    from rlvr.benchmark.runner import _build
     from rlvr.config.errors import ConfigValidationError
+    from rlvr.config.gate import check
 
     cfg = compose_config(
         [
@@ -98,6 +98,6 @@ def test_the_benchmark_refuses_a_shape_model(tmp_path):
         config_name="benchmark",
     )
     with pytest.raises(ConfigValidationError) as info:
-        _build(cfg)
+        check(cfg, tmp_path)
     (issue,) = [i for i in info.value.issues if "random weights" in i.problem]
     assert issue.key == "benchmark.models.random" and "model=shape" in issue.fix

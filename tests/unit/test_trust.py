@@ -30,7 +30,7 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
         # a path spelt inside rlvr that walks into another module's attribute
         "rlvr.runtime.disk.shutil.copyfile",
         "rlvr.config.trust.importlib.import_module",
-        "rlvr.pipeline.orchestrator.instantiate",
+        "rlvr.pipeline.wiring.instantiate",
         "rlvr.model.loader.Path",
         # modules, dunder escapes, and rlvr's own helper functions that write files
         "rlvr.runtime.secrets.os",
@@ -304,18 +304,18 @@ def test_a_missing_dependency_names_the_package_not_the_path(monkeypatch):
 def test_a_bug_in_a_component_keeps_its_exception_while_config_mistakes_are_collected(monkeypatch, tmp_path):
     from tests.conftest import compose_config
 
-    from rlvr.pipeline import PipelineOrchestrator
+    from rlvr.config.gate import check
 
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     buggy = ["+reward.terms.bug._target_=rlvr_example_plugin.rewards.BuggyTerm", "validate_only=true"]
     with pytest.raises(ZeroDivisionError, match="a bug"):  # the original exception, traceback intact
-        PipelineOrchestrator(compose_config(buggy), tmp_path).build()
+        check(compose_config(buggy), tmp_path)
     mistakes = compose_config(
         ["verifier.timeout_s=0", "model.dtype=float99", "+training_loop.grpo.learning_rat=1"]
     )
     with pytest.raises(ConfigValidationError) as err:
-        PipelineOrchestrator(mistakes, tmp_path).build()
+        check(mistakes, tmp_path)
     assert {i.key for i in err.value.issues} == {
         "verifier.timeout_s",
         "model.dtype",

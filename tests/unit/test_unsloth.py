@@ -20,10 +20,10 @@ from hydra.utils import instantiate
 from tests.conftest import SIGNAL, compose_config
 
 from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import check
 from rlvr.config.validation import check_targets
 from rlvr.model import UnslothModel
-from rlvr.pipeline import PipelineOrchestrator
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 
 QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
 
@@ -182,7 +182,7 @@ def test_without_cuda_the_config_is_refused_before_anything_loads(tmp_path, monk
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
     with pytest.raises(ConfigValidationError) as info:
-        PipelineOrchestrator(compose_config(["model=unsloth_qwen2_5_1_5b"]), tmp_path).build()
+        check(compose_config(["model=unsloth_qwen2_5_1_5b"]), tmp_path)
     [issue] = [i for i in info.value.issues if i.key == "model"]
     assert issue.value == "rlvr.model.unsloth.UnslothModel"
     assert "CUDA GPU" in issue.problem and "no GPU is visible" in issue.problem
@@ -245,11 +245,11 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
 def test_benchmark_refuses_an_unsloth_model_at_validation_without_cuda(tmp_path):
     """The model node composed into the benchmark's config, built as the benchmark builds it."""
     _no_cuda()
-    from rlvr.pipeline.orchestrator import build_component
+    from rlvr.pipeline.wiring import build
 
     cfg = compose_config(
         ["+model@benchmark.models.qlora=unsloth_qwen2_5_1_5b", f"benchmark.output_dir={tmp_path}"],
         config_name="benchmark",
     )
-    [issue] = build_component("benchmark", cfg.benchmark, {}).validate()
+    [issue] = build("benchmark", cfg.benchmark, {}).validate()
     assert issue.key == "benchmark.models.qlora" and "CUDA GPU" in issue.problem

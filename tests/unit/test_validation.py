@@ -6,15 +6,15 @@ import pytest
 from tests.conftest import compose_config
 
 from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import check
 from rlvr.config.validation import check_targets
-from rlvr.pipeline import PipelineOrchestrator
-from rlvr.pipeline.orchestrator import runtime_args
+from rlvr.pipeline.wiring import runtime_args
 
 
 def build_errors(overrides, tmp_path):
     cfg = compose_config(overrides)
     with pytest.raises(ConfigValidationError) as info:
-        PipelineOrchestrator(cfg, tmp_path).build()
+        check(cfg, tmp_path)
     return info.value
 
 

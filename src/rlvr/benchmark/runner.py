@@ -151,7 +151,8 @@ class Benchmark:
         task_params: generator parameters per task (``{basic_arithmetic: {max_digits: 1}}``);
             entries for tasks not in ``tasks`` are ignored.
         num_examples: test questions per task (distinct, all on the held-out side of the split rule).
-        output_dir: where cells/, results_*.json and charts go; reruns resume from cells/.
+        output_dir: where cells/, results_*.json and charts go; reruns resume from cells/ (null: the
+            run's directory, set by run()).
         devices: ``auto`` or an explicit list such as ``[cuda:0, cuda:1]``.
         seed: test-set seed shared by every model.
         allow_train_overlap: evaluate a model on test questions it was trained on (flagged in every
@@ -165,7 +166,7 @@ class Benchmark:
         tasks: list[str],
         task_params: dict[str, dict[str, Any]] | None,
         num_examples: int,
-        output_dir: str,
+        output_dir: str | None,
         devices: str | list[str],
         seed: int,
         allow_train_overlap: bool,
@@ -175,7 +176,8 @@ class Benchmark:
         self.tasks = list(tasks)
         self.task_params = dict(task_params or {})
         self.num_examples = num_examples
-        self.output_dir = Path(output_dir)
+        # null: this run's directory, which run() sets before it builds (the gate builds to judge)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
         self.devices = devices
         self.seed = seed
         self.allow_train_overlap = allow_train_overlap
@@ -359,31 +361,18 @@ def _worker(cfg_yaml: str, names: list[str], device: str, run_id: str) -> None:
 
 
 def _build(cfg: DictConfig) -> tuple[Benchmark, Any, Any, Any]:
-    """The benchmark, its evaluator, prompt and verifier, built and checked as the pipeline builds
-    its components (the models, as conf/model nodes, with the benchmark); raise with every issue."""
-    from rlvr.config.gate import config_issues, refuse
-    from rlvr.pipeline.orchestrator import build_component, runtime_args
+    """The benchmark, its evaluator, prompt and verifier, built as the pipeline builds its components
+    (rlvr.pipeline.wiring; the models, as conf/model nodes, with the benchmark). The config gate
+    (rlvr.config.gate.check) has judged them."""
+    from rlvr.pipeline.wiring import build_all
 
-    issues = config_issues(cfg, runtime_args(cfg))
-    if issues:
-        refuse(issues)
-    built: dict[str, Any] = {}
-    for key in ("prompts", "verifier", "evaluation", "benchmark"):
-        try:
-            component = build_component(key, cfg[key], built)
-        except ConfigValidationError as exc:
-            issues += exc.issues
-            continue
-        if component is not None:
-            built[key] = component
-    issues += [issue for c in built.values() if hasattr(c, "validate") for issue in c.validate()]
-    try:
-        refuse(issues)  # with the command line's held issues, if any
-    except ConfigValidationError:
-        if "verifier" in built:
-            built["verifier"].close()
-        raise
-    return built["benchmark"], built["evaluation"], built["prompts"], built["verifier"]
+    built = build_all(cfg, BUILDS)
+    if built.issues:  # a caller that skipped the gate
+        if "verifier" in built.components:
+            built.components["verifier"].close()
+        raise ConfigValidationError(built.issues)
+    c = built.components
+    return c["benchmark"], c["evaluation"], c["prompts"], c["verifier"]
 
 
 def _progress(total: int) -> Callable[[CellResult], None]:
@@ -460,3 +449,8 @@ def run(cfg: DictConfig) -> list[Path]:
     for p in paths:
         print(p)
     return paths
+
+
+# What the benchmark app builds (rlvr.pipeline.wiring), and the config gate judges (rlvr.config.gate).
+BUILDS = ("prompts", "verifier", "evaluation", "benchmark")
+run.components = BUILDS  # type: ignore[attr-defined]

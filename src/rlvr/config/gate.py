@@ -1,15 +1,19 @@
-"""The config gate after composition: the resolved config every app instantiates from.
+"""The config gate: every check of a run, in two calls of ``run_pipeline.py``.
 
-:func:`checked_config` resolves the composed config once (resolvers and credentials checked
-first) and judges the ``app`` target; the app then binds every component against its signature
-and runs each component's own validate() (rlvr.config.validation, the components), reporting
-every problem at once. Command-line mistakes the check before Hydra held back
-(:func:`hold`) join that report.
+:func:`before_hydra` judges the command line and Hydra's own settings before Hydra acts on them
+(rlvr.config.hydra_check). :func:`check` judges the composed config: it resolves it once
+(resolvers and credentials first, :func:`checked_config`), judges the ``app`` target, then binds
+every component against its signature, builds the components the app names (rlvr.pipeline.wiring)
+and runs their own validate(), the rules between components, the run directory's and the memory
+checks, reporting every problem at once. Command-line mistakes the check before Hydra held back
+(:func:`hold`) join that report. The apps then only build and run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -126,10 +130,125 @@ def hold(issues: list[ConfigIssue]) -> None:
     _HELD.extend(issues)
 
 
-def config_issues(cfg: DictConfig, runtime_args: dict[str, set[str]] | None = None) -> list[ConfigIssue]:
-    """What an app checks before building its components: the run's own top-level keys, and every
-    ``_target_`` judged and bound against its signature (:func:`check_targets`)."""
-    return run_key_issues(cfg) + check_targets(cfg, runtime_args)
+def before_hydra(argv: list[str], script: Path, config_path: str, config_name: str) -> list[str]:
+    """The check before Hydra composes the config (a multi-process launch's run directory, Hydra's
+    own settings, the config files, every override): raise ConfigValidationError with every problem
+    found, else return the command line Hydra gets, without the overrides of keys the config lacks
+    (held: :func:`check` reports them with every other problem)."""
+    from rlvr.config.hydra_check import preflight
+    from rlvr.runtime.distributed import run_dir_issue
+
+    found = [issue for issue in [run_dir_issue(argv)] if issue is not None]
+    try:
+        held = preflight(argv, script, config_path, config_name)
+    except ConfigValidationError as exc:
+        raise ConfigValidationError([*found, *exc.issues]) from None
+    if found:
+        raise ConfigValidationError([*found, *(issue for _, issue in held)])
+    hold([issue for _, issue in held])
+    return [a for a in argv if a not in {line for line, _ in held}]
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    """Hydra's output directory for this run (or ``paths.run_dir`` when called outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    return Path(cfg.paths.run_dir)
+
+
+def check(cfg: DictConfig, run_dir: Path | None = None) -> DictConfig:
+    """Every check after composition; raise ConfigValidationError with every problem found, else
+    return the resolved config the app instantiates from. ``run_dir``: the run's directory (default
+    :func:`run_dir_of`)."""
+    resolved = checked_config(cfg)
+    refuse(component_issues(resolved, run_dir_of(resolved) if run_dir is None else run_dir))
+    return resolved
+
+
+def _app_components(cfg: DictConfig) -> tuple[str, ...]:
+    """The components the ``app`` builds: its function's ``components`` (none for an app that
+    builds nothing of the pipeline's)."""
+    from hydra.utils import get_method
+
+    return tuple(getattr(get_method(cfg.app._target_), "components", ()))
+
+
+def _broken(issues: list[ConfigIssue]) -> set[str]:
+    """The component keys an issue names (an observer by its entry): not built, their config is wrong."""
+    parts = [issue.key.split(".") for issue in issues]
+    return {".".join(p[:2]) if p[0] == "observers" else p[0] for p in parts}
+
+
+def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
+    """The app's components judged: present, bound against their signatures, built (their
+    constructors' checks), each one's validate(), the rules between them, the run directory and,
+    when nothing else is wrong, the memory the run needs."""
+    from rlvr.pipeline.wiring import OPTIONAL_KEYS, build_all, runtime_args
+
+    keys = _app_components(cfg)
+    missing = [k for k in keys if k not in cfg and k not in OPTIONAL_KEYS]
+    if missing:
+        return [
+            ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
+            for k in missing
+        ]
+    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _run_dir_issues(cfg, run_dir)
+    built = build_all(cfg, keys, skip=_broken(issues))
+    try:
+        c = built.components
+        issues += built.issues + [
+            issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()
+        ]
+        issues += _between_issues(c)
+        if not issues:
+            issues += _memory_issues(c)
+    finally:
+        for key, component in built.components.items():  # a verifier's workers
+            if not key.startswith("observers.") and hasattr(component, "close"):
+                component.close()
+    return issues
+
+
+def _run_dir_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
+    """A training run's ``resume`` and ``keep_checkpoints``, and what its directory already holds
+    (rlvr.training_loop.resume); a finished run continued with ``resume=auto`` is left to say so."""
+    if "resume" not in cfg:
+        return []
+    from rlvr.runtime.disk import keep_checkpoints_issues
+    from rlvr.training_loop.resume import finished_run, resolve_resume, run_dir_issues
+
+    issues = keep_checkpoints_issues(cfg.keep_checkpoints)
+    if finished_run(cfg, run_dir):
+        return issues
+    resume, resume_issues = resolve_resume(cfg, run_dir, say=lambda line: None)
+    return issues + resume_issues + run_dir_issues(cfg, run_dir, resume)
+
+
+def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
+    """Rules between built components, each kept by the component that owns the data it reads."""
+    from rlvr.data.references import stage_issues
+    from rlvr.reward.terms import success_term_issues
+
+    issues = success_term_issues(c.get("data"), c.get("reward"))
+    issues += stage_issues(c.get("data"), c.get("training_loop"))
+    if "distributed" in c:
+        issues += c["distributed"].model_issues(c.get("model"))
+    return issues
+
+
+def _memory_issues(c: dict[str, Any]) -> list[ConfigIssue]:
+    """The memory pre-flight with the budget the run assumes before its data is loaded
+    (rlvr.config.memory); its warnings are printed, its refusals returned."""
+    if "model" not in c or "training_loop" not in c:
+        return []
+    from rlvr.config.memory import run_checks
+
+    issues, warnings = run_checks(c["model"], c["training_loop"], c.get("distributed"))
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return issues
 
 
 def refuse(issues: list[ConfigIssue]) -> None:

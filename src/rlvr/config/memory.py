@@ -533,3 +533,15 @@ def memory_record(
             "device_memory_gb": round(device_gb, 3),
         }
     return {**record, **cuda_peak_gb()}
+
+
+def data_checks(
+    model: Any, loop: Any, setup: Any, train: Any, tokenizer: Any, prompts: Any
+) -> tuple[tuple[int, int], list[ConfigIssue], list[str]]:
+    """:func:`run_checks` again once the data is loaded: the longest prompt and answer the run will
+    train on (tokenized by the model's own chat template) in place of the budget it assumed before.
+    Returns those lengths, the refusals and the warnings."""
+    # a plugin's prompt object may have no SFT target format: the answer's own text is the bound then
+    lengths = data_lengths(train, tokenizer, getattr(prompts, "format_answer", str))
+    issues, warnings = run_checks(model, loop, setup, lengths)
+    return lengths, issues, warnings

@@ -1,42 +1,31 @@
-"""PipelineOrchestrator: wires components from config and runs the lifecycle; the work lives in components.
+"""PipelineOrchestrator: builds the components (rlvr.pipeline.wiring) and runs the lifecycle; the
+config gate (rlvr.config.gate) has judged the config before, and the work lives in the components.
 
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`STAGES` in order:
-validate -> observers up -> data -> model -> rewards -> history (a resumed run: what its earlier
-attempts left, rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final
-evaluation -> save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`.
-On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are
-always closed.
-
-Each stage is a few lines of one :class:`RunContext` (what the run has so far); the policies live
-with their components: what is evaluated when, and what is reused (rlvr.evaluation.schedule),
-resume and the settings fingerprint (rlvr.training_loop.resume), the final model (rlvr.model.final).
-Runtime collaborators are passed at instantiation (the prompt and the verifier to rewards and
-evaluation, the prompt and the reward set to the training loop), so every built component is
-complete. Under ``accelerate launch`` every rank runs the stages; rank 0 alone writes files,
-observes and evaluates (rlvr.runtime.distributed).
+observers up -> data -> model -> rewards -> history (a resumed run: what its earlier attempts left,
+rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final evaluation ->
+save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`. On failure:
+``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+Each stage is a few lines of one :class:`RunContext` (what the run has so far). Under ``accelerate
+launch`` every rank runs the stages; rank 0 alone writes files, observes and evaluates.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import logging
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
-from rlvr.config.gate import config_issues, refuse
-from rlvr.config.memory import fits_batch
-from rlvr.data import references
+from rlvr.config.errors import ConfigValidationError
+from rlvr.config.gate import refuse
+from rlvr.config.memory import data_checks, fits_batch
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.evaluation.schedule import EvalSchedule, stage_changes
@@ -44,119 +33,24 @@ from rlvr.events import RunResult
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
-from rlvr.records.run_history import AttemptLog, RunHistory
+from rlvr.pipeline.wiring import Components, build_run
+from rlvr.records.provenance import resolved_config, write_config_record
+from rlvr.records.run_history import AttemptLog, RunHistory, history_of
 from rlvr.runtime import distributed
-from rlvr.runtime.disk import finish_run_dir, keep_checkpoints_issues, low_disk_hint
-from rlvr.runtime.faults import DiskFull, RunFault, disk_fault
-from rlvr.runtime.io import atomic_write_json, atomic_write_text, refuse_symlinks_in
-from rlvr.runtime.secrets import redact
+from rlvr.runtime.disk import finish_run_dir, low_disk_hint
+from rlvr.runtime.faults import RunFault, fault_of
+from rlvr.runtime.io import atomic_write_json, refuse_symlinks_in
 from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
 from rlvr.training_loop.resume import (
-    continue_command,
     continues,
     fingerprint,
     resolve_resume,
-    run_dir_issues,
 )
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
-
-COMPONENT_KEYS = ("data", "model", "prompts", "reward", "verifier", "training_loop", "evaluation")
-# Built first: the others receive them at instantiation.
-COLLABORATOR_KEYS = ("prompts", "verifier")
-
-
-@dataclass
-class Components:
-    data: Any
-    model: Any
-    prompts: Any
-    reward: Any
-    verifier: Any
-    training_loop: Any
-    evaluation: Any
-    observers: dict[str, Any]
-    distributed: Any = None  # rlvr.runtime.distributed.Distributed; None = one process
-
-
-def _instantiate(node: DictConfig, runtime: dict[str, Any] | None = None, recursive: bool = True) -> Any:
-    """``instantiate`` with Hydra's wrapper removed, so a component's own ConfigValidationError
-    reaches the collector and a bug keeps its original exception and traceback.
-
-    ``runtime`` objects go to the constructor directly, not through Hydra's config merge (which
-    would turn a dataclass such as PromptTemplate into a dict).
-    """
-    try:
-        if runtime is None:
-            return instantiate(node, _convert_="all")
-        return instantiate(node, _convert_="all", _partial_=True, _recursive_=recursive)(**runtime)
-    except InstantiationException as exc:
-        if exc.__cause__ is not None:
-            raise exc.__cause__ from None
-        raise
-
-
-def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
-    """Per config path, the arguments the orchestrator passes at instantiation (absent from YAML on
-    purpose); :func:`rlvr.config.validation.check_targets` counts them as provided."""
-    terms = OmegaConf.select(cfg, "reward.terms", default=None)
-    terms = terms if isinstance(terms, DictConfig) else {}  # anything else: check_targets names it
-    return {
-        "reward": {"prompt", "scorer"},
-        **{f"reward.terms.{name}": {"prompt", "scorer"} for name in terms},
-        "evaluation": {"prompt", "scorer"},
-        "training_loop": {"prompt", "rewards"},
-    }
-
-
-def _build(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
-    """Instantiate component ``key`` with the runtime objects it takes (None when one of them could
-    not be built: its own issues are reported instead)."""
-    prompt, scorer, rewards = built.get("prompts"), built.get("verifier"), built.get("reward")
-    if key == "reward":
-        if prompt is None or scorer is None:
-            return None
-        run = {"prompt": prompt, "scorer": scorer}
-        terms = {name: _instantiate(term, run) for name, term in (node.get("terms") or {}).items()}
-        return _instantiate(node, {**run, "terms": terms}, recursive=False)
-    if key == "evaluation":
-        return (
-            None
-            if prompt is None or scorer is None
-            else _instantiate(node, {"prompt": prompt, "scorer": scorer})
-        )
-    if key == "training_loop":
-        # Built even when the prompt or the reward set could not be (None stands in): its own
-        # config mistakes are then reported with theirs, and build() raises before anything runs.
-        return _instantiate(node, {"prompt": prompt, "rewards": rewards})
-    return _instantiate(node)
-
-
-def build_component(key: str, node: DictConfig, built: dict[str, Any]) -> Any:
-    """:func:`_build` for the other apps: the benchmark builds its components with the pipeline's rules."""
-    return _build(key, node, built)
-
-
-def _success_term_issues(data: Any, reward: Any) -> list[ConfigIssue]:
-    """A curriculum moves on the verifier's verdicts, which only a correctness-type term computes."""
-    if not getattr(data, "needs_success_term", False) or reward is None or reward.success_term():
-        return []
-    return [
-        ConfigIssue(
-            "reward.terms",
-            sorted(reward.terms),
-            "a curriculum (data=curriculum) measures success with the task's verifier, and no term runs it",
-            "add one: +reward/terms@reward.terms.correctness=correctness (or answer_match)",
-        )
-    ]
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
-    return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
 
 
 @dataclass
@@ -203,10 +97,7 @@ def write_records(ctx: RunContext) -> None:
     if ctx.main:
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         refuse_symlinks_in(ctx.run_dir)
-        # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
-        # defaults, so the one Hydra setting the trust rules require travels with the record.
-        record = {**ctx.config, "hydra": {"output_subdir": None}}
-        atomic_write_text(ctx.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=ctx.run_dir)
+        write_config_record(ctx.run_dir, ctx.config)
         write_fingerprint(ctx.run_dir, fingerprint(ctx.cfg))
     ctx.hub.emit(ev.PipelineStart(ctx.run_dir, ctx.config))
 
@@ -231,7 +122,13 @@ def load_model(ctx: RunContext) -> None:
     too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
     if too_long:
         raise ConfigValidationError(too_long)
-    _memory_check(ctx)
+    # Again with the data's own lengths: a refusal stops the run before any step, naming the terms.
+    ctx.lengths, issues, warnings = data_checks(
+        c.model, c.training_loop, c.distributed, ctx.data.train, ctx.loaded.tokenizer, c.prompts
+    )
+    for warning in warnings:
+        ctx.hub.emit(ev.Warning_(warning))
+    refuse(issues)
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
         c.evaluation,
@@ -244,37 +141,10 @@ def load_model(ctx: RunContext) -> None:
         distributed=c.distributed,
     )
     if ctx.main:
-        ctx.result.files["provenance"] = _write_provenance(ctx)
+        from rlvr.records.provenance import write_run_provenance
 
-
-def _memory_check(ctx: RunContext) -> None:
-    """The memory pre-flight again, with the longest prompt and answer the run will train on
-    (tokenized by the model's own chat template) in place of the budget it assumed before the data
-    was loaded; a refusal stops the run before any step, naming the terms."""
-    from rlvr.config.memory import data_lengths, run_checks
-
-    c = ctx.components
-    # a plugin's prompt object may have no SFT target format: the answer's own text is the bound then
-    ctx.lengths = data_lengths(ctx.data.train, ctx.loaded.tokenizer, getattr(c.prompts, "format_answer", str))
-    issues, warnings = run_checks(c.model, c.training_loop, c.distributed, ctx.lengths)
-    for warning in warnings:
-        ctx.hub.emit(ev.Warning_(warning))
-    refuse(issues)
-
-
-def _write_provenance(ctx: RunContext) -> str:
-    from rlvr.records.provenance import write_provenance
-
-    c = ctx.components
-    extra = {
-        **ctx.meta,
-        "prompt_hash": c.prompts.hash,
-        "hardware": c.training_loop.hardware.record(),
-        "resumed_from": str(ctx.resume[1]) if ctx.resume else None,
-    }
-    if c.distributed is not None:
-        extra["distributed"] = c.distributed.record()
-    return str(write_provenance(ctx.run_dir, ctx.config, extra))
+        path = write_run_provenance(ctx.run_dir, ctx.config, ctx.meta, c, ctx.resume)
+        ctx.result.files["provenance"] = str(path)
 
 
 def check_rewards(ctx: RunContext) -> None:
@@ -285,17 +155,9 @@ def check_rewards(ctx: RunContext) -> None:
 def load_history(ctx: RunContext) -> None:
     """A continued run (``resume`` set): what its earlier attempts left that is still valid
     (rlvr.records.run_history) becomes part of this run's results; why a file is left out is logged."""
-    from rlvr.observers.files import JsonlObserver
-
-    jsonl = next((o.path for o in ctx.components.observers.values() if isinstance(o, JsonlObserver)), None)
-    sampled = ctx.components.evaluation.sampled_view()
-    ctx.history = RunHistory.load(
-        ctx.run_dir,
-        ctx.attempts.earlier,
-        ctx.components.evaluation.identity(ctx.data.eval, ctx.meta),
-        ctx.resume,
-        None if jsonl is None else ctx.run_dir / jsonl,
-        sampled_identity=None if sampled is None else sampled.identity(ctx.data.eval, ctx.meta),
+    c = ctx.components
+    ctx.history = history_of(
+        ctx.run_dir, ctx.attempts, c.evaluation, ctx.data.eval, ctx.meta, ctx.resume, c.observers
     )
     ctx.evals.continue_from(ctx.history)
     problems = [ctx.attempts.problem] if ctx.attempts.problem else []
@@ -340,24 +202,10 @@ def save_model(ctx: RunContext) -> None:
         ctx.result.files["final model"] = str(final)
 
 
-def _throughput(ctx: RunContext) -> dict[str, Any]:
-    """Tokens/s and MFU per phase of this attempt (rlvr.training_loop.throughput)."""
-    from rlvr.training_loop.throughput import summary
-
-    outcome = ctx.outcome
-    if outcome is None or not outcome.history:
-        return {}
-    name = None
-    if (outcome.hardware or {}).get("device") == "cuda":
-        import torch
-
-        name = torch.cuda.get_device_name(0)
-    return summary(outcome.history, outcome.model, name)
-
-
 def write_report(ctx: RunContext) -> None:
     from rlvr.config.memory import memory_record
     from rlvr.records.report import write_report
+    from rlvr.training_loop.throughput import attempt_summary
 
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
@@ -365,7 +213,7 @@ def write_report(ctx: RunContext) -> None:
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
     ctx.result.notes = [note] if note else []
-    ctx.result.throughput = _throughput(ctx)
+    ctx.result.throughput = attempt_summary(ctx.outcome)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
@@ -405,7 +253,7 @@ STAGES = (
 
 
 class PipelineOrchestrator:
-    """Builds, validates and runs the components named in ``cfg``."""
+    """Builds and runs the components named in ``cfg``."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path):
         self.cfg = cfg
@@ -413,73 +261,11 @@ class PipelineOrchestrator:
         self.components: Components | None = None
         self.resume: tuple[str, Path] | None = None
 
-    # -- build + validate ---------------------------------------------------------------------------
     def build(self) -> Components:
-        """Instantiate every component (constructors are cheap) and validate all; raise with every issue.
-
-        Config mistakes are collected from every component that could be built (target checks,
-        constructor checks, each component's validate()) and raised together as one
-        ConfigValidationError. Anything else a constructor or validate() raises is a bug and
-        propagates with its traceback.
-        """
-        missing = [k for k in (*COMPONENT_KEYS, "observers") if k not in self.cfg]
-        if missing:
-            raise ConfigValidationError(
-                ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
-                for k in missing
-            )
-        self.resume, resume_issues = resolve_resume(self.cfg, self.run_dir)
-        issues = (
-            config_issues(self.cfg, runtime_args(self.cfg))
-            + resume_issues
-            + run_dir_issues(self.cfg, self.run_dir, self.resume)
-            + keep_checkpoints_issues(self.cfg.keep_checkpoints)
-        )
-        broken = {
-            issue.key.split(".")[0]
-            if not issue.key.startswith("observers.")
-            else ".".join(issue.key.split(".")[:2])
-            for issue in issues
-        }
-        built: dict[str, Any] = {}
-        keys = [*COLLABORATOR_KEYS, *(k for k in COMPONENT_KEYS if k not in COLLABORATOR_KEYS)]
-        nodes = [(key, self.cfg[key]) for key in keys]
-        nodes += [(f"observers.{name}", self.cfg.observers[name]) for name in self.cfg.observers]
-        if "distributed" in self.cfg:
-            nodes.append(("distributed", self.cfg.distributed))
-        for key, node in nodes:
-            if key in broken:
-                continue
-            if key.startswith("observers."):
-                # An observer only writes (a run name, tags, a project): it is built from its settings
-                # with secrets masked, so none reaches a tracker's files or servers.
-                node = OmegaConf.create(redact(OmegaConf.to_container(node, resolve=True)))
-            try:
-                component = _build(key, node, built)
-            except ConfigValidationError as exc:
-                issues.extend(exc.issues)
-                continue
-            if component is not None:
-                built[key] = component
-        for component in built.values():
-            if hasattr(component, "validate"):
-                issues.extend(component.validate())
-        issues.extend(_success_term_issues(built.get("data"), built.get("reward")))
-        issues.extend(references.stage_issues(built.get("data"), built.get("training_loop")))
-        if "distributed" in built:
-            issues.extend(built["distributed"].model_issues(built.get("model")))
-        if not issues and "model" in built and "training_loop" in built:
-            from rlvr.config.memory import run_checks
-
-            memory, warnings = run_checks(built["model"], built["training_loop"], built.get("distributed"))
-            issues.extend(memory)
-            for warning in warnings:
-                print(f"warning: {warning}", file=sys.stderr)
-        refuse(issues)
-        observers = {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
-        self.components = Components(
-            **{k: built[k] for k in COMPONENT_KEYS}, observers=observers, distributed=built.get("distributed")
-        )
+        """Instantiate every component (constructors are cheap) as :data:`~rlvr.pipeline.wiring.WIRING`
+        says; the config gate (rlvr.config.gate.check) has judged the config before."""
+        self.resume, _ = resolve_resume(self.cfg, self.run_dir)
+        self.components = build_run(self.cfg)
         return self.components
 
     # -- run ----------------------------------------------------------------------------------------
@@ -532,13 +318,7 @@ class PipelineOrchestrator:
                 exc.hand_over = ctx.guard.hand_over()  # taken before run() restores the handlers
             ctx.hub.emit(ev.ErrorEvent(stage, exc))
             return None
-        fault = exc if isinstance(exc, RunFault) else None
-        if fault is None and isinstance(exc, Exception):
-            fault = disk_fault(exc, stage, self.run_dir, continue_command(self.run_dir))
-        if isinstance(fault, DiskFull):
-            # The log file is on the full disk too: logging would print its own "--- Logging error ---"
-            # traceback for every record it cannot write, burying the one message.
-            logging.raiseExceptions = False
+        fault = fault_of(exc, stage, self.run_dir)
         hint = None if fault else low_disk_hint(self.run_dir)
         if hint:
             ctx.hub.emit(ev.Warning_(hint))

@@ -74,3 +74,41 @@ def write_provenance(run_dir: Path, config: dict[str, Any], extra: dict[str, Any
     path = run_dir / "provenance.json"
     atomic_write_json(path, record, default=str)
     return path
+
+
+def write_run_provenance(
+    run_dir: Path, config: dict[str, Any], meta: dict[str, Any], components: Any, resume: Any
+) -> Path:
+    """A training run's provenance: its ``meta`` (model, data, seeds), the prompt hash, the hardware,
+    the checkpoint it resumed from and the distributed setup (``components``: the built run)."""
+    c = components
+    extra = {
+        **meta,
+        "prompt_hash": c.prompts.hash,
+        "hardware": c.training_loop.hardware.record(),
+        "resumed_from": str(resume[1]) if resume else None,
+    }
+    if c.distributed is not None:
+        extra["distributed"] = c.distributed.record()
+    return write_provenance(run_dir, config, extra)
+
+
+def resolved_config(cfg: Any) -> dict[str, Any]:
+    """The resolved config as plain data with secrets masked (what runs save and trackers receive)."""
+    from omegaconf import OmegaConf
+
+    from rlvr.runtime.secrets import redact
+
+    return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
+
+
+def write_config_record(run_dir: Path, config: dict[str, Any]) -> None:
+    """``run_dir/config_resolved.yaml``: ``config`` (secret-free) as a config a run can restart from."""
+    from omegaconf import OmegaConf
+
+    from rlvr.runtime.io import atomic_write_text
+
+    # A rerun from this file (--config-dir <run_dir> --config-name config_resolved) gets Hydra's
+    # defaults, so the one Hydra setting the trust rules require travels with the record.
+    record = {**config, "hydra": {"output_subdir": None}}
+    atomic_write_text(run_dir / "config_resolved.yaml", OmegaConf.to_yaml(record), root=run_dir)

@@ -244,6 +244,59 @@ def _throughput_text(found: dict[str, Any] | None) -> str:
     return f" ({found['tokens_per_second']:,.0f} tokens/s{mfu})"
 
 
+def _markdown(
+    meta: dict[str, Any],
+    report: dict[str, Any],
+    sampled: list[ev.EvalResult],
+    train_seconds: dict[str, float],
+) -> list[str]:
+    """The lines of report.md: the record of :func:`write_report` (``report``) as tables and text;
+    ``train_seconds`` unrounded."""
+    lora, rows, groups = report.get("lora"), report["accuracy"], report["groups"]
+    changes, steps, curve = report["paired_changes"], report["steps"], report.get("curriculum")
+    attempts = report["attempts"]
+    return [
+        f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
+        "",
+        *([_lora_text(lora), ""] if lora else []),
+        "| stage | step | accuracy | 95% CI | n |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {r['stage']} | {r['step']} | {r['accuracy']:.1%} | {r['ci_low']:.1%} - {r['ci_high']:.1%} | {r['n']} |"
+            for r in rows
+        ],
+        "",
+        *_sampled_lines(sampled),
+        *_group_lines(groups),
+        *(
+            [
+                "What each stage changed, paired on the same questions (95% CI, exact McNemar test):",
+                "",
+                *[f"- {c['stage']}: {c['text']}" for c in changes],
+                "",
+            ]
+            if changes
+            else []
+        ),
+        *[f"Note: {n}\n" for n in meta.get("notes", [])],
+        "Training: "
+        + (
+            ", ".join(
+                f"{phase.upper()} {n} steps in {train_seconds.get(phase, 0.0) / 60:.1f} min"
+                + _throughput_text(meta.get("throughput", {}).get(phase))
+                for phase, n in steps.items()
+            )
+            or "none"
+        )
+        + _hardware_text(report["hardware"])
+        + ". "
+        + _wall_text(attempts),
+        "",
+        *(_curriculum_lines(curve) if curve else []),
+        "![training](training.png)",
+    ]
+
+
 def write_report(
     run_dir: Path,
     evaluations: list[ev.EvalResult],
@@ -297,46 +350,7 @@ def write_report(
         **({"not_reused": history.notes} if history.notes else {}),
     }
     atomic_write_json(run_dir / "report.json", report)
-    lines = [
-        f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
-        "",
-        *([_lora_text(lora), ""] if lora else []),
-        "| stage | step | accuracy | 95% CI | n |",
-        "|---|---|---|---|---|",
-        *[
-            f"| {r['stage']} | {r['step']} | {r['accuracy']:.1%} | {r['ci_low']:.1%} - {r['ci_high']:.1%} | {r['n']} |"
-            for r in rows
-        ],
-        "",
-        *_sampled_lines(sampled),
-        *_group_lines(groups),
-        *(
-            [
-                "What each stage changed, paired on the same questions (95% CI, exact McNemar test):",
-                "",
-                *[f"- {c['stage']}: {c['text']}" for c in changes],
-                "",
-            ]
-            if changes
-            else []
-        ),
-        *[f"Note: {n}\n" for n in meta.get("notes", [])],
-        "Training: "
-        + (
-            ", ".join(
-                f"{phase.upper()} {n} steps in {train_seconds.get(phase, 0.0) / 60:.1f} min"
-                + _throughput_text(meta.get("throughput", {}).get(phase))
-                for phase, n in steps.items()
-            )
-            or "none"
-        )
-        + _hardware_text(getattr(outcome, "hardware", {}))
-        + ". "
-        + _wall_text(attempts),
-        "",
-        *(_curriculum_lines(curve) if curve else []),
-        "![training](training.png)",
-    ]
+    lines = _markdown(meta, report, sampled, train_seconds)
     atomic_write_text(run_dir / "report.md", "\n".join(lines) + "\n")
     plot = _plot(history.train_history(outcome.history), evaluations, run_dir / "training.png")
     return {"report": str(run_dir / "report.md"), "plot": str(plot)}

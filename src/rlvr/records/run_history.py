@@ -293,3 +293,29 @@ class RunHistory:
             return 0 if any(k.startswith("sft/") for k in row) else 1
 
         return sorted([*self.history, *current], key=lambda r: (phase(r), r["step"]))
+
+
+def history_of(
+    run_dir: Path,
+    attempts: AttemptLog,
+    evaluation: Any,
+    eval_data: Any,
+    meta: dict[str, Any],
+    resume: tuple[str, Path] | None,
+    observers: dict[str, Any],
+) -> RunHistory:
+    """:meth:`RunHistory.load` for a continued run: its evaluations judged against this run's
+    ``evaluation`` component's identity (and its sampled view's), its curves from the JSONL observer's
+    file when one is on."""
+    from rlvr.observers.files import JsonlObserver
+
+    jsonl = next((o.path for o in observers.values() if isinstance(o, JsonlObserver)), None)
+    sampled = evaluation.sampled_view()
+    return RunHistory.load(
+        run_dir,
+        attempts.earlier,
+        evaluation.identity(eval_data, meta),
+        resume,
+        None if jsonl is None else run_dir / jsonl,
+        sampled_identity=None if sampled is None else sampled.identity(eval_data, meta),
+    )

@@ -375,3 +375,17 @@ class RewardSet:
     @property
     def weights(self) -> list[float]:
         return [t.weight for t in self.terms.values()]
+
+
+def success_term_issues(data: Any, reward: RewardSet | None) -> list[ConfigIssue]:
+    """A curriculum moves on the verifier's verdicts, which only a correctness-type term computes."""
+    if not getattr(data, "needs_success_term", False) or reward is None or reward.success_term():
+        return []
+    return [
+        ConfigIssue(
+            "reward.terms",
+            sorted(reward.terms),
+            "a curriculum (data=curriculum) measures success with the task's verifier, and no term runs it",
+            "add one: +reward/terms@reward.terms.correctness=correctness (or answer_match)",
+        )
+    ]

@@ -97,3 +97,20 @@ def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> Di
         "larger disk with hydra.run.dir; fewer checkpoints per run: training_loop.<sft|grpo>."
         f"save_total_limit. Then continue with: {resume}"
     )
+
+
+def fault_of(exc: BaseException, stage: str, run_dir: Path) -> RunFault | None:
+    """The fault a failed run reports for ``exc``: ``exc`` itself when it is one, a
+    :class:`DiskFull` (what happened and the fix, in one message) when it is a full disk, else None."""
+    import logging
+
+    from rlvr.training_loop.resume import continue_command
+
+    fault = exc if isinstance(exc, RunFault) else None
+    if fault is None and isinstance(exc, Exception):
+        fault = disk_fault(exc, stage, run_dir, continue_command(run_dir))
+    if isinstance(fault, DiskFull):
+        # The log file is on the full disk too: logging would print its own "--- Logging error ---"
+        # traceback for every record it cannot write, burying the one message.
+        logging.raiseExceptions = False
+    return fault

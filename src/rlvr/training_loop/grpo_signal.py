@@ -285,116 +285,119 @@ def select_groups(advantages: torch.Tensor, group_size: int, wanted: int) -> tup
     return rows, kept
 
 
+class _Signal:
+    """Skipping and dynamic sampling, mixed in before TRL's GRPOTrainer (or a subclass of it) by
+    :func:`trainer_class`: every ``super()`` call here reaches that trainer."""
+
+    def __init__(
+        self, *args: Any, signal: SignalSettings, warn: Callable[[str], None] | None = None, **kwargs: Any
+    ):
+        super().__init__(*args, **kwargs)
+        self.signal = signal
+        self._warn = warn or (lambda message: None)
+        blockers = skip_blockers(self.args, self) if signal.skip_zero_advantage else []
+        self.skipping = signal.skip_zero_advantage and not blockers
+        if blockers:
+            self._warn(
+                "training_loop.signal.skip_zero_advantage is on but does not apply to this run: "
+                + "; ".join(blockers)
+            )
+        self._cap_warned = False
+
+    # -- a group without reward variance has advantage 0 -----------------------------------------
+    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        self._rewards_per_func = super()._calculate_rewards(*args, **kwargs)  # every process's rows
+        return self._rewards_per_func
+
+    def _score_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super()._generate_and_score_completions(inputs)
+        if self.model.training and self.args.multi_objective_aggregation == "sum_then_normalize":
+            weights = self.reward_weights.to(self._rewards_per_func.device)
+            flat = flat_groups((self._rewards_per_func * weights).nansum(dim=1), self.num_generations)
+            rows = flat.repeat_interleave(self.num_generations)
+            n = len(inputs)
+            local = rows[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
+            out["advantages"] = out["advantages"].masked_fill(local.to(out["advantages"].device), 0.0)
+        return out
+
+    # -- dynamic sampling ---------------------------------------------------------------------
+    def _stop_pending(self) -> bool:
+        """A stop was requested (SIGTERM or the preemption warning, rlvr's PreemptionGuard): the
+        guard acts at the end of the step, so the rounds must not keep the step going."""
+        from rlvr.training_loop.checkpoints import PreemptionGuard
+
+        guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, PreemptionGuard)]
+        return any(guard.requested for guard in guards)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if not (self.model.training and self.signal.dynamic_sampling):
+            return self._score_round(inputs)
+        size = self.num_generations
+        wanted = len(inputs) // size
+        outputs = [self._score_round(inputs)]
+        found = int(informative(outputs[0]["advantages"], size).sum())
+        generated, rounds = wanted, 1
+        while found < wanted and rounds < self.signal.max_rounds and not self._stop_pending():
+            rate = max(found / generated, 1.0 / wanted)
+            groups = min(wanted, math.ceil((wanted - found) / rate))
+            rows = round_rows(
+                self.train_dataset, self.args.seed, self.state.global_step, rounds, groups, size
+            )
+            outputs.append(self._score_round(rows))
+            found += int(informative(outputs[-1]["advantages"], size).sum())
+            generated += groups
+            rounds += 1
+        joined = join_rounds(outputs, self.processing_class.pad_token_id)
+        index, kept = select_groups(joined["advantages"], size, wanted)
+        batch = _take(joined, index.to(joined["advantages"].device))
+        mask = batch["completion_mask"] * batch.get("tool_mask", 1)
+        batch["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+        metrics = self._metrics["train"]
+        metrics["signal/groups_generated"].append(float(generated))
+        metrics["signal/groups_kept"].append(float(kept))
+        metrics["signal/rounds"].append(float(rounds))
+        if kept < wanted:
+            metrics["signal/cap_hit"].append(1.0)
+            if not self._cap_warned:
+                self._cap_warned = True
+                self._warn(
+                    f"dynamic sampling hit training_loop.signal.max_rounds={self.signal.max_rounds} at GRPO "
+                    f"step {self.state.global_step + 1}: {kept} of {wanted} groups had reward variance after "
+                    f"{generated} generated (the rest of the batch carries no signal; raise max_rounds "
+                    "or make the task easier/harder; the metric signal/cap_hit counts such steps)"
+                )
+        else:
+            metrics["signal/cap_hit"].append(0.0)
+        return batch
+
+    # -- skipping ------------------------------------------------------------------------------
+    def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+        inputs = super()._prepare_inputs(generation_batch)
+        if not (self.model.training and self.skipping):
+            return inputs
+        full = _rows(inputs)
+        # Several processes (or a DeepSpeed/FSDP engine) must all run a backward through the model.
+        keep_one = self.accelerator.num_processes > 1 or self.accelerator.distributed_type != "NO"
+        out = drop_zero_advantage(inputs, self.loss_type, keep_one=keep_one)
+        self._metrics["train"]["signal/rows_skipped"].append(float(full - _rows(out)))
+        return out
+
+    def compute_loss(
+        self,
+        model: Any,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> Any:
+        scale = inputs.pop(SCALE_KEY, None)
+        if scale is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if _rows(inputs) == 0:  # nothing carries signal: no forward, no backward through the model
+            return torch.zeros((), device=self.accelerator.device, requires_grad=True)
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        return loss * scale
+
+
 def trainer_class(base: type) -> type:
     """``base`` (TRL's GRPOTrainer or a subclass) with skipping and dynamic sampling."""
-
-    class SignalGRPOTrainer(base):  # type: ignore[misc, valid-type]
-        def __init__(
-            self, *args: Any, signal: SignalSettings, warn: Callable[[str], None] | None = None, **kwargs: Any
-        ):
-            super().__init__(*args, **kwargs)
-            self.signal = signal
-            self._warn = warn or (lambda message: None)
-            blockers = skip_blockers(self.args, self) if signal.skip_zero_advantage else []
-            self.skipping = signal.skip_zero_advantage and not blockers
-            if blockers:
-                self._warn(
-                    "training_loop.signal.skip_zero_advantage is on but does not apply to this run: "
-                    + "; ".join(blockers)
-                )
-            self._cap_warned = False
-
-        # -- a group without reward variance has advantage 0 -----------------------------------------
-        def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-            self._rewards_per_func = super()._calculate_rewards(*args, **kwargs)  # every process's rows
-            return self._rewards_per_func
-
-        def _score_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            out = super()._generate_and_score_completions(inputs)
-            if self.model.training and self.args.multi_objective_aggregation == "sum_then_normalize":
-                weights = self.reward_weights.to(self._rewards_per_func.device)
-                flat = flat_groups((self._rewards_per_func * weights).nansum(dim=1), self.num_generations)
-                rows = flat.repeat_interleave(self.num_generations)
-                n = len(inputs)
-                local = rows[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
-                out["advantages"] = out["advantages"].masked_fill(local.to(out["advantages"].device), 0.0)
-            return out
-
-        # -- dynamic sampling ---------------------------------------------------------------------
-        def _stop_pending(self) -> bool:
-            """A stop was requested (SIGTERM or the preemption warning, rlvr's PreemptionGuard): the
-            guard acts at the end of the step, so the rounds must not keep the step going."""
-            from rlvr.training_loop.checkpoints import PreemptionGuard
-
-            guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, PreemptionGuard)]
-            return any(guard.requested for guard in guards)
-
-        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            if not (self.model.training and self.signal.dynamic_sampling):
-                return self._score_round(inputs)
-            size = self.num_generations
-            wanted = len(inputs) // size
-            outputs = [self._score_round(inputs)]
-            found = int(informative(outputs[0]["advantages"], size).sum())
-            generated, rounds = wanted, 1
-            while found < wanted and rounds < self.signal.max_rounds and not self._stop_pending():
-                rate = max(found / generated, 1.0 / wanted)
-                groups = min(wanted, math.ceil((wanted - found) / rate))
-                rows = round_rows(
-                    self.train_dataset, self.args.seed, self.state.global_step, rounds, groups, size
-                )
-                outputs.append(self._score_round(rows))
-                found += int(informative(outputs[-1]["advantages"], size).sum())
-                generated += groups
-                rounds += 1
-            joined = join_rounds(outputs, self.processing_class.pad_token_id)
-            index, kept = select_groups(joined["advantages"], size, wanted)
-            batch = _take(joined, index.to(joined["advantages"].device))
-            mask = batch["completion_mask"] * batch.get("tool_mask", 1)
-            batch["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
-            metrics = self._metrics["train"]
-            metrics["signal/groups_generated"].append(float(generated))
-            metrics["signal/groups_kept"].append(float(kept))
-            metrics["signal/rounds"].append(float(rounds))
-            if kept < wanted:
-                metrics["signal/cap_hit"].append(1.0)
-                if not self._cap_warned:
-                    self._cap_warned = True
-                    self._warn(
-                        f"dynamic sampling hit training_loop.signal.max_rounds={self.signal.max_rounds} at GRPO "
-                        f"step {self.state.global_step + 1}: {kept} of {wanted} groups had reward variance after "
-                        f"{generated} generated (the rest of the batch carries no signal; raise max_rounds "
-                        "or make the task easier/harder; the metric signal/cap_hit counts such steps)"
-                    )
-            else:
-                metrics["signal/cap_hit"].append(0.0)
-            return batch
-
-        # -- skipping ------------------------------------------------------------------------------
-        def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
-            inputs = super()._prepare_inputs(generation_batch)
-            if not (self.model.training and self.skipping):
-                return inputs
-            full = _rows(inputs)
-            # Several processes (or a DeepSpeed/FSDP engine) must all run a backward through the model.
-            keep_one = self.accelerator.num_processes > 1 or self.accelerator.distributed_type != "NO"
-            out = drop_zero_advantage(inputs, self.loss_type, keep_one=keep_one)
-            self._metrics["train"]["signal/rows_skipped"].append(float(full - _rows(out)))
-            return out
-
-        def compute_loss(
-            self,
-            model: Any,
-            inputs: dict[str, Any],
-            return_outputs: bool = False,
-            num_items_in_batch: Any = None,
-        ) -> Any:
-            scale = inputs.pop(SCALE_KEY, None)
-            if scale is None:
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            if _rows(inputs) == 0:  # nothing carries signal: no forward, no backward through the model
-                return torch.zeros((), device=self.accelerator.device, requires_grad=True)
-            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            return loss * scale
-
-    return SignalGRPOTrainer
+    return type("SignalGRPOTrainer", (_Signal, base), {})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,13 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
     )
 
 
-def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | None, list[ConfigIssue]]:
+def resolve_resume(
+    cfg: DictConfig, run_dir: Path, say: Callable[[str], None] = print
+) -> tuple[tuple[str, Path] | None, list[ConfigIssue]]:
     """``resume``: null (fresh run), ``auto`` (newest complete checkpoint in the run dir, else a
     fresh run) or a checkpoint path (which must exist). Returns (phase, checkpoint) or None, and
-    the issues."""
+    the issues; ``say`` gets the lines about what ``auto`` passed over or found (the config gate
+    checks quietly, the run says them once)."""
     value = OmegaConf.select(cfg, "resume", default=None)
     if not continues(cfg):
         return None, []
@@ -111,12 +115,12 @@ def resolve_resume(cfg: DictConfig, run_dir: Path) -> tuple[tuple[str, Path] | N
         # starts a SLURM array task or a cloud VM and continues it after a requeue or a restart.
         found, damaged = find_checkpoint(run_dir)
         for path, why in damaged:
-            print(
+            say(
                 f"resume=auto: passing over {path}: it is damaged ({why}); "
                 + (f"continuing from {found[1]} instead" if found else "no intact checkpoint is left")
             )
         if found is None:
-            print(f"resume=auto: no complete checkpoint under {run_dir}/checkpoints, starting fresh")
+            say(f"resume=auto: no complete checkpoint under {run_dir}/checkpoints, starting fresh")
             return None, []
     else:
         path = Path(str(value))  # resume=123 names a folder too

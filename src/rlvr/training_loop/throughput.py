@@ -94,3 +94,16 @@ def summary(rows: list[dict[str, float]], model: Any, device_name: str | None) -
         if found is not None:
             out[phase] = found
     return out
+
+
+def attempt_summary(outcome: Any) -> dict[str, dict[str, Any]]:
+    """:func:`summary` of one attempt's training (a TrainOutcome; None or no steps: empty), on the
+    CUDA device it ran on."""
+    if outcome is None or not outcome.history:
+        return {}
+    name = None
+    if (outcome.hardware or {}).get("device") == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+    return summary(outcome.history, outcome.model, name)
