@@ -17,12 +17,21 @@ from rlvr.data import identity
 pytestmark = pytest.mark.integration
 
 
+# The claims here are about the data (read, split, scored in the sandbox, reported per task): the
+# final evaluation and the GRPO steps' reward metrics hold them, so the baseline and the sampled
+# evaluations (about half of a smoke run's time) are left out. In-training evaluations stay only
+# where a test reads them (the mixture test: NO_CURVE is not passed there).
+QUIET = ["evaluation.baseline=false", "evaluation.sampled=null"]
+NO_CURVE = ["evaluation.every_n_steps=0"]
+
+
 def run_pipeline(run_dir: Path, *overrides: str) -> Path:
     cmd = [
         sys.executable,
         str(ROOT / "run_pipeline.py"),
         f"hydra.run.dir={run_dir}",
         "experiment=smoke",
+        *QUIET,
         *overrides,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
@@ -51,7 +60,7 @@ def check_scored_in_sandbox(run_dir: Path, task: str) -> dict:
 
 def test_gsm8k_file_end_to_end(tmp_path):
     path = write_jsonl(tmp_path / "gsm8k_train.jsonl", gsm8k_rows(150))
-    run_dir = run_pipeline(tmp_path / "run", "data=gsm8k", f"data.path={path}")
+    run_dir = run_pipeline(tmp_path / "run", "data=gsm8k", f"data.path={path}", *NO_CURVE)
     report = json.loads((run_dir / "report.json").read_text())
     assert report["tasks"] == ["gsm8k"] and report["steps"] == {"sft": 4, "grpo": 4}
     final = check_scored_in_sandbox(run_dir, "gsm8k")
@@ -63,7 +72,7 @@ def test_gsm8k_file_end_to_end(tmp_path):
 def test_finqa_file_end_to_end(tmp_path):
     rows = finqa_rows(150)
     path = write_json(tmp_path / "finqa_train.json", rows)
-    run_dir = run_pipeline(tmp_path / "run", "data=finqa", f"data.path={path}")
+    run_dir = run_pipeline(tmp_path / "run", "data=finqa", f"data.path={path}", *NO_CURVE)
     final = check_scored_in_sandbox(run_dir, "finqa")
     by_question = {r["qa"]["question"]: r for r in rows}
     for s in final["samples"]:
