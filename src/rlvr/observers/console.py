@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
