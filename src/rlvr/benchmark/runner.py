@@ -487,7 +487,10 @@ def run(cfg: DictConfig) -> list[Path]:
     paths = reports + plot.draw_files(reports)
     from rich.console import Console
 
-    Console(highlight=False, soft_wrap=False).print(results_table(cells))
+    console = Console(highlight=False)
+    if not console.is_terminal:  # a log file: the table at its own width, not cut at 80 columns
+        console.width = 200
+    console.print(results_table(cells))
     for p in paths:
         print(p)
     return paths
