@@ -86,6 +86,7 @@ def _phase_signal(ax: Any, history: list[dict[str, float]], phase: str) -> None:
                 label=f"reward: {task}",
             )
     ax.set_xlabel(f"{name} step")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"{name} training {'reward' if phase == 'grpo' else 'loss'}")
     ax.legend(loc="best", fontsize="small")
 
@@ -142,7 +143,8 @@ def _plot_evaluations(
         ax.plot([x for x, _ in at], [g.accuracy for _, g in at], marker=".", linestyle="--", label=name)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize="small")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(-0.03, 1.03)  # a 0% or 100% point stays visible, not half under the frame
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("run step (all phases)" if len(steps) > 1 else "training step")
     ax.set_title("Held-out accuracy (95% CI)", pad=20)  # above the phase names
 
