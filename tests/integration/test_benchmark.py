@@ -114,6 +114,12 @@ def test_benchmark_two_models_two_tasks_and_resume(tmp_path, models):
     assert sorted(p.name for p in out.glob("*.png")) == [
         "results_all_tasks.png", "results_basic_arithmetic.png", "results_leg_counting.png"
     ]  # fmt: skip
+    # The console ends with the results, not only the files' paths: a row per model, n in each cell.
+    table = proc.stdout[proc.stdout.index("Benchmark accuracy") :]
+    assert all(
+        any(line.startswith(f"│ {m} ") and line.count("n=6") == 2 for line in table.splitlines())
+        for m in three
+    )
     cell = json.loads(cells[0].read_text())
     samples = cell["evaluation"]["samples"]
     assert len(samples) == 6 and {"question", "completions", "answers", "scores", "status"} <= set(samples[0])

@@ -77,7 +77,8 @@ def test_level_follows_success_and_is_logged_and_reported(full):
     assert [c["level"] for c in report["curriculum"]] == [3.0, 2.0, 1.0, 0.0]
     assert "Curriculum: level 3 at GRPO step 1, 0 at step 4" in (full / "report.md").read_text()
     width, _ = struct.unpack(">II", (full / "training.png").read_bytes()[16:24])
-    assert width == 1600  # the difficulty panel beside the reward and accuracy panels
+    # A panel per training phase, the accuracy panel and the difficulty panel, 550 px each.
+    assert width == 550 * (len(report["steps"]) + 2), (width, report["steps"])
     # evaluation on fixed levels: the headline at the starting level, and set/level_0, each with a CI
     groups = {g["group"]: g for g in report["groups"]}
     assert "set/level_0" in groups and groups["set/level_0"]["final"]["n"] == 16

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ def smoke_run(tmp_path_factory):
         "data.task=leg_counting",
         "training_loop.grpo.max_steps=3",
         "training_loop.grpo.gradient_accumulation_steps=2",
+        "observers.console.log_every=2",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir, proc
@@ -41,6 +43,25 @@ def test_smoke_run_writes_every_artifact(smoke_run):
     assert (run_dir / "final" / "config.json").is_file()
     assert (run_dir / "final" / "model.safetensors").is_file()
     assert "Held-out accuracy" in proc.stdout
+
+
+def test_console_eval_files_and_report_give_each_evaluation_the_same_step(smoke_run):
+    """ "eval final step 7" on the console, eval/final_step7.json, "| final | 7 |" in report.md: one
+    number per evaluation (the run's total for a stage, split into its phases on the console)."""
+    run_dir, proc = smoke_run
+    printed = set(re.findall(r"^  eval (\w+) step (\d+)\b", proc.stdout, re.MULTILINE))
+    files = {re.fullmatch(r"(\w+)_step(\d+)\.json", p.name).groups() for p in (run_dir / "eval").iterdir()}
+    assert printed == files and ("final", "7") in files, (printed, files)
+    assert "eval final step 7 (sft 4 + grpo 3):" in proc.stdout
+    names = {"base model": "baseline", "after SFT": "after_sft", "final": "final"}
+    rows = re.findall(
+        r"^\| (base model|after SFT|final) \| (\d+) \|", (run_dir / "report.md").read_text(), re.M
+    )
+    assert {(names[stage], step) for stage, step in rows} == {p for p in files if p[0] in names.values()}
+    # Off a terminal each shown step says its step time and ETA; every step is in the run's log file.
+    assert re.search(r"^  grpo step 2/3  \d+\.\d s/step  ETA \d+:\d\d  ", proc.stdout, re.M), proc.stdout
+    log = (run_dir / "run_pipeline.log").read_text()
+    assert all(f"sft step {n}/4" in log for n in range(1, 5)) and "sft step 1/4" not in proc.stdout
 
 
 def test_console_holds_only_the_runs_own_lines(smoke_run):

@@ -319,3 +319,27 @@ def test_reports_refuse_unfair_or_ambiguous_input(tmp_path: Path) -> None:
         build_reports([make_cell("org/a"), make_cell("org/a")], STAMP)
     with pytest.raises(ValueError, match="YYYYmmdd_HHMMSS"):
         write_reports([make_cell()], tmp_path, "2025-01-02")
+
+
+def test_the_benchmark_console_table_gives_each_cell_its_accuracy_interval_and_n() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rlvr.benchmark.runner import results_table
+
+    cells = [
+        make_cell("a", "t1"),  # pass@1: the mean over 2 samples of 4 questions, 50%
+        make_cell("a", "t2", scores=[[0.0], [0.0]]),
+        make_cell("b", "t1", scores=[[1.0], [1.0]]),
+    ]
+    cells[1].reused, cells[2].train_overlap = True, 2
+    console = Console(file=io.StringIO(), width=200)
+    console.print(results_table(cells))
+    out = console.file.getvalue()
+    row_a = next(line for line in out.splitlines() if "│ a " in line)
+    assert (
+        "50.0% [" in row_a and "n=4" in row_a and "0.0% [0%-66%] n=2*" in row_a and row_a.endswith("25.0% │")
+    )
+    row_b = next(line for line in out.splitlines() if "│ b " in line)
+    assert "100.0% [34%-100%] n=2!" in row_b and row_b.count(" - ") == 2  # no t2 cell, so no mean

@@ -330,7 +330,7 @@ def test_report_has_the_difficulty_curve(tmp_path):
         (4, 1.0, 1.0),
     ]
     assert "Curriculum: level 3 at GRPO step 1, 1 at step 4" in (tmp_path / "report.md").read_text()
-    assert _png_size(tmp_path / "training.png") == (1600, 400)  # the third panel
+    assert _png_size(tmp_path / "training.png") == (1650, 400)  # GRPO, evaluations, and the third panel
     plain = tmp_path / "plain"
     plain.mkdir()
     outcome.history = [{k: v for k, v in h.items() if "curriculum" not in k} for h in history]

@@ -18,7 +18,7 @@ class Hub:
     def emit(self, event):
         self.emitted.append(event)
 
-    def progress(self, description, total):
+    def progress(self, description, total, unit):
         return type("Bar", (), {"close": lambda self: None, "advance": lambda self, n=1: None})()
 
 

@@ -94,7 +94,7 @@ def test_task_chart_bars_labels_and_rename() -> None:
 
 def test_all_tasks_chart_groups_average_and_rename() -> None:
     fig = all_tasks_chart(ALL_REPORT, rename={"org/model-b": "B", "gsm8k": "GSM8K"})
-    assert tick_labels(fig) == ["GSM8K", "leg_counting", "average"]
+    assert tick_labels(fig) == ["GSM8K\nn=50", "leg_counting\nn=50", "average"]  # n under each task
     assert legend_labels(fig) == ["org/model-a", "B"]
     # Bars are drawn model by model: a's three groups, then b's.
     assert bar_heights(fig) == [42.0, 80.0, 61.0, 10.0, 30.0, 20.0]
@@ -110,6 +110,26 @@ def test_all_tasks_chart_recomputes_missing_average_and_handles_missing_cells() 
     fig = all_tasks_chart(report)
     assert legend_labels(fig) == ["a", "b"]
     assert bar_heights(fig) == [50.0, 70.0, 60.0, 10.0, 10.0]
+
+
+def stubs(fig: Figure) -> list[Any]:
+    """The thick marks on the axis that stand for 0% bars (error bars are thinner)."""
+    return [c for c in fig.axes[0].collections if c.get_linewidth()[0] == 4]
+
+
+def test_a_zero_bar_is_drawn_and_each_bar_gives_its_n_where_they_differ() -> None:
+    """0% has no bar height: a stub in the bar's colour on the axis shows the model was measured."""
+    report = {**TASK_REPORT, "models": {"org/model-a": entry(0.42, n=50), "org/model-b": entry(0.0, n=20)}}
+    fig = task_chart(report)
+    assert tick_labels(fig) == ["org/model-a\nn=50", "org/model-b\nn=20"]
+    assert fig.axes[0].get_xlabel() == ""  # no single n to name
+    (stub,) = stubs(fig)
+    (segment,) = stub.get_segments()
+    assert segment[:, 1].tolist() == [0.0, 0.0] and segment[:, 0].tolist() == [0.7, 1.3]  # bar 1's width
+    summary = all_tasks_chart({"tasks": {"t": {"models": {"a": entry(0.0, n=8), "b": entry(0.5, n=10)}}}})
+    assert tick_labels(summary)[0] == "t\nn=8-10"
+    # Model a (left of each group's centre) on task t and in the average: both 0%.
+    assert [c.get_segments()[0][:, 0].max() < g for g, c in enumerate(stubs(summary))] == [True, True]
 
 
 def test_draw_comparison_without_intervals() -> None:

@@ -162,3 +162,31 @@ def test_sampled_stage_evaluations_are_paired_apart_from_the_greedy_table(tmp_pa
     assert "- after SFT (step 80, n=100): pass@1 25.0%, pass@4 100.0%" in md
     assert "- final (step 160, n=100): pass@1 50.0%" in md
     assert "- GRPO, sampled at the training temperature: +25.0 points" in md
+
+
+def test_training_png_gives_each_phase_its_panel_and_marks_the_boundary_and_sampled_pass_at_1():
+    """SFT loss and GRPO reward on their own axes (their units differ), the held-out evaluations over
+    the run's steps with a line where GRPO starts, an in-training GRPO evaluation placed after SFT, and
+    the sampled pass@1 beside the greedy accuracy."""
+    from rlvr.records.report import training_figure
+
+    history = [{"step": s, "sft/loss": 1.0 / s} for s in range(1, 81)] + [
+        {"step": s, "grpo/reward/mean": s / 100} for s in range(1, 81)
+    ]
+    sampled = [
+        sampled_result("after_sft_sampled", 80, [1, 2, 0, 4]),
+        sampled_result("final_sampled", 160, [4, 4, 1, 4]),
+    ]
+    fig = training_figure(history, EVALS, sampled, {"sft": 80, "grpo": 80})
+    sft, grpo, acc = fig.axes
+    assert (sft.get_title(), sft.get_xlabel()) == ("SFT training loss", "SFT step")
+    assert (grpo.get_title(), grpo.get_xlabel()) == ("GRPO training reward", "GRPO step")
+    assert list(grpo.lines[0].get_xdata()) == list(range(1, 81))  # GRPO's own steps, not after SFT's
+    boundaries = [line.get_xdata()[0] for line in acc.lines if line.get_linestyle() == ":"]
+    assert boundaries == [80]
+    assert {t.get_text() for t in acc.texts} == {"SFT", "GRPO"}
+    greedy = next(c for c in acc.containers)  # the error bar container
+    assert list(greedy.lines[0].get_xdata()) == [0, 40, 80, 120, 160]  # grpo step 40 sits at 80 + 40
+    (pass_at_1,) = [line for line in acc.lines if line.get_label().startswith("sampled pass@1")]
+    assert list(pass_at_1.get_xdata()) == [80, 160]
+    assert list(pass_at_1.get_ydata()) == [7 / 16, 13 / 16]

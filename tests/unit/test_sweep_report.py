@@ -125,6 +125,15 @@ def test_chart_labels_do_not_overlap_and_the_axis_is_in_percent(tmp_path):
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     assert all(fig.bbox.contains(b.x0, b.y0) and fig.bbox.contains(b.x1, b.y1) for b in boxes)
     assert ax.yaxis.get_major_formatter().format_data(0.5) == "50%"
+    # Short, upright labels: the bars keep most of the figure's height.
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "seed=1\nlearning_rate=1e-05"
+    assert all(t.get_rotation() == 0 for t in ax.get_xticklabels())
+    assert ax.get_xlabel() == "point (learning_rate = training_loop.grpo.learning_rate)"
+    label_height = max(b.height for b in boxes)
+    assert ax.get_window_extent(renderer).height > 4 * label_height, (
+        ax.get_window_extent(renderer),
+        label_height,
+    )
 
 
 # -- a results directory from elsewhere is data ------------------------------------------------------

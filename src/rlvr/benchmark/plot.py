@@ -57,6 +57,19 @@ class ModelScore:
     accuracy: float
     ci_low: float | None = None
     ci_high: float | None = None
+    n: int | None = None  # questions it was measured on
+
+
+def n_text(scores: Sequence[ModelScore]) -> str | None:
+    """``n=50`` (one count) or ``n=20-50`` for the bars of one group; None when no count is known.
+
+    >>> n_text([ModelScore("a", 0.5, n=50), ModelScore("b", 0.1, n=20)])
+    'n=20-50'
+    """
+    ns = sorted({s.n for s in scores if s.n is not None})
+    if not ns:
+        return None
+    return f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}-{ns[-1]}"
 
 
 def _color(i: int) -> tuple[float, float, float, float]:
@@ -96,9 +109,17 @@ def _error_bars(
         )
 
 
+def _zero_bars(ax: Any, xs: np.ndarray, acc: np.ndarray, width: float, colors: Sequence[Any]) -> None:
+    """A 0% bar has no height: a thick stub on the axis in its colour shows it was measured."""
+    for x, value, color in zip(xs, acc, colors, strict=True):
+        if value == 0.0:
+            ax.hlines(0.0, x - width / 2, x + width / 2, colors=[color], linewidth=4, zorder=4, clip_on=False)
+
+
 def _tick_style(labels: Sequence[str], count: int) -> dict[str, Any]:
     # Hub ids are long; tilt them instead of letting neighbours overlap.
-    if count > 6 or max((len(label) for label in labels), default=0) > 14:
+    longest = max((len(line) for label in labels for line in label.splitlines()), default=0)
+    if count > 6 or longest > 14:
         return {"rotation": 25, "ha": "right", "rotation_mode": "anchor"}
     return {}
 
@@ -117,13 +138,17 @@ def _new_figure(width: float, height: float) -> Figure:
 
 def draw_comparison(scores: Sequence[ModelScore], *, title: str, xlabel: str | None = None) -> Figure:
     """Bar per model (in the given order) with 95% CI error bars and percentage labels."""
-    labels = [s.label for s in scores]
+    # Each bar's n under its name, unless the x label gives the one n of all of them.
+    uniform = xlabel is not None and "n = " in xlabel
+    labels = [s.label if uniform or s.n is None else f"{s.label}\nn={s.n}" for s in scores]
     fig = _new_figure(max(5.0, 1.0 * len(scores) + 2.5), 4.8)
     ax = fig.add_subplot()
     x = np.arange(len(scores))
     acc = np.array([s.accuracy for s in scores], dtype=float) * 100.0  # [N]
     yerr = _yerr(scores)  # [2, N]
-    ax.bar(x, acc, width=0.6, color=[_color(i) for i in range(len(scores))], zorder=2)
+    colors = [_color(i) for i in range(len(scores))]
+    ax.bar(x, acc, width=0.6, color=colors, zorder=2)
+    _zero_bars(ax, x, acc, 0.6, colors)
     _error_bars(ax, x, acc, yerr, scores, elinewidth=1.0, capsize=4.0)
     for xi, top, value in zip(x, acc + yerr[1], acc, strict=True):
         ax.annotate(
@@ -178,6 +203,7 @@ def draw_summary(
         acc = np.array([s.accuracy for _, s in bars]) * 100.0
         yerr = _yerr([s for _, s in bars])
         ax.bar(xs, acc, width=width * 0.92, color=_color(j), label=model, zorder=2)
+        _zero_bars(ax, xs, acc, width * 0.92, [_color(j)] * len(xs))
         _error_bars(ax, xs, acc, yerr, [s for _, s in bars], elinewidth=0.8, capsize=2.0)
         for xi, top, value in zip(xs, acc + yerr[1], acc, strict=True):
             ax.annotate(
@@ -193,7 +219,9 @@ def draw_summary(
         tops.extend(acc + yerr[1])
     # Set the average apart: it is derived from the groups to its left, not another task.
     ax.axvline(len(groups) - 1.5, color="grey", linestyle="--", linewidth=0.8)
-    ax.set_xticks(np.arange(len(groups)), groups, **_tick_style(groups, len(groups)))
+    counts = [n_text(scores) for scores in tasks.values()]
+    names = [f"{g}\n{n}" if n else g for g, n in zip(groups, [*counts, None], strict=True)]
+    ax.set_xticks(np.arange(len(groups)), names, **_tick_style(names, len(names)))
     ax.set_ylim(0.0, _y_top(np.array(tops)) + (8.0 if small else 0.0))
     ax.yaxis.set_major_formatter(PercentFormatter(100.0))
     ax.set_ylabel("Accuracy (95% CI)")
@@ -266,7 +294,9 @@ def _model_scores(
                 f"{where}[{model!r}]: needs 0 <= ci_low <= accuracy <= ci_high <= 1, got {lo}, {acc}, {hi}"
             )
             continue
-        scores.append(ModelScore(rename.get(model, model), acc, lo, hi))
+        n = entry.get("n")
+        n = n if isinstance(n, int) and not isinstance(n, bool) else None
+        scores.append(ModelScore(rename.get(model, model), acc, lo, hi, n))
     return scores
 
 

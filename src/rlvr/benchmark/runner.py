@@ -391,6 +391,34 @@ def _progress(total: int) -> Callable[[CellResult], None]:
     return report
 
 
+def results_table(cells: Sequence[CellResult]) -> Any:
+    """A model x task rich table of the cells: ``accuracy [95% CI] n=``, ``*`` on a reused cell and
+    ``!`` on one whose questions the model was trained on; a mean column over several tasks."""
+    from rich.table import Table
+
+    models = list(dict.fromkeys(c.model for c in cells))
+    tasks = list(dict.fromkeys(c.task for c in cells))
+    by = {(c.model, c.task): c for c in cells}
+    table = Table(title="Benchmark accuracy (pass@1, 95% CI; * reused, ! trained on these questions)")
+    for column in ("model", *tasks, *(["mean"] if len(tasks) > 1 else [])):
+        table.add_column(column, overflow="fold")
+    for model in models:
+        row, accs = [model], []
+        for task in tasks:
+            cell = by.get((model, task))
+            if cell is None:
+                row.append("-")
+                continue
+            s = cell.summary
+            accs.append(s.accuracy)
+            marks = ("*" if cell.reused else "") + ("!" if cell.train_overlap else "")
+            row.append(f"{s.accuracy:.1%} [{s.ci_low:.0%}-{s.ci_high:.0%}] n={s.n}{marks}")
+        if len(tasks) > 1:
+            row.append(f"{sum(accs) / len(accs):.1%}" if len(accs) == len(tasks) else "-")
+        table.add_row(*row)
+    return table
+
+
 def run(cfg: DictConfig) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
     from rlvr.app import run_dir_of
@@ -446,6 +474,12 @@ def run(cfg: DictConfig) -> list[Path]:
             )
     reports = write_reports(cells, bench.output_dir)
     paths = reports + plot.draw_files(reports)
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # a log file: the table at its own width, not cut at 80 columns
+        console.width = 200
+    console.print(results_table(cells))
     for p in paths:
         print(p)
     return paths

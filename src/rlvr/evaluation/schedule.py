@@ -151,7 +151,9 @@ class EvalSchedule:
     ) -> ev.EvalResult:
         n = len(self.eval_data)
         bar = self.hub.progress(
-            f"eval {label}", n if evaluator.max_examples is None else min(n, evaluator.max_examples)
+            f"eval {label}",
+            n if evaluator.max_examples is None else min(n, evaluator.max_examples),
+            "question",
         )
         try:
             return evaluator.evaluate(

@@ -46,8 +46,9 @@ class Observer:
     def on_error(self, event: ev.ErrorEvent) -> None: ...
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None: ...
 
-    def progress(self, label: str, total: int) -> ProgressHandle | None:
-        """A progress handle with ``advance(n)`` and ``close()``; console observers draw it."""
+    def progress(self, label: str, total: int, unit: str = "item") -> ProgressHandle | None:
+        """A progress handle with ``advance(n)`` and ``close()`` over ``total`` ``unit``; console
+        observers draw it."""
         return None
 
     def close(self) -> None: ...
@@ -104,8 +105,8 @@ class ObserverHub:
             self._disk_full.add(name)
             log.warning("observer %s cannot write (%s): its records stop here", name, exc)
 
-    def progress(self, label: str, total: int) -> _Progress:
-        return _Progress([o.progress(label, total) for o in self.observers.values()])
+    def progress(self, label: str, total: int, unit: str = "item") -> _Progress:
+        return _Progress([o.progress(label, total, unit) for o in self.observers.values()])
 
     def close(self) -> None:
         if self._closed:

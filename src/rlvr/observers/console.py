@@ -1,13 +1,20 @@
-"""Console observer: stage lines, rich progress bars for training and evaluation, a closing table.
+"""Console observer: stage lines, a progress bar per training phase and per evaluation, a closing table.
 
-Every step it prints counts within its training phase ("grpo step 2"), as TRL's trainer and the
-``checkpoints/<phase>/checkpoint-N`` folders do; a stage evaluation's step (the run's total) is shown
-as the step of the phase it followed.
+On a terminal rich draws the bars (count, rate, elapsed, ETA); on anything else (a pipe, a CI log,
+``nohup``) a live bar would print nothing until it ends, so the observer prints plain lines instead:
+each ``log_every``-th step with its step time and ETA, and each evaluation's start and its time. Every
+step's line also goes to the run's log file (rlvr.runtime.logs.PROGRESS), which keeps what the console skips.
+
+Steps read as the run's files do: an evaluation's step is the one in its file name
+(``eval/<label>_step<N>.json``) and in report.md. In-training evaluations and training steps count
+within their phase (as TRL and ``checkpoints/<phase>/checkpoint-N`` do); a stage evaluation
+(``after_sft``, ``final``) counts the run's steps over all phases, split into phases where known.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,31 +22,88 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.observers.base import Observer
+from rlvr.runtime.logs import PROGRESS
 from rlvr.stages import PHASES
+
+progress_log = logging.getLogger(PROGRESS)
+
+
+def rate_text(seconds_per_item: float, unit: str) -> str:
+    """``2.5 s/step`` for slow items, ``4.0 questions/s`` for fast ones (``unit``: singular).
+
+    >>> rate_text(2.5, "step"), rate_text(0.25, "question")
+    ('2.5 s/step', '4.0 questions/s')
+    """
+    if seconds_per_item >= 1:
+        return f"{seconds_per_item:.1f} s/{unit}"
+    return f"{1 / seconds_per_item:.1f} {unit}s/s"
+
+
+def clock(seconds: float) -> str:
+    """``1:02:03`` / ``2:03``: a duration as a person reads it.
+
+    >>> clock(3723), clock(123.4), clock(5)
+    ('1:02:03', '2:03', '0:05')
+    """
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class _RateColumn(ProgressColumn):
+    """The task's rate in its own unit (rich's speed columns speak bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(rate_text(1 / speed, task.fields["unit"]) if speed else "", style="progress.data.speed")
 
 
 class _Bar:
-    def __init__(self, progress: Progress, task_id: Any):
-        self.progress, self.task_id = progress, task_id
+    """One bar: drawn by rich on a terminal (``progress``), only counted elsewhere; it times its items
+    from the first one it counts, so a start-up pause does not skew the rate."""
+
+    def __init__(self, progress: Progress | None, label: str, total: int, unit: str, done: int = 0):
+        self.progress, self.label, self.total, self.unit = progress, label, total, unit
+        self.task_id = progress.add_task(label, total=total, completed=done, unit=unit) if progress else None
+        self.done, self.started, self.closed = done, time.monotonic(), None
+        self._first: tuple[float, int] | None = None  # (time, count) at the first advance
 
     def advance(self, n: int = 1) -> None:
-        self.progress.advance(self.task_id, n)
+        self.done += n
+        if self._first is None:
+            self._first = (time.monotonic(), self.done)
+        if self.progress is not None:
+            self.progress.advance(self.task_id, n)
+
+    def seconds_per_item(self) -> float | None:
+        if self._first is None or self.done <= self._first[1]:
+            return None
+        return (time.monotonic() - self._first[0]) / (self.done - self._first[1])
+
+    def seconds(self) -> float:
+        """From the bar's start to its close (or now)."""
+        return (self.closed or time.monotonic()) - self.started
 
     def close(self) -> None:
-        self.progress.remove_task(self.task_id)
+        self.closed = time.monotonic()
+        if self.progress is not None:
+            self.progress.remove_task(self.task_id)
 
 
 class ConsoleObserver(Observer):
-    """Human-readable progress on the terminal.
+    """Human-readable progress on the terminal (plain lines where the console is not one).
 
     Args:
         log_every: print a metrics line every this many training steps.
@@ -48,47 +112,60 @@ class ConsoleObserver(Observer):
     def __init__(self, *, log_every: int):
         self.log_every = log_every
         self.console = Console(highlight=False)
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=True,
-        )
-        self._bars: dict[str, Any] = {}
-        self._started = False
+        self.console.soft_wrap = not self.live  # a log file's lines are not cut at 80 columns
+        self._progress: Progress | None = None  # started with the first bar, on an interactive console
+        self._bars: dict[str, _Bar] = {}  # open training bars by phase
+        self._eval_bars: dict[str, _Bar] = {}  # the last bar of each evaluation label
         self._phase_steps: dict[str, int] = {}  # phases that ended, in run order
         self._last_step: ev.TrainStep | None = None
 
-    def at(self, label: str, step: int) -> str:
-        """Where evaluation ``label`` was made, counted within its phase. In-training evaluations
-        (labelled by their phase) carry the phase's step; stage evaluations the run's total."""
-        if label in PHASES:
-            return f"{label} step {step}"
-        if step == 0:
-            return "before training"
-        done = 0
+    @property
+    def live(self) -> bool:
+        """Whether rich can redraw bars in place (a terminal; TTY_INTERACTIVE=0/1 overrides)."""
+        return self.console.is_interactive
+
+    def phases_of(self, label: str, step: int) -> str:
+        """How a stage evaluation's step (the run's, over all phases) splits into the phases this
+        process saw end: `` (sft 4 + grpo 3)``; `` (all phases)`` when an earlier attempt ran some."""
+        if label in PHASES or step == 0:
+            return ""
+        parts, done = [], 0
         for phase, steps in self._phase_steps.items():
+            parts.append(f"{phase} {steps}")
             done += steps
             if done == step:
-                return f"{phase} step {steps}"
-        return f"step {step} of all phases"  # phases an earlier attempt ran: not seen by this process
+                return f" ({' + '.join(parts)})"
+        return " (all phases)"
 
     def validate(self) -> list[ConfigIssue]:
         if self.log_every >= 1:
             return []
         return [ConfigIssue("observers.console.log_every", self.log_every, "must be >= 1", "set e.g. 5")]
 
-    def _ensure_started(self) -> None:
-        if not self._started:
+    def _bar(self, label: str, total: int, unit: str, done: int = 0) -> _Bar:
+        if self.live and self._progress is None:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                _RateColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._progress.start()
-            self._started = True
+        return _Bar(self._progress if self.live else None, label, total, unit, done)
 
-    def progress(self, label: str, total: int) -> _Bar:
-        self._ensure_started()
-        return _Bar(self._progress, self._progress.add_task(label, total=total))
+    def progress(self, label: str, total: int, unit: str = "item") -> _Bar:
+        bar = self._bar(label, total, unit)
+        if label.startswith("eval "):
+            self._eval_bars[label] = bar
+        progress_log.info("%s: %d %ss", label, total, unit)
+        if not self.live:  # no bar to watch: say what the wait is for
+            self.console.print(f"  {escape(label)}: {total} {unit}s...")
+        return bar
 
     def on_pipeline_start(self, event: ev.PipelineStart) -> None:
         self.console.print(f"[bold]rlvr[/bold] run directory: {event.run_dir}")
@@ -102,38 +179,66 @@ class ConsoleObserver(Observer):
 
     def on_phase_end(self, event: ev.PhaseEnd) -> None:
         self._phase_steps[event.phase] = event.steps
+        if event.phase in self._bars:  # stopped early (a preemption): the bar ends with it
+            self._bars.pop(event.phase).close()
+
+    def step_line(self, event: ev.TrainStep, bar: _Bar) -> str:
+        """``grpo step 3/8  2.1 s/step  ETA 0:11  grpo/loss=...``: the rate since the phase's first
+        step this process saw (the step's own time before a second one)."""
+        per_step = bar.seconds_per_item() or event.metrics.get(f"{event.phase}/step_seconds")
+        timing = ""
+        if per_step:
+            timing = f"  {rate_text(per_step, 'step')}"
+            if event.step < event.max_steps:
+                timing += f"  ETA {clock(per_step * (event.max_steps - event.step))}"
+        shown = {
+            k: v
+            for k, v in event.metrics.items()
+            if k.split("/")[-1] in ("loss", "mean", "accuracy", "level")  # level: a curriculum
+        }
+        text = "  ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items()))
+        return f"{event.phase} step {event.step}/{event.max_steps}{timing}  {text}".rstrip()
 
     def on_train_step(self, event: ev.TrainStep) -> None:
         self._last_step = event
-        key = event.phase
-        if key not in self._bars:
-            self._bars[key] = self.progress(f"{event.phase} steps", event.max_steps)
-        self._bars[key].advance(1)
+        if event.phase not in self._bars:  # a resumed phase starts at its checkpoint's step
+            self._bars[event.phase] = self._bar(
+                f"{event.phase} steps", event.max_steps, "step", event.step - 1
+            )
+        bar = self._bars[event.phase]
+        bar.advance(1)
+        line = self.step_line(event, bar)
+        progress_log.info(line)
         if event.step % self.log_every == 0 or event.step == event.max_steps:
-            shown = {
-                k: v
-                for k, v in event.metrics.items()
-                if k.split("/")[-1] in ("loss", "mean", "accuracy", "level")  # level: a curriculum
-            }
-            text = "  ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items()))
-            self.console.print(f"  {event.phase} step {event.step}/{event.max_steps}  {text}")
+            self.console.print(f"  {escape(line)}")
         if event.step >= event.max_steps:
-            self._bars.pop(key).close()
+            self._bars.pop(event.phase).close()
+
+    def _eval_time(self, label: str) -> str:
+        """`` in 0:12 (1.3 questions/s)`` for an evaluation generated now; a reused one had no bar."""
+        bar = self._eval_bars.pop(f"eval {label}", None)
+        if bar is None:
+            return " (reused: same weights)"
+        seconds = bar.seconds()
+        rate = f", {rate_text(seconds / bar.done, bar.unit)}" if bar.done and seconds > 0 else ""
+        return f" in {clock(seconds)}{rate}"
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         summary = event.evaluation.summary
+        at = f"eval {escape(event.label)} step {event.step}{self.phases_of(event.label, event.step)}"
+        took = self._eval_time(event.label)
         if max(summary.pass_at_k, default=1) > 1:  # sampled: its accuracy is pass@1, named so
             at_k = ", ".join(f"pass@{k} {v:.1%}" for k, v in summary.pass_at_k.items())
-            self.console.print(
-                f"  eval {escape('[' + event.label + ']')} {self.at(event.label, event.step)}: {at_k} "
-                f"(n={event.n})"
+            line = f"{at}: {at_k} (n={event.n}){took}"
+        else:
+            line = (
+                f"{at}: accuracy {event.accuracy:.1%} "
+                f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n}){took}"
             )
+        progress_log.info(line)
+        self.console.print(f"  {line}")
+        if max(summary.pass_at_k, default=1) > 1:
             return
-        self.console.print(
-            f"  eval {escape('[' + event.label + ']')} {self.at(event.label, event.step)}: "
-            f"accuracy {event.accuracy:.1%} "
-            f"(95% CI {event.ci_low:.1%}-{event.ci_high:.1%}, n={event.n})"
-        )
         for name, g in event.evaluation.groups().items():
             self.console.print(
                 f"    {escape(name)}: {g.accuracy:.1%} (95% CI {g.ci_low:.1%}-{g.ci_high:.1%}, n={g.n})"
@@ -170,14 +275,14 @@ class ConsoleObserver(Observer):
         )
         if evaluations:
             table = Table(title="Held-out accuracy")
-            for col in ("stage", "at", "accuracy", "95% CI", "n"):
+            for col in ("stage", "step", "accuracy", "95% CI", "n"):
                 table.add_column(col)
             for e in evaluations:
                 at_k = e.evaluation.summary.pass_at_k
                 sampled = max(at_k, default=1) > 1  # mean over the samples, not the first one
                 table.add_row(
                     str(e.label),
-                    self.at(str(e.label), e.step),
+                    f"{e.step}{self.phases_of(str(e.label), e.step)}",
                     f"pass@1 {at_k[1]:.1%}" if sampled else f"{e.accuracy:.1%}",
                     "(paired below)" if sampled else f"{e.ci_low:.1%} - {e.ci_high:.1%}",
                     str(e.n),
@@ -203,6 +308,6 @@ class ConsoleObserver(Observer):
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")
 
     def close(self) -> None:
-        if self._started:
+        if self._progress is not None:
             self._progress.stop()
-            self._started = False
+            self._progress = None

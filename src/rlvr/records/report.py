@@ -62,70 +62,128 @@ def _plot_difficulty(ax: Any, curve: list[dict[str, float]]) -> None:
     ax.legend(loc="best", fontsize="small")
 
 
-def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], path: Path) -> Path:
-    import matplotlib
+PANEL_INCHES = (5.5, 4.0)  # one panel of training.png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    curve = difficulty_curve(history)
-    fig, axes = plt.subplots(1, 3 if curve else 2, figsize=(16 if curve else 11, 4))
-    ax_r, ax_a = axes[0], axes[1]
-    if curve:
-        _plot_difficulty(axes[2], curve)
-    offset = 0
-    for phase in ("sft", "grpo"):
-        rows = [h for h in history if f"{phase}/loss" in h or f"{phase}/reward/mean" in h]
-        key = f"{phase}/reward/mean" if phase == "grpo" else f"{phase}/loss"
-        rows = [h for h in rows if key in h]
-        if rows:
-            label = "GRPO reward (mean)" if phase == "grpo" else "SFT loss"
-            ax_r.plot([offset + h["step"] for h in rows], [h[key] for h in rows], label=label)
-            offset += int(max(h["step"] for h in rows)) if phase == "sft" else 0
-    # A mixture: each task's mean reward (logged when a generation batch was scored).
-    task_keys = sorted({k for h in history for k in h if k.startswith("grpo/reward/task/")})
-    for key in task_keys:
-        rows = [h for h in history if key in h]
-        name = key.removeprefix("grpo/reward/task/").removesuffix("/mean")
-        ax_r.plot(
-            [offset + h["step"] for h in rows],
-            [h[key] for h in rows],
-            linestyle="--",
-            label=f"reward: {name}",
+def _phase_signal(ax: Any, history: list[dict[str, float]], phase: str) -> None:
+    """One phase's training curve on its own axis, over that phase's steps: SFT/RFT loss, GRPO mean
+    reward (and each task's, for a mixture)."""
+    key = f"{phase}/reward/mean" if phase == "grpo" else f"{phase}/loss"
+    rows = [h for h in history if key in h]
+    name = phase.upper()
+    ax.plot(
+        [h["step"] for h in rows],
+        [h[key] for h in rows],
+        label="reward (mean)" if phase == "grpo" else "loss",
+    )
+    if phase == "grpo":  # a mixture: each task's mean reward (logged when a generation batch was scored)
+        for task_key in sorted({k for h in history for k in h if k.startswith("grpo/reward/task/")}):
+            task_rows = [h for h in history if task_key in h]
+            task = task_key.removeprefix("grpo/reward/task/").removesuffix("/mean")
+            ax.plot(
+                [h["step"] for h in task_rows],
+                [h[task_key] for h in task_rows],
+                "--",
+                label=f"reward: {task}",
+            )
+    ax.set_xlabel(f"{name} step")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"{name} training {'reward' if phase == 'grpo' else 'loss'}")
+    ax.legend(loc="best", fontsize="small")
+
+
+def _eval_x(e: ev.EvalResult, offsets: dict[str, int]) -> int:
+    """An evaluation's place on the run's step axis: in-training ones count within their phase."""
+    return offsets.get(e.label, 0) + e.step if e.label in offsets else e.step
+
+
+def _plot_evaluations(
+    ax: Any,
+    evaluations: list[ev.EvalResult],
+    sampled: list[ev.EvalResult],
+    steps: dict[str, int],
+    curve: bool,
+) -> None:
+    """Greedy accuracy (95% CI) and sampled pass@1 over the run's steps, phases split by dotted lines."""
+    offsets, done = {}, 0
+    for phase, n in steps.items():
+        offsets[phase] = done
+        if done:
+            ax.axvline(done, color="grey", linestyle=":", linewidth=1)
+        ax.text(done + n / 2, 1.02, phase.upper(), ha="center", va="bottom", fontsize="small",
+                transform=ax.get_xaxis_transform())  # fmt: skip
+        done += n
+    if done:  # the whole run, so the phase names sit over their phases
+        ax.set_xlim(-0.03 * done, 1.03 * done)
+    points = sorted(evaluations, key=lambda e: _eval_x(e, offsets))
+    xs = [_eval_x(e, offsets) for e in points]
+    if points:
+        ax.errorbar(
+            xs,
+            [e.accuracy for e in points],
+            yerr=[[e.accuracy - e.ci_low for e in points], [e.ci_high - e.accuracy for e in points]],
+            marker="o",
+            capsize=3,
+            label=("starting level" if curve else "greedy accuracy") + " (held out)",
         )
-    ax_r.set_xlabel("training step (SFT then GRPO)")
-    ax_r.set_title("Training signal")
-    if ax_r.get_legend_handles_labels()[0]:  # an evaluation-only run has no training curve
-        ax_r.legend(loc="best")
-    points = sorted(evaluations, key=lambda e: (e.label != Stage.BASELINE, e.label == Stage.FINAL))
-    xs, ys, lo, hi = [], [], [], []
-    sft_steps = max([e.step for e in evaluations if e.label == Stage.AFTER_SFT], default=0)
-    for e in points:
-        x = e.step + (sft_steps if e.label == Stage.GRPO else 0)
-        xs.append(x)
-        ys.append(e.accuracy)
-        lo.append(e.accuracy - e.ci_low)
-        hi.append(e.ci_high - e.accuracy)
-    if xs:
-        headline = "starting level (held out)" if curve else "training tasks (held out)"
-        ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=headline)
+    if sampled:
+        ax.plot(
+            [e.step for e in sampled],
+            [e.evaluation.summary.pass_at_k.get(1, e.accuracy) for e in sampled],
+            "s",
+            markersize=8,
+            fillstyle="none",
+            label="sampled pass@1 (training temperature)",
+        )
     for name in sorted({g for e in points for g in e.evaluation.groups()}):
-        curve = [
+        at = [
             (x, e.evaluation.groups()[name])
             for x, e in zip(xs, points, strict=True)
             if name in e.evaluation.groups()
         ]
-        ax_a.plot(
-            [x for x, _ in curve], [g.accuracy for _, g in curve], marker=".", linestyle="--", label=name
-        )
-    if len(ax_a.get_legend_handles_labels()[0]) > 1:
-        ax_a.legend(loc="best", fontsize="small")
-    ax_a.set_ylim(0, 1)
-    ax_a.set_xlabel("training step")
-    ax_a.set_title("Held-out accuracy (95% CI)")
-    fig.tight_layout()
+        ax.plot([x for x, _ in at], [g.accuracy for _, g in at], marker=".", linestyle="--", label=name)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    ax.set_ylim(-0.03, 1.03)  # a 0% or 100% point stays visible, not half under the frame
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("run step (all phases)" if len(steps) > 1 else "training step")
+    ax.set_title("Held-out accuracy (95% CI)", pad=20)  # above the phase names
+
+
+def training_figure(
+    history: list[dict[str, float]],
+    evaluations: list[ev.EvalResult],
+    sampled: list[ev.EvalResult],
+    steps: dict[str, int],
+) -> Any:
+    """training.png: a panel per training phase that logged a curve, the held-out evaluations over the
+    run's steps, and a curriculum's difficulty when there is one."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    curve = difficulty_curve(history)
+    phases = [p for p in steps if any(f"{p}/reward/mean" in h or f"{p}/loss" in h for h in history)]
+    panels = len(phases) + 1 + bool(curve)
+    fig = Figure(figsize=(PANEL_INCHES[0] * panels, PANEL_INCHES[1]), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    for ax, phase in zip(axes, phases, strict=False):
+        _phase_signal(ax, history, phase)
+    _plot_evaluations(axes[len(phases)], evaluations, sampled, steps, bool(curve))
+    if curve:
+        _plot_difficulty(axes[-1], curve)
+    return fig
+
+
+def _plot(
+    history: list[dict[str, float]],
+    evaluations: list[ev.EvalResult],
+    sampled: list[ev.EvalResult],
+    steps: dict[str, int],
+    path: Path,
+) -> Path:
+    fig = training_figure(history, evaluations, sampled, steps)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
@@ -352,5 +410,7 @@ def write_report(
     atomic_write_json(run_dir / "report.json", report)
     lines = _markdown(meta, report, sampled, train_seconds)
     atomic_write_text(run_dir / "report.md", "\n".join(lines) + "\n")
-    plot = _plot(history.train_history(outcome.history), evaluations, run_dir / "training.png")
+    plot = _plot(
+        history.train_history(outcome.history), evaluations, sampled, steps, run_dir / "training.png"
+    )
     return {"report": str(run_dir / "report.md"), "plot": str(plot)}

@@ -258,11 +258,35 @@ def to_csv(points: list[SweepPoint]) -> str:
     return buf.getvalue()
 
 
+def short_keys(keys: list[str]) -> dict[str, str]:
+    """Each swept key by its shortest dotted tail that no other key shares: the chart's labels stay
+    short, its axis label names the full keys.
+
+    >>> short_keys(["seed", "training_loop.grpo.learning_rate", "training_loop.sft.learning_rate"])
+    {'seed': 'seed', 'training_loop.grpo.learning_rate': 'grpo.learning_rate', 'training_loop.sft.learning_rate': 'sft.learning_rate'}
+    """
+    out = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if not any(other != key and (other == tail or other.endswith("." + tail)) for other in keys):
+                break
+        out[key] = tail
+    return out
+
+
 def chart(points: list[SweepPoint]) -> Figure:
-    """Accuracy per completed point and stage, with 95% CIs. Labels name each point's swept values;
-    they stand upright and the layout is constrained, so long keys neither overlap nor leave the figure."""
+    """Accuracy per completed point and stage, with 95% CIs. Each point's label gives its swept values
+    under short key names, one per line and upright; the axis label names the full keys; the figure
+    widens with the longest label, so labels neither overlap nor leave the figure."""
     done = [p for p in points if p.status == "COMPLETED"]
-    fig = Figure(figsize=(max(5, 1.2 * len(done) + 2), 4.5), layout="constrained")
+    keys = list(dict.fromkeys(k for p in done for k in p.overrides))
+    short = short_keys(keys)
+    labels = ["\n".join(f"{short[k]}={v}" for k, v in p.overrides.items()) or str(p.num) for p in done]
+    longest = max((len(line) for label in labels for line in label.splitlines()), default=0)
+    per_point = max(1.2, 0.075 * longest + 0.3)  # inches: a character of 8-point text is ~0.07 in
+    fig = Figure(figsize=(max(5, per_point * len(done) + 2), 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     width = 0.8 / len(STAGES)
@@ -276,8 +300,9 @@ def chart(points: list[SweepPoint]) -> Figure:
                 err[0].append(acc["accuracy"] - acc["ci_low"])
                 err[1].append(acc["ci_high"] - acc["accuracy"])
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=stage)
-    labels = ["\n".join(f"{k}={v}" for k, v in p.overrides.items()) or str(p.num) for p in done]
-    ax.set_xticks(range(len(done)), labels, fontsize=8, rotation=90)
+    ax.set_xticks(range(len(done)), labels, fontsize=8)
+    renamed = [f"{v} = {k}" for k, v in short.items() if v != k]
+    ax.set_xlabel("point" + (f" ({'; '.join(renamed)})" if renamed else ""), fontsize=8, wrap=True)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("held-out accuracy (95% CI)")
     ax.set_ylim(0, 1)

@@ -19,6 +19,9 @@ import os
 LIBRARY_LOGGERS = ("py.warnings", "transformers", "bitsandbytes", "vllm")
 # What a shell reports for a process ended by SIGINT (128 + 2): scripts and schedulers read it as Ctrl-C.
 INTERRUPTED_EXIT_CODE = 130
+# Every training step's line and each evaluation's start and result (rlvr.observers.console): the
+# console prints every ``log_every``-th step only.
+PROGRESS = "rlvr.progress"
 # The traceback of a handled error (rlvr.app): the console has its message already.
 TRACEBACKS = "rlvr.traceback"
 
@@ -48,7 +51,7 @@ def route_library_loggers() -> None:
     # and, like bitsandbytes' (a warning per run on CPUs without the optional `kernels` package),
     # go to the log file only.
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    for name in LIBRARY_LOGGERS:
+    for name in (*LIBRARY_LOGGERS, PROGRESS):
         _to_log_file_only(name, file_handlers)
     # DeepSpeed gives its logger a stdout handler of its own when imported (accelerate imports it when
     # the package is present): a logger-level filter hands its records to the log file instead.
