@@ -152,3 +152,24 @@ def test_fsdp_and_deepspeed_are_refused_without_a_gpu(launched, monkeypatch, opt
     assert any("needs a GPU" in i.problem and "ddp_cpu" in i.fix for i in component(option).validate())
     monkeypatch.setattr(d, "_cuda", lambda: True)
     assert not any("needs a GPU" in i.problem for i in component(option).validate())
+
+
+def test_the_check_before_hydra_reports_the_run_directory_with_every_other_problem(launched, monkeypatch):
+    """One call before Hydra (rlvr.config.gate.before_hydra): a multi-process launch without its run
+    directory is named together with Hydra's own settings, and a misspelt key is held for the gate."""
+    from pathlib import Path
+
+    from rlvr.config import gate
+    from rlvr.config.errors import ConfigValidationError
+
+    monkeypatch.setattr(gate, "_HELD", [])
+    script = Path(__file__).resolve().parents[2] / "run_pipeline.py"
+    launched(2)
+    with pytest.raises(ConfigValidationError) as exc:
+        gate.before_hydra(["+hydra.job.env_set.X=1"], script, "conf", "config")
+    keys = [i.key for i in exc.value.issues]
+    assert keys[0] == "hydra.run.dir" and any(k.startswith("hydra.job.env_set") for k in keys[1:]), keys
+    launched(1)
+    assert gate.before_hydra(["validate_only=true", "sed=1"], script, "conf", "config") == ["validate_only=true"]
+    [held] = gate._HELD
+    assert held.key == "sed" and "seed" in held.fix

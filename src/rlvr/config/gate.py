@@ -65,7 +65,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
 
     Everything downstream instantiates from the returned copy, so nothing a resolver could
-    produce later escapes the apps' own :func:`check_targets` of every node.
+    produce later escapes :func:`check`'s :func:`check_targets` of every node.
     """
     issues = check_resolvers(cfg)
     if issues:
@@ -78,9 +78,8 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     if issues:
         refuse(issues)
     resolved = OmegaConf.create(container)
-    # The app is instantiated right after this; every other node is judged again, together with
-    # each component's own validation, by the app before it instantiates anything (so a user sees
-    # all problems at once).
+    # Every other node is judged by check() next, together with each component's own validation,
+    # before the app instantiates anything (so a user sees all problems at once).
     issues = [i for i in check_targets(resolved, targets_only=True) if i.key.startswith("app.")]
     if issues:
         refuse(issues)

@@ -168,8 +168,8 @@ def check_targets(
     (:func:`binding_issues`) for every ``_target_`` in ``cfg``; every named-component slot entry
     has a ``_target_`` (:func:`slot_issues`).
 
-    ``runtime_args`` names, per config path, the arguments the orchestrator passes at
-    instantiation (they are absent from YAML on purpose).
+    ``runtime_args`` names, per config path, the arguments passed at build time
+    (rlvr.pipeline.wiring; they are absent from YAML on purpose).
     """
     runtime_args = runtime_args or {}
     issues = slot_issues(cfg)
