@@ -17,9 +17,13 @@ from rlvr import events as ev
 from rlvr.evaluation.schedule import Stage, run_order, stage_changes
 from rlvr.io import atomic_write_json, atomic_write_text
 
-STAGE_NAMES = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
+STAGE_NAMES: dict[str, str] = {
+    Stage.BASELINE: "base model",
+    Stage.AFTER_SFT: "after SFT",
+    Stage.FINAL: "final",
+}
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
-SAMPLED_NAMES = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FINAL_SAMPLED: "final"}
+SAMPLED_NAMES: dict[str, str] = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FINAL_SAMPLED: "final"}
 
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
@@ -109,13 +113,17 @@ def _plot(history: list[dict[str, float]], evaluations: list[ev.EvalResult], pat
         headline = "starting level (held out)" if curve else "training tasks (held out)"
         ax_a.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=headline)
     for name in sorted({g for e in points for g in e.evaluation.groups()}):
-        curve = [
+        group_curve = [
             (x, e.evaluation.groups()[name])
             for x, e in zip(xs, points, strict=True)
             if name in e.evaluation.groups()
         ]
         ax_a.plot(
-            [x for x, _ in curve], [g.accuracy for _, g in curve], marker=".", linestyle="--", label=name
+            [x for x, _ in group_curve],
+            [g.accuracy for _, g in group_curve],
+            marker=".",
+            linestyle="--",
+            label=name,
         )
     if len(ax_a.get_legend_handles_labels()[0]) > 1:
         ax_a.legend(loc="best", fontsize="small")

@@ -14,6 +14,7 @@ report marks it reused (SECURITY.md "Benchmark"): a reused number was not measur
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -72,7 +73,7 @@ def weights_hash(component: Any) -> str:
         if file.is_file() and file.suffix in HASHED_SUFFIXES:
             digest.update(file.name.encode())
             with file.open("rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                     digest.update(chunk)
     base = adapter_base(path)
     if base is not None:  # an adapter's outputs depend on its base model too
@@ -457,6 +458,6 @@ def run(cfg: DictConfig) -> list[Path]:
             )
     reports = write_reports(cells, bench.output_dir)
     paths = reports + plot.draw_files(reports)
-    for p in paths:
-        print(p)
+    for path in paths:
+        print(path)
     return paths

@@ -335,7 +335,7 @@ _REFUSED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _setting(h: dict[str, Any], path: str) -> Any:
+def _setting(h: Any, path: str) -> Any:
     for part in path.split("."):
         h = h.get(part) if isinstance(h, dict) else None
     return h
@@ -603,7 +603,8 @@ def _compose_known_keys(
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     bad_groups = _group_value_issues(hydra, overrides)
-    kept, unknown = [o for o in overrides if o not in {line for line, _ in bad_groups}], []
+    kept = [o for o in overrides if o not in {line for line, _ in bad_groups}]
+    unknown: list[str] = []
     while True:
         try:
             cfg = hydra.compose_config(config_name, kept, run_mode=mode, with_log_configuration=False)

@@ -11,8 +11,8 @@ it never names a stage.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,18 @@ if TYPE_CHECKING:
     from rlvr.evaluation.evaluator import Evaluator
     from rlvr.observers.base import ObserverHub
     from rlvr.run_history import RunHistory
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10 (pyproject's requires-python): enum.StrEnum's behaviour, str() and format() the value
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return str(self.value).__format__(spec)
 
 
 class Stage(StrEnum):
@@ -67,7 +79,7 @@ STAGE_CHANGES = (
 def run_order(evaluations: list[ev.EvalResult]) -> list[ev.EvalResult]:
     """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
     a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
-    order = list(Stage)
+    order: list[str] = list(Stage)  # a label read back from a file is a plain str
 
     def key(e: ev.EvalResult) -> tuple[int, int]:
         return (order.index(e.label) if e.label in order else len(order), e.step)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
@@ -158,6 +158,16 @@ def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     return redact(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
 
 
+_T = TypeVar("_T")
+
+
+def _after(value: _T | None, stage: str) -> _T:
+    """A RunContext field a stage sets, read by a later stage (the stage order guarantees it)."""
+    if value is None:
+        raise RuntimeError(f"read before the {stage} stage set it")
+    return value
+
+
 @dataclass
 class RunContext:
     """What a run has so far: every stage reads it and adds its own result."""
@@ -185,7 +195,7 @@ class RunContext:
     def meta(self) -> dict[str, Any]:
         """What every evaluation file and the report record about the run."""
         return {
-            "model": self.loaded.name,
+            "model": _after(self.loaded, "model").name,
             "tasks": self.data.tasks,
             "data_seed": self.data.seed,
             "seed": self.cfg.seed,
@@ -224,18 +234,18 @@ def load_model(ctx: RunContext) -> None:
     # Before loading: a fresh LoRA adapter's initial weights come from the global RNG, so
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
-    ctx.loaded = c.model.load()
-    c.prompts.bind(ctx.loaded.tokenizer)  # from here the prompt hash covers the chat template used
+    ctx.loaded = loaded = c.model.load()
+    c.prompts.bind(loaded.tokenizer)  # from here the prompt hash covers the chat template used
     # Before any generation: a prompt longer than the context is refused with the numbers.
-    too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
+    too_long = prompt_length_issues(ctx.data, c.prompts, loaded.tokenizer, loaded.model)
     if too_long:
         raise ConfigValidationError(too_long)
     _memory_check(ctx)
-    ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
+    loaded.model = c.training_loop.place(loaded.model)
     ctx.evals = EvalSchedule(
         c.evaluation,
         ctx.hub,
-        ctx.loaded.tokenizer,
+        loaded.tokenizer,
         ctx.data.eval,
         out_dir=ctx.run_dir / "eval",
         meta=ctx.meta,
@@ -254,7 +264,9 @@ def _memory_check(ctx: RunContext) -> None:
 
     c = ctx.components
     # a plugin's prompt object may have no SFT target format: the answer's own text is the bound then
-    ctx.lengths = data_lengths(ctx.data.train, ctx.loaded.tokenizer, getattr(c.prompts, "format_answer", str))
+    ctx.lengths = data_lengths(
+        ctx.data.train, _after(ctx.loaded, "model").tokenizer, getattr(c.prompts, "format_answer", str)
+    )
     issues, warnings = run_checks(c.model, c.training_loop, c.distributed, ctx.lengths)
     for warning in warnings:
         ctx.hub.emit(ev.Warning_(warning))
@@ -296,7 +308,7 @@ def load_history(ctx: RunContext) -> None:
         None if jsonl is None else ctx.run_dir / jsonl,
         sampled_identity=None if sampled is None else sampled.identity(ctx.data.eval, ctx.meta),
     )
-    ctx.evals.continue_from(ctx.history)
+    _after(ctx.evals, "model").continue_from(ctx.history)
     problems = [ctx.attempts.problem] if ctx.attempts.problem else []
     for note in [*problems, *ctx.history.notes]:
         ctx.hub.emit(ev.Warning_(f"resume: {note}"))
@@ -306,16 +318,17 @@ def load_history(ctx: RunContext) -> None:
 
 
 def baseline_eval(ctx: RunContext) -> None:
-    ctx.evals.baseline(ctx.loaded.model)
+    _after(ctx.evals, "model").baseline(_after(ctx.loaded, "model").model)
 
 
 def train(ctx: RunContext) -> None:
     c = ctx.components
+    loaded = _after(ctx.loaded, "model")
     session = Session(
-        tokenizer=ctx.loaded.tokenizer,
+        tokenizer=loaded.tokenizer,
         train_dataset=ctx.data.train,
         emit=ctx.hub.emit,
-        on_weights=ctx.evals.on_weights,
+        on_weights=_after(ctx.evals, "model").on_weights,
         eval_every=c.evaluation.every_n_steps,
         run_dir=ctx.run_dir,
         guard=ctx.guard,
@@ -324,17 +337,19 @@ def train(ctx: RunContext) -> None:
         fits=functools.partial(fits_batch, c.model, c.training_loop, c.distributed, ctx.lengths),
         generator=getattr(c.evaluation, "generator", None),  # an evaluation component may have none
     )
-    ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
+    ctx.outcome = c.training_loop.run(loaded.model, session, resume=ctx.resume)
 
 
 def final_eval(ctx: RunContext) -> None:
-    trained = sum(ctx.history.steps(ctx.outcome.steps).values())  # with phases of earlier attempts
-    ctx.evals.final(ctx.outcome.model, ctx.outcome.steps, trained)
+    outcome = _after(ctx.outcome, "train")
+    trained = sum(ctx.history.steps(outcome.steps).values())  # with phases of earlier attempts
+    _after(ctx.evals, "model").final(outcome.model, outcome.steps, trained)
 
 
 def save_model(ctx: RunContext) -> None:
     c = ctx.components
-    final = save_final(ctx.outcome.model, ctx.loaded, ctx.data.manifest, ctx.run_dir, c.distributed, ctx.main)
+    outcome, loaded = _after(ctx.outcome, "train"), _after(ctx.loaded, "model")
+    final = save_final(outcome.model, loaded, ctx.data.manifest, ctx.run_dir, c.distributed, ctx.main)
     if final is not None:
         ctx.result.files["final model"] = str(final)
 
@@ -368,7 +383,7 @@ def write_report(ctx: RunContext) -> None:
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
-            ctx.evals.evaluations,
+            _after(ctx.evals, "model").evaluations,
             ctx.outcome,
             {**ctx.meta, "memory": memory, "throughput": ctx.result.throughput, "notes": ctx.result.notes},
             time.perf_counter() - ctx.start,

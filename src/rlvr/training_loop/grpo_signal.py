@@ -288,7 +288,7 @@ def select_groups(advantages: torch.Tensor, group_size: int, wanted: int) -> tup
 def trainer_class(base: type) -> type:
     """``base`` (TRL's GRPOTrainer or a subclass) with skipping and dynamic sampling."""
 
-    class SignalGRPOTrainer(base):  # type: ignore[misc, valid-type]
+    class SignalGRPOTrainer(base):
         def __init__(
             self, *args: Any, signal: SignalSettings, warn: Callable[[str], None] | None = None, **kwargs: Any
         ):
