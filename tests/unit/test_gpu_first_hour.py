@@ -186,7 +186,9 @@ def test_sft_on_a_gpu_takes_cuda_batch_size_rows_in_proportionally_fewer_steps()
     """The same rows seen, the schedule's shape kept, the learning rate by the square-root rule;
     only on CUDA, only where the memory estimate of that SFT micro-batch fits."""
     asked = []
-    args, outcome, _ = _fit_sft(_sft_loop("cuda", cuda_batch_size=64), lambda b, phase: asked.append((b, phase)) or True)
+    args, outcome, _ = _fit_sft(
+        _sft_loop("cuda", cuda_batch_size=64), lambda b, phase: asked.append((b, phase)) or True
+    )
     assert asked == [(64, "sft")]
     assert (args.per_device_train_batch_size, args.max_steps) == (64, 160)
     assert args.learning_rate == pytest.approx(6e-4)
