@@ -12,6 +12,7 @@ Everything about the app's own keys is the gate's job.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 from pathlib import Path
@@ -524,15 +525,24 @@ def _compose(
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         # Fail closed: a config this check cannot compose is not handed to Hydra either.
         raise ConfigValidationError(
-            [
-                ConfigIssue(
-                    "(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", "fix the override"
-                )
-            ]
+            [ConfigIssue("(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", _compose_fix(exc))]
         ) from exc
     finally:
         GlobalHydra.instance().clear()
     return cfg, mode, job_hydra_nodes, unknown
+
+
+def _compose_fix(exc: Exception) -> str:
+    """The fix for a config Hydra could not compose: the close option names when a config file or
+    option is missing (an experiment's defaults list can name one too)."""
+    from hydra.errors import MissingConfigException
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options:
+        group, _, name = exc.missing_cfg_file.rpartition("/")
+        return _option_fix(group, name, sorted(exc.options)) if group else suggest(name, exc.options)
+    return (
+        "fix the override or config file the message names (python run_pipeline.py --help lists the groups)"
+    )
 
 
 def _code_issues(
@@ -628,8 +638,8 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
         if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
             continue
         value = o.value()
+        options = sorted(repository.get_group_options(o.key_or_group))
         if not isinstance(value, (str, list)):
-            options = sorted(repository.get_group_options(o.key_or_group))
             issue = ConfigIssue(
                 o.key_or_group,
                 value,
@@ -637,7 +647,30 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
                 f"one of {options}" + (f", or drop it with ~{o.key_or_group}" if value is None else ""),
             )
             found.append((o.input_line, issue))
+            continue
+        # Hydra's own refusal lists the options without naming the close one; a name with a '/' is
+        # a file in a subfolder, which get_group_options does not list: Hydra judges that one.
+        names = value if isinstance(value, list) else [value]
+        missing = [n for n in names if isinstance(n, str) and "/" not in n and n not in options]
+        for name in missing:
+            issue = ConfigIssue(
+                o.key_or_group,
+                name,
+                f"is not an option of the config group {o.key_or_group} (conf/{o.key_or_group}/<option>.yaml)",
+                f"{_option_fix(o.input_line.split('=', 1)[0], name, options, o.key_or_group)} "
+                f"(options: {', '.join(options)})",
+            )
+            found.append((o.input_line, issue))
     return found
+
+
+def _option_fix(key: str, name: str, options: list[str], group: str | None = None) -> str:
+    """``key=<closest option>`` for a misspelt option name of config group ``group`` (``key`` as the
+    override wrote it, e.g. ``+reward/terms@reward.terms.x``), else where a new option goes."""
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    if not close:
+        return f"pick one of the options, or add conf/{group or key}/{name}.yaml"
+    return "did you mean " + " or ".join(f"{key}={c}" for c in close) + "?"
 
 
 def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:
