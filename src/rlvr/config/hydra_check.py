@@ -609,7 +609,7 @@ def _compose_known_keys(
     """Compose, leaving out each override of a key the config does not have (Hydra stops at the
     first), and each config-group choice that is not an option name (``model=5``: Hydra raises a
     bare ValueError); each left-out override comes back with its issue."""
-    from hydra.errors import ConfigCompositionException
+    from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     bad_groups = _group_value_issues(hydra, overrides)
@@ -619,6 +619,12 @@ def _compose_known_keys(
         try:
             cfg = hydra.compose_config(config_name, kept, run_mode=mode, with_log_configuration=False)
             return cfg, bad_groups + [(line, _unknown_key_issue(cfg, line)) for line in unknown]
+        except MissingConfigException:
+            absent = _missing_option_issues(hydra, kept)
+            if not absent:
+                raise
+            bad_groups += absent
+            kept = [o for o in kept if o not in {line for line, _ in absent}]
         except ConfigCompositionException as exc:
             match = _UNKNOWN_KEY.match(str(exc))
             missing = isinstance(exc.__cause__, (ConfigKeyError, ConfigAttributeError))
@@ -647,9 +653,23 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
                 f"one of {options}" + (f", or drop it with ~{o.key_or_group}" if value is None else ""),
             )
             found.append((o.input_line, issue))
+    return found
+
+
+def _missing_option_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+    """Group choices that name no option, once Hydra could not compose (so an option that only a
+    ``hydra.searchpath`` override or an experiment adds is never judged missing). Hydra's own refusal
+    lists the options without naming the close one."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    repository = hydra.config_loader.repository
+    found = []
+    for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
+        if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
             continue
-        # Hydra's own refusal lists the options without naming the close one; a name with a '/' is
-        # a file in a subfolder, which get_group_options does not list: Hydra judges that one.
+        value = o.value()
+        options = sorted(repository.get_group_options(o.key_or_group))
+        # a name with a '/' is a file in a subfolder, which get_group_options does not list
         names = value if isinstance(value, list) else [value]
         missing = [n for n in names if isinstance(n, str) and "/" not in n and n not in options]
         for name in missing:
