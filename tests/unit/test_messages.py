@@ -76,9 +76,9 @@ def test_an_unknown_trl_rejection_still_says_what_to_change():
 
 
 def test_a_plugin_python_cannot_import_is_not_blamed_on_a_typo(monkeypatch):
-    monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")  # allowed, but its folder is not on sys.path
-    issue = judge_target("k", "rlvr_example_plugin.rewards.EvenAnswerReward")
-    assert "'rlvr_example_plugin' is not importable from this Python" in issue.problem
+    monkeypatch.setenv(PLUGINS_ENV, "my_rewards")  # allowed, but installed nowhere and on no path
+    issue = judge_target("k", "my_rewards.score")
+    assert "'my_rewards' is not importable from this Python" in issue.problem
     assert "typo" not in issue.fix and "PYTHONPATH" in issue.fix and "pip install -e" in issue.fix
 
 
