@@ -3,11 +3,11 @@
 #
 #   make setup       .venv with the locked CPU environment + the default model (GPU=1: the GPU lock)
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
-#   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts)
-#   make tools       .venv-tools: the hashed static checkers for infrastructure/ (tests/static/)
+#   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts; mypy runs as a test)
+#   make tools       .venv-tools: the hashed static checkers (infrastructure/, mypy, pre-commit; tests/static/)
 #   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth/unsloth-zoo/deepspeed files, by hash (source tests)
 #   make test-slow   setup, then only the slow tests (need the real default model)
-#   make lint        ruff check + ruff format --check
+#   make lint        ruff check + ruff format --check + mypy (the same checks as .pre-commit-config.yaml)
 #   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
 #   make lock        re-resolve the lock files (network; see scripts/lock.py)
 #   make gpu-check   on a CUDA machine: setup GPU=1, then each GPU feature as a short real run
@@ -104,9 +104,10 @@ test: setup tools gpu-sources
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }
 
-lint: $(STAMP)
+lint: $(STAMP) tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(TOOLS_VENV)/bin/mypy
 
 check-locks: $(STAMP)
 	$(PY) scripts/check_locks.py
@@ -164,8 +165,8 @@ $(LOCK_TOOLS)/.stamp:
 lock: $(LOCK_TOOLS)/.stamp
 	$(LOCK_TOOLS)/bin/python scripts/lock.py --uv $(LOCK_TOOLS)/bin/uv $(LOCK_ARGS)
 
-# Static checkers (checkov, python-hcl2, shellcheck, hadolint, yamllint) in their own venv, from
-# their own hashed lock: checkov's dependency tree never meets the project's environment.
+# Static checkers (checkov, python-hcl2, shellcheck, hadolint, yamllint, mypy, pre-commit) in their own
+# venv, from their own hashed lock: checkov's dependency tree never meets the project's environment.
 TOOLS_VENV := .venv-tools
 TOOLS_LOCK := requirements/tools.txt
 

@@ -91,7 +91,7 @@ class PromptTemplate:
     def markers(self) -> tuple[str, ...]:
         """The markers a completion should hold once each, in order."""
         reasoning = () if self.reasoning_start is None else (self.reasoning_start, self.reasoning_end)
-        return (*reasoning, self.answer_start, self.answer_end)  # type: ignore[return-value]
+        return (*reasoning, self.answer_start, self.answer_end)
 
     @property
     def close_tag(self) -> str:

@@ -4,8 +4,20 @@ time, so any of them can import it)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
+import sys
 from typing import TYPE_CHECKING
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10 (pyproject's requires-python): enum.StrEnum's behaviour, str() and format() the value
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return str(self.value).__format__(spec)
 
 if TYPE_CHECKING:
     from rlvr.events import EvalResult

@@ -306,7 +306,7 @@ def detect_kind(report: Any, source: str = "report") -> ReportKind:
         raise ReportError(f"{source}: expected a JSON object, got {type(report).__name__}")
     kind = report.get("kind")
     if kind in (KIND_TASK, KIND_ALL_TASKS):
-        return kind
+        return KIND_TASK if kind == KIND_TASK else KIND_ALL_TASKS
     if kind is not None:
         raise ReportError(f"{source}: unknown kind {kind!r}; expected {KIND_TASK!r} or {KIND_ALL_TASKS!r}")
     if isinstance(report.get("tasks"), dict):
@@ -455,7 +455,8 @@ def names_in(kind: ReportKind, report: Mapping[str, Any]) -> set[str]:
 
     if kind == KIND_TASK:
         return keys(report.get("models")) | {str(report.get("task", ""))}
-    tasks = report.get("tasks") if isinstance(report.get("tasks"), dict) else {}
+    tasks = report.get("tasks")
+    tasks = tasks if isinstance(tasks, dict) else {}
     models = set().union(*(keys(entry.get("models")) for entry in tasks.values() if isinstance(entry, dict)))
     return set(tasks) | models | keys(report.get("average")) | {AVERAGE_LABEL}
 

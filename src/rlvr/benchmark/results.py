@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from rlvr.evaluation.metrics import AccuracySummary
 from rlvr.evaluation.results import Evaluation
@@ -37,9 +37,9 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2
 TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
-KIND_CELL = "cell"
-KIND_TASK = "task"
-KIND_ALL_TASKS = "all_tasks"
+KIND_CELL: Final = "cell"
+KIND_TASK: Final = "task"
+KIND_ALL_TASKS: Final = "all_tasks"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 

@@ -12,6 +12,7 @@ Everything about the app's own keys is the gate's job.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 from pathlib import Path
@@ -335,7 +336,7 @@ _REFUSED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _setting(h: dict[str, Any], path: str) -> Any:
+def _setting(h: Any, path: str) -> Any:
     for part in path.split("."):
         h = h.get(part) if isinstance(h, dict) else None
     return h
@@ -524,15 +525,24 @@ def _compose(
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         # Fail closed: a config this check cannot compose is not handed to Hydra either.
         raise ConfigValidationError(
-            [
-                ConfigIssue(
-                    "(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", "fix the override"
-                )
-            ]
+            [ConfigIssue("(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", _compose_fix(exc))]
         ) from exc
     finally:
         GlobalHydra.instance().clear()
     return cfg, mode, job_hydra_nodes, unknown
+
+
+def _compose_fix(exc: Exception) -> str:
+    """The fix for a config Hydra could not compose: the close option names when a config file or
+    option is missing (an experiment's defaults list can name one too)."""
+    from hydra.errors import MissingConfigException
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options:
+        group, _, name = exc.missing_cfg_file.rpartition("/")
+        return _option_fix(group, name, sorted(exc.options)) if group else suggest(name, exc.options)
+    return (
+        "fix the override or config file the message names (python run_pipeline.py --help lists the groups)"
+    )
 
 
 def _code_issues(
@@ -599,15 +609,22 @@ def _compose_known_keys(
     """Compose, leaving out each override of a key the config does not have (Hydra stops at the
     first), and each config-group choice that is not an option name (``model=5``: Hydra raises a
     bare ValueError); each left-out override comes back with its issue."""
-    from hydra.errors import ConfigCompositionException
+    from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     bad_groups = _group_value_issues(hydra, overrides)
-    kept, unknown = [o for o in overrides if o not in {line for line, _ in bad_groups}], []
+    kept = [o for o in overrides if o not in {line for line, _ in bad_groups}]
+    unknown: list[str] = []
     while True:
         try:
             cfg = hydra.compose_config(config_name, kept, run_mode=mode, with_log_configuration=False)
             return cfg, bad_groups + [(line, _unknown_key_issue(cfg, line)) for line in unknown]
+        except MissingConfigException:
+            absent = _missing_option_issues(hydra, kept)
+            if not absent:
+                raise
+            bad_groups += absent
+            kept = [o for o in kept if o not in {line for line, _ in absent}]
         except ConfigCompositionException as exc:
             match = _UNKNOWN_KEY.match(str(exc))
             missing = isinstance(exc.__cause__, (ConfigKeyError, ConfigAttributeError))
@@ -627,8 +644,8 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
         if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
             continue
         value = o.value()
+        options = sorted(repository.get_group_options(o.key_or_group))
         if not isinstance(value, (str, list)):
-            options = sorted(repository.get_group_options(o.key_or_group))
             issue = ConfigIssue(
                 o.key_or_group,
                 value,
@@ -637,6 +654,43 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
             )
             found.append((o.input_line, issue))
     return found
+
+
+def _missing_option_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+    """Group choices that name no option, once Hydra could not compose (so an option that only a
+    ``hydra.searchpath`` override or an experiment adds is never judged missing). Hydra's own refusal
+    lists the options without naming the close one."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    repository = hydra.config_loader.repository
+    found = []
+    for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
+        if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
+            continue
+        value = o.value()
+        options = sorted(repository.get_group_options(o.key_or_group))
+        # a name with a '/' is a file in a subfolder, which get_group_options does not list
+        names = value if isinstance(value, list) else [value]
+        missing = [n for n in names if isinstance(n, str) and "/" not in n and n not in options]
+        for name in missing:
+            issue = ConfigIssue(
+                o.key_or_group,
+                name,
+                f"is not an option of the config group {o.key_or_group} (conf/{o.key_or_group}/<option>.yaml)",
+                f"{_option_fix(o.input_line.split('=', 1)[0], name, options, o.key_or_group)} "
+                f"(options: {', '.join(options)})",
+            )
+            found.append((o.input_line, issue))
+    return found
+
+
+def _option_fix(key: str, name: str, options: list[str], group: str | None = None) -> str:
+    """``key=<closest option>`` for a misspelt option name of config group ``group`` (``key`` as the
+    override wrote it, e.g. ``+reward/terms@reward.terms.x``), else where a new option goes."""
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    if not close:
+        return f"pick one of the options, or add conf/{group or key}/{name}.yaml"
+    return "did you mean " + " or ".join(f"{key}={c}" for c in close) + "?"
 
 
 def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:

@@ -170,7 +170,7 @@ def adapter_params(shape: Shape, plan: Plan) -> float:
 def activation_bytes_per_token(shape: Shape, plan: Plan) -> float:
     """Bytes one token keeps for backward across all layers."""
     d = shape.dims
-    block = 16 * d["h"] + 6 * d["q"] + 4 * d["kv"] + 8 * d["i"]
+    block = float(16 * d["h"] + 6 * d["q"] + 4 * d["kv"] + 8 * d["i"])
     if plan.dtype == "float32":  # fp32 residual stream and norms beside the 16-bit matmul inputs
         block *= 1.5
     if plan.precision == "fp32":
@@ -406,7 +406,7 @@ def run_checks(
     processes = int(os.environ.get("WORLD_SIZE", "1"))
     args = training_args(loop)
     issues: list[ConfigIssue] = []
-    if hasattr(args, "num_generations"):
+    if args is not None and hasattr(args, "num_generations"):
         found = batch_issue(
             args.per_device_train_batch_size,
             processes,

@@ -19,15 +19,17 @@ after the check. Hydra's own settings are judged before Hydra starts
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
+import pkgutil
 import re
 import sys
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 
 PLUGINS_ENV = "RLVR_PLUGINS"
 PROJECT_PACKAGE = "rlvr"
@@ -107,6 +109,43 @@ def _install_hint(module: str) -> str:
     return f"pip install {top.replace('_', '-')}"
 
 
+def _import_issue(key: str, target: str, exc: Exception) -> ConfigIssue:
+    """Why ``target`` does not import: its package is not importable from this Python (a plugin not
+    installed, or its folder not on the path), or a name in the path is misspelt (named, with the
+    close names that do exist)."""
+    parts = target.split(".")
+    if importlib.util.find_spec(parts[0]) is None:
+        return ConfigIssue(
+            key,
+            target,
+            f"its package {parts[0]!r} is not importable from this Python ({sys.executable}); "
+            f"{PLUGINS_ENV} only allows a package, it does not install or find it",
+            f"install it into this environment (pip install -e <the folder with its pyproject.toml>) or put "
+            f"the folder that holds {parts[0]}/ on PYTHONPATH, so that python -c 'import {parts[0]}' works",
+        )
+    obj: Any = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=1):
+        prefix = ".".join(parts[:i])
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:  # a submodule its package does not import itself
+            obj = importlib.import_module(f"{prefix}.{part}")
+            continue
+        except ModuleNotFoundError:
+            pass
+        names = [n for n in dir(obj) if not n.startswith("_")]
+        if hasattr(obj, "__path__"):
+            names += [m.name for m in pkgutil.iter_modules(obj.__path__)]
+        return ConfigIssue(
+            key,
+            target,
+            f"{prefix} has no {part!r} (a misspelt name in the path)",
+            f"{suggest(part, sorted(set(names)))} (check the dotted path for a typo)",
+        )
+    return ConfigIssue(key, target, f"cannot be imported ({exc})", "check the dotted path for a typo")
+
+
 def judge_target(key: str, target: Any) -> ConfigIssue | None:
     """None when ``target`` may be instantiated from a config, else the issue saying why not."""
     allowed = allowed_packages()
@@ -127,7 +166,7 @@ def judge_target(key: str, target: Any) -> ConfigIssue | None:
             key, target, f"needs the package {exc.name!r}, which is not installed", _install_hint(exc.name)
         )
     except (ImportError, AttributeError) as exc:
-        return ConfigIssue(key, target, f"cannot be imported ({exc})", "check the dotted path for a typo")
+        return _import_issue(key, target, exc)
     if not (inspect.isclass(obj) or inspect.isfunction(obj)):
         return ConfigIssue(key, target, f"is a {type(obj).__name__}, not a class or function", fix)
     module = getattr(obj, "__module__", "") or ""

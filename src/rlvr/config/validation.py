@@ -70,8 +70,9 @@ def _chain(obj: Any) -> list[Any]:
     for klass in obj.__mro__:
         if klass is object or "__init__" not in vars(klass):
             continue
-        chain.append(klass.__init__)
-        sig = inspect.signature(klass.__init__)
+        init = vars(klass)["__init__"]
+        chain.append(init)
+        sig = inspect.signature(init)
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
             break
     return chain or [obj]

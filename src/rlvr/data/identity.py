@@ -20,13 +20,13 @@ from typing import Any
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 
-SPLIT_RULE = {
+TEST_FRACTION = 0.2
+SPLIT_RULE: dict[str, Any] = {
     "version": 1,
     "hash": "sha256(task + '\\n' + question.strip())",
     "test_if": "int(first 8 hex digits, 16) < test_fraction * 2**32",
-    "test_fraction": 0.2,
+    "test_fraction": TEST_FRACTION,
 }
-TEST_FRACTION = SPLIT_RULE["test_fraction"]
 MANIFEST = "data_manifest.json"
 # A draw that sees this many questions in a row that it cannot use (other side, or seen) stops: the
 # task's question space is exhausted. A task with room left gives a usable one every ~5 draws.
@@ -43,7 +43,7 @@ def split_of(task: str, question: str) -> str:
 
 
 def draw(
-    generate: Callable[[int, int], list[dict[str, Any]]],
+    generate: Callable[[int, int], Iterable[dict[str, Any]]],
     task: str,
     split: str,
     size: int,
@@ -62,7 +62,7 @@ def draw(
     budget = max(20_000, size * 12)
     while True:
         seen: set[str] = set()
-        picked = []
+        picked: list[dict[str, Any]] = []
         drawn = since_new = 0
         for entry in generate(count, seed):  # consumed one at a time: only picked entries are kept
             drawn += 1

@@ -167,7 +167,8 @@ class FinQA:
     """
 
     def __call__(self, row: dict[str, Any]) -> QAItem | None:
-        qa = row.get("qa") if isinstance(row.get("qa"), dict) else row
+        qa = row.get("qa")
+        qa = qa if isinstance(qa, dict) else row
         question = str(_field(qa, "question")).strip()
         field = next((k for k in ("exe_ans", "final_result", "answer") if qa.get(k) not in (None, "")), None)
         if field is None:

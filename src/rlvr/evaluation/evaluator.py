@@ -79,7 +79,10 @@ class SampledEvaluation:
             )  # fmt: skip
         if n is not None and (not isinstance(n, int) or n < 1):
             issues.append(ConfigIssue(f"{key}.max_examples", n, "must be >= 1 or null (all)", "set 300"))
-        return (None, issues) if issues else (cls(num_samples=k, temperature=float(t), max_examples=n), [])
+        if issues:
+            return None, issues
+        assert isinstance(k, int) and isinstance(t, (int, float))  # key_issues reports a missing one
+        return cls(num_samples=k, temperature=float(t), max_examples=n), []
 
 
 class Evaluator:
@@ -299,6 +302,8 @@ class Evaluator:
             )
             for i in range(len(generations))
         ]
+        if self.scorer is None:
+            raise ValueError("an Evaluator needs a scorer (the verifier sandbox) to score answers")
         for owner, req, score in zip(owners, requests, self.scorer.score(requests), strict=True):
             samples[owner].answers.append(req.answer)
             samples[owner].scores.append(score.value)

@@ -383,6 +383,7 @@ class HFGenerator:
                 new_rows = [queue.popleft() for _ in range(min(free, len(queue)))]
                 fresh = self._prefill(new_rows, [prompt_ids[r] for r in new_rows], prefix)
                 run = fresh if run is None else run.merge(fresh)
+            assert run is not None  # rows were running, or queued ones were just prefilled
 
             next_tokens = self._select(run.logits, rng)  # [A]
             keep: list[int] = []

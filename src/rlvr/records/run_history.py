@@ -24,7 +24,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ HEARTBEAT_SECONDS = 30.0
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 
 
 def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
@@ -150,6 +150,7 @@ def _mismatch(payload: dict[str, Any], identity: dict[str, Any]) -> str | None:
     from rlvr.data.identity import ids_of, set_hash
 
     for key, want in identity.items():
+        got: Any
         if key == "question_set":
             got = set_hash(ids_of((s["task"], s["question"]) for s in payload.get("samples", [])))
         else:

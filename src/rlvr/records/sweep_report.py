@@ -291,7 +291,9 @@ def chart(points: list[SweepPoint]) -> Figure:
     ax = fig.add_subplot()
     width = 0.8 / len(STAGES)
     for i, stage in enumerate(STAGES):
-        xs, ys, err = [], [], [[], []]
+        xs: list[float] = []
+        ys: list[float] = []
+        err: list[list[float]] = [[], []]
         for j, p in enumerate(done):
             acc = p.accuracy.get(stage)
             if acc:

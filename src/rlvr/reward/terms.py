@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from rlvr.config.errors import ConfigIssue
@@ -48,6 +48,8 @@ class _Term:
     """
 
     name = "term"
+    # Each subclass is a TRL reward function: (completions, **dataset columns) -> a value per completion.
+    __call__: Callable[..., Any]
 
     def __init__(self, weight: float, *, prompt: PromptTemplate, scorer: Scorer | None = None):
         self.weight = float(weight)
@@ -96,6 +98,7 @@ class CorrectnessReward(_Term):
             ScoreRequest(task=t, answer=a, entry=json.loads(e))
             for a, t, e in zip(answers, task, entry, strict=True)
         ]
+        assert self.scorer is not None  # __init__ refuses a CorrectnessReward without one
         scores = [s.value for s in self.scorer.score(requests)]
         # The verifier's verdicts of the latest batch: a curriculum reads its success rate here
         # (RewardSet.accepted) instead of scoring every completion a second time.
@@ -240,7 +243,7 @@ class RewardSet:
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
-        self._batch: dict[str, list[float]] = {}
+        self._batch: dict[str, list[float | None]] = {}
         self._zero_std: list[float] = []
         self._by_task: dict[str, list[float]] = {}
         self._tasks_seen: set[str] = set()
@@ -254,7 +257,7 @@ class RewardSet:
         batch, self._batch = self._batch, {}
         # None = the term abstains on that completion; TRL sums the others (nansum), so do we.
         totals = [
-            sum(self.terms[n].weight * batch[n][i] for n in self.terms if batch[n][i] is not None)
+            sum((self.terms[n].weight * v for n in self.terms if (v := batch[n][i]) is not None), 0.0)
             for i in range(len(values))
         ]
         for task, total in zip(tasks or [], totals, strict=False):

@@ -43,8 +43,9 @@ class CheckpointDamaged(RunFault):
     pass
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def _chain(first: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
+    exc: BaseException | None = first
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         yield exc

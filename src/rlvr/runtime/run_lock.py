@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import socket
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,7 @@ class RunDirLock:
         record = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)

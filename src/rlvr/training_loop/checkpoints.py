@@ -109,19 +109,22 @@ def complete_checkpoints(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     found = [p for p in folder.iterdir() if _STEP.search(p.name) and (p / MARKER).is_file()]
-    return sorted(found, key=lambda p: int(_STEP.search(p.name).group(1)))
+    return sorted(found, key=step_of)
 
 
 def step_of(checkpoint: Path) -> int:
     """``.../checkpoint-N`` -> N."""
-    return int(_STEP.search(checkpoint.name).group(1))
+    match = _STEP.search(checkpoint.name)
+    if match is None:
+        raise ValueError(f"{checkpoint}: not a checkpoint-<step> folder")
+    return int(match.group(1))
 
 
 def find_checkpoint(run_dir: Path) -> tuple[tuple[str, Path] | None, list[tuple[Path, str]]]:
     """The phase ("grpo" before "sft", since GRPO comes later) and path of the newest complete and
     intact checkpoint (None if there is none), and the newer marked ones passed over as damaged,
     each with the reason."""
-    damaged = []
+    damaged: list[tuple[Path, str]] = []
     for phase in reversed(PHASES):
         for path in reversed(complete_checkpoints(run_dir / "checkpoints" / phase)):
             why = damage(path)

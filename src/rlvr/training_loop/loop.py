@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import signal
 import tempfile
 import time
@@ -117,6 +118,43 @@ def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any
         if hasattr(args, "activation_checkpointing"):  # the newer name (transformers > 5.17): kept in step
             args.activation_checkpointing = bool(flag)
     return args
+
+
+def _divisors_near(n: int, target: int, low: int = 1) -> list[int]:
+    """The divisors of ``n`` (at least ``low``) closest to ``target``, nearest first (two at most)."""
+    found = sorted((d for d in range(low, n + 1) if n % d == 0), key=lambda d: (abs(d - target), d))
+    return found[:2]
+
+
+def trl_check_fix(key: str, message: str, fields: dict[str, Any]) -> str:
+    """A fix for one of TRL's config checks (its __post_init__ messages), with the values computed
+    from the message's numbers and the phase's ``fields``; TRL's own message says only the rule."""
+    if m := re.search(
+        r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)", message
+    ):
+        batch, groups = int(m[1]), int(m[2])
+        options = " or ".join(f"{key}.num_generations={d}" for d in _divisors_near(batch, groups, low=2))
+        fix = f"set {options or f'{key}.num_generations=2'} (divides the generation batch of {batch} rows)"
+        if fields.get("generation_batch_size") or fields.get("steps_per_generation"):
+            return fix  # the batch is set on its own: which other value fits depends on that setting
+        per_device = int(fields.get("per_device_train_batch_size") or 1)
+        rows = batch // per_device or 1  # per_device x processes x accumulation makes the batch
+        fitting = next(b for b in range(per_device + 1, per_device * groups + 1) if (b * rows) % groups == 0)
+        return (
+            f"{fix}, or {key}.per_device_train_batch_size={fitting} (a batch of {fitting * rows} rows, "
+            f"whole groups of {groups})"
+        )
+    if m := re.search(
+        r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)", message
+    ):
+        batch, global_batch = int(m[1]), int(m[2])
+        up = -(-batch // global_batch) * global_batch
+        down = batch // global_batch * global_batch
+        values = " or ".join(str(v) for v in dict.fromkeys(v for v in (down, up) if v > 0))
+        return f"set {key}.generation_batch_size={values} (a multiple of the global batch of {global_batch})"
+    if m := re.search(r"at least 2 generations per prompt", message):
+        return f"set {key}.num_generations=2 or more (GRPO's advantage compares completions of one prompt)"
+    return f"change the {key} fields the message names so that the combination passes"
 
 
 def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
@@ -295,7 +333,7 @@ class _Phase:
                     self.key,
                     "(combination)",
                     f"rejected by {self.config_cls.__name__}: {exc}",
-                    "see the message",
+                    trl_check_fix(self.key, str(exc), self.fields),
                 )
             )
         return issues

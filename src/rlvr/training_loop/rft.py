@@ -57,7 +57,7 @@ class RFTSettings:
     def build(cls, raw: dict[str, Any], key: str) -> tuple[RFTSettings | None, list[ConfigIssue]]:
         """The settings in ``raw`` (missing ones reported), or None and every issue."""
         issues = []
-        values = {}
+        values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             value = raw.get(f.name)
             number = (float, int) if f.name == "temperature" else (int,)
@@ -139,7 +139,7 @@ class _RoundEnd(TrainerCallback):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if not path.is_dir():
             return
-        if state.global_step == self.end_step and len(self.phase.done) < self.phase.settings.rounds:
+        if state.global_step == self.end_step and len(self.phase.done) < self.phase.valid.rounds:
             self.sample_next()
         payload = {"rounds": [dataclasses.asdict(r) for r in self.phase.done]}
         atomic_write_json(path / ROUNDS_FILE, payload, root=path)
@@ -161,6 +161,13 @@ class RFTPhase(_Phase):
         self.prompt, self.rewards = prompt, rewards
         self.done: list[Round] = []  # rounds sampled so far (the last may not be trained yet)
         self._training = 0  # the round being trained
+
+    @property
+    def valid(self) -> RFTSettings:
+        """The settings of a phase that runs (issues() refuses one whose settings did not build)."""
+        if self.settings is None:
+            raise RuntimeError(f"{self.key}: settings with issues: {self._settings_issues}")
+        return self.settings
 
     @property
     def config_cls(self) -> type:
@@ -225,14 +232,14 @@ class RFTPhase(_Phase):
         """The training rows of round ``index``: consecutive slices of one seeded order, wrapping."""
         order = list(range(len(dataset)))
         random.Random(self.seed).shuffle(order)
-        n = self.settings.prompts_per_round
+        n = self.valid.prompts_per_round
         return dataset.select([order[(index * n + i) % len(order)] for i in range(n)])
 
     def sample(self, model: Any, session: Session, index: int) -> Round:
         """Round ``index``: sample from ``model``'s current weights, keep the verified completions."""
         from rlvr.evaluation.generation import SamplingConfig
 
-        s = self.settings
+        s = self.valid
         if session.generator is None:
             raise ValueError(
                 "training_loop.rft samples with the run's evaluation.generator, and this run has none"
@@ -273,7 +280,7 @@ class RFTPhase(_Phase):
 
     def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained."""
-        s = self.settings
+        s = self.valid
         total = s.rounds * s.steps_per_round
         self.done, self._training = [], 0
         step, seconds = 0, 0.0
@@ -316,7 +323,7 @@ class RFTPhase(_Phase):
         from datasets import Dataset
         from trl import SFTTrainer
 
-        s, index = self.settings, self._training
+        s, index = self.valid, self._training
         args, bridge = self.args_and_bridge(model, session, outcome)
         batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
         data = Dataset.from_list(self.done[index].block(s.steps_per_round * batch, self.seed * 1_000 + index))

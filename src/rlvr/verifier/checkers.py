@@ -38,7 +38,7 @@ import functools
 import logging
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, ClassVar
 
 _BARE_LATEX = re.compile(r"\\[A-Za-z]|\^\{|_\{")
@@ -60,7 +60,7 @@ class Checker:
     def spec(self) -> dict[str, Any]:
         """``{"_target_": <class path>, **fields}``: JSON, rebuilt in the worker by :func:`build`."""
         cls = type(self)
-        fields = asdict(self) if hasattr(self, "__dataclass_fields__") else {}
+        fields: dict[str, Any] = asdict(self) if is_dataclass(self) else {}
         return {"_target_": f"{cls.__module__}.{cls.__qualname__}", **fields}
 
 

@@ -89,7 +89,11 @@ def _screen_char_list(answer: str) -> str | None:
 
 def _constant_value(node: ast.AST) -> float:
     """Value of an exponent built from number literals with + - * / and signs."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _constant_value(node.operand)
