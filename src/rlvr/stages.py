@@ -61,7 +61,7 @@ STAGE_CHANGES = (
 def run_order(evaluations: list[EvalResult]) -> list[EvalResult]:
     """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
     a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
-    order = list(Stage)
+    order: list[str] = list(Stage)  # a label read back from a file is a plain str
 
     def key(e: EvalResult) -> tuple[int, int]:
         return (order.index(e.label) if e.label in order else len(order), e.step)

@@ -14,6 +14,7 @@ report marks it reused (SECURITY.md "Benchmark"): a reused number was not measur
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -72,7 +73,7 @@ def weights_hash(component: Any) -> str:
         if file.is_file() and file.suffix in HASHED_SUFFIXES:
             digest.update(file.name.encode())
             with file.open("rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                     digest.update(chunk)
     base = adapter_base(path)
     if base is not None:  # an adapter's outputs depend on its base model too
@@ -229,6 +230,13 @@ class Benchmark:
     def cells(self) -> list[Cell]:
         return [Cell(m, t) for m in self.names for t in self.tasks]
 
+    @property
+    def out(self) -> Path:
+        """The output directory (run() sets it to the run directory when the config says null)."""
+        if self.output_dir is None:
+            raise ValueError("benchmark.output_dir is unset: run() sets it before it evaluates")
+        return self.output_dir
+
     def test_set(self, task: str, prompt: Any) -> Any:
         """The task's benchmark questions: distinct, held out by content, the same for every model."""
         params = self.task_params.get(task, {})
@@ -306,7 +314,7 @@ class Benchmark:
     ) -> None:
         """Evaluate every unfinished cell of the models ``names`` on ``device`` (one worker's share);
         the cells it measures record ``run_id``."""
-        store = CellStore(self.output_dir)
+        store = CellStore(self.out)
         test_sets = {task: self.test_set(task, prompt) for task in self.tasks}
         for name in names:
             component = self.models[name]
@@ -462,7 +470,7 @@ def run(cfg: DictConfig) -> list[Path]:
         print(f"note: benchmark.task_params for {unused} ignored (not in benchmark.tasks)")
     from rlvr.benchmark import plot  # matplotlib is slow to import and only needed here
 
-    cells = CellStore(bench.output_dir).requested(bench.names, bench.tasks)
+    cells = CellStore(bench.out).requested(bench.names, bench.tasks)
     for cell in cells:
         cell.reused = cell.run_id != run_id
         if cell.reused:
@@ -472,7 +480,7 @@ def run(cfg: DictConfig) -> list[Path]:
                 f"measured {cell.finished} by an earlier run; its stored answers re-scored, not regenerated",
                 flush=True,
             )
-    reports = write_reports(cells, bench.output_dir)
+    reports = write_reports(cells, bench.out)
     paths = reports + plot.draw_files(reports)
     from rich.console import Console
 
@@ -480,8 +488,8 @@ def run(cfg: DictConfig) -> list[Path]:
     if not console.is_terminal:  # a log file: the table at its own width, not cut at 80 columns
         console.width = 200
     console.print(results_table(cells))
-    for p in paths:
-        print(p)
+    for path in paths:
+        print(path)
     return paths
 
 

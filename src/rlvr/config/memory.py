@@ -537,7 +537,7 @@ def memory_record(
 
 def data_checks(
     model: Any, loop: Any, setup: Any, train: Any, tokenizer: Any, prompts: Any
-) -> tuple[tuple[int, int], list[ConfigIssue], list[str]]:
+) -> tuple[tuple[int, int] | None, list[ConfigIssue], list[str]]:
     """:func:`run_checks` again once the data is loaded: the longest prompt and answer the run will
     train on (tokenized by the model's own chat template) in place of the budget it assumed before.
     Returns those lengths, the refusals and the warnings."""

@@ -77,7 +77,8 @@ class _Bar:
     def __init__(self, progress: Progress | None, label: str, total: int, unit: str, done: int = 0):
         self.progress, self.label, self.total, self.unit = progress, label, total, unit
         self.task_id = progress.add_task(label, total=total, completed=done, unit=unit) if progress else None
-        self.done, self.started, self.closed = done, time.monotonic(), None
+        self.done, self.started = done, time.monotonic()
+        self.closed: float | None = None
         self._first: tuple[float, int] | None = None  # (time, count) at the first advance
 
     def advance(self, n: int = 1) -> None:

@@ -71,9 +71,10 @@ class RunContext:
     start: float = field(default_factory=time.perf_counter)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
     data: Any = None
-    loaded: LoadedModel | None = None
-    evals: EvalSchedule | None = None  # once the model is loaded
-    outcome: TrainOutcome | None = None
+    # Set by the stage that makes them (absent before: an AttributeError names the field).
+    loaded: LoadedModel = field(init=False)
+    evals: EvalSchedule = field(init=False)  # once the model is loaded
+    outcome: TrainOutcome = field(init=False)
     lengths: tuple[int, int] | None = None  # the longest training prompt and answer, in tokens
 
     @property
@@ -209,7 +210,7 @@ def write_report(ctx: RunContext) -> None:
 
     c = ctx.components
     # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
-    micro = ctx.outcome.micro_batches if ctx.outcome is not None else None
+    micro = ctx.outcome.micro_batches if hasattr(ctx, "outcome") else None
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
     ctx.result.notes = [note] if note else []
@@ -330,7 +331,7 @@ class PipelineOrchestrator:
     def _end(self, ctx: RunContext) -> None:
         """The run's result to the observers, then close them and the verifier workers."""
         result = ctx.result
-        result.evaluations = run_order(ctx.evals.evaluations) if ctx.evals is not None else []
+        result.evaluations = run_order(ctx.evals.evaluations) if hasattr(ctx, "evals") else []
         result.changes = stage_changes(result.evaluations)
         ctx.hub.emit(ev.PipelineEnd(result.status, time.perf_counter() - ctx.start, result))
         with contextlib.suppress(Exception):

@@ -133,7 +133,7 @@ def _nodes(cfg: DictConfig, keys: tuple[str, ...]) -> list[tuple[str, DictConfig
     return nodes
 
 
-def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: set[str] = frozenset()) -> Built:
+def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set[str] = frozenset()) -> Built:
     """Build the components ``keys`` names that ``cfg`` has (those in ``skip`` not: their config is
     already known to be wrong), collecting the config mistakes their constructors raise. Anything
     else a constructor raises is a bug and propagates with its traceback."""

@@ -285,7 +285,12 @@ def select_groups(advantages: torch.Tensor, group_size: int, wanted: int) -> tup
     return rows, kept
 
 
-class _Signal:
+# For the type checker the mixin stands on TRL's trainer (whose attributes it uses); at run time on
+# object, since trainer_class puts it before the trainer class it is given.
+_TrainerBase: Any = object
+
+
+class _Signal(_TrainerBase):
     """Skipping and dynamic sampling, mixed in before TRL's GRPOTrainer (or a subclass of it) by
     :func:`trainer_class`: every ``super()`` call here reaches that trainer."""
 
