@@ -19,6 +19,7 @@ else:  # Python 3.10 (pyproject's requires-python): enum.StrEnum's behaviour, st
         def __format__(self, spec: str) -> str:
             return str(self.value).__format__(spec)
 
+
 if TYPE_CHECKING:
     from rlvr.events import EvalResult
 

@@ -170,6 +170,8 @@ def test_the_check_before_hydra_reports_the_run_directory_with_every_other_probl
     keys = [i.key for i in exc.value.issues]
     assert keys[0] == "hydra.run.dir" and any(k.startswith("hydra.job.env_set") for k in keys[1:]), keys
     launched(1)
-    assert gate.before_hydra(["validate_only=true", "sed=1"], script, "conf", "config") == ["validate_only=true"]
+    assert gate.before_hydra(["validate_only=true", "sed=1"], script, "conf", "config") == [
+        "validate_only=true"
+    ]
     [held] = gate._HELD
     assert held.key == "sed" and "seed" in held.fix

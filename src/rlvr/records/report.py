@@ -18,7 +18,11 @@ from rlvr.evaluation.schedule import stage_changes
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
 from rlvr.stages import Stage, run_order
 
-STAGE_NAMES: dict[str, str] = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
+STAGE_NAMES: dict[str, str] = {
+    Stage.BASELINE: "base model",
+    Stage.AFTER_SFT: "after SFT",
+    Stage.FINAL: "final",
+}
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
 SAMPLED_NAMES: dict[str, str] = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FINAL_SAMPLED: "final"}
 
