@@ -6,6 +6,7 @@ values, a re-saved step loses its old marker first, and a full disk is recognise
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import shlex
@@ -135,6 +136,22 @@ def test_differences_name_nested_settings():
         "model.d: None -> 4",
     ]
     assert differences("seed", 42, 7) == ["seed: 42 -> 7"]
+
+
+def test_a_run_recorded_with_a_model_target_of_the_old_package_name_resumes():
+    """The model targets moved to their defining modules (rlvr.model.HFModel -> rlvr.model.loader.HFModel):
+    the same class under its old name is no change; a different class still is."""
+    from rlvr.training_loop.checkpoints import MOVED_TARGETS
+
+    for old, new in MOVED_TARGETS.items():
+        module, name = new.rsplit(".", 1)
+        assert getattr(importlib.import_module(module), name) is getattr(
+            importlib.import_module(old.rsplit(".", 1)[0]), name
+        )
+        assert differences("model", {"_target_": old, "name": "m"}, {"_target_": new, "name": "m"}) == []
+    assert differences(
+        "model", {"_target_": "rlvr.model.HFModel"}, {"_target_": "rlvr.model.loader.TinyRandomModel"}
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,7 @@ observers up -> data -> model -> rewards -> history (a resumed run: what its ear
 rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final evaluation ->
 save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`. On failure:
 ``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
-Each stage is a few lines of one :class:`RunContext` (what the run has so far). Under ``accelerate
-launch`` every rank runs the stages; rank 0 alone writes files, observes and evaluates.
+Each stage reads one :class:`RunContext`; under ``accelerate launch`` every rank runs them, rank 0 writes.
 """
 
 from __future__ import annotations

@@ -204,9 +204,22 @@ def check_fingerprint(
     return diffs
 
 
+# Model classes whose ``_target_`` was their package's re-export before 2026-11-26 (each now names its
+# defining module): a run recorded with the old name resumes. A fixed table: a name read from a run
+# directory is data, never imported.
+MOVED_TARGETS = {
+    "rlvr.model.HFModel": "rlvr.model.loader.HFModel",
+    "rlvr.model.EmbeddedModel": "rlvr.model.loader.EmbeddedModel",
+    "rlvr.model.TinyRandomModel": "rlvr.model.loader.TinyRandomModel",
+    "rlvr.model.UnslothModel": "rlvr.model.unsloth.UnslothModel",
+}
+
+
 def differences(key: str, saved: Any, current: Any) -> list[str]:
     """``key: saved -> current`` for each setting that differs, nested settings by their dotted key
     (``model.hidden_size: 64 -> 32``, not the two whole model configs)."""
+    if key.endswith("._target_") and isinstance(saved, str):
+        saved = MOVED_TARGETS.get(saved, saved)
     if isinstance(saved, dict) and isinstance(current, dict):
         return [
             line
