@@ -212,15 +212,14 @@ def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
 
 def _run_dir_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
     """A training run's ``resume`` and ``keep_checkpoints``, and what its directory already holds
-    (rlvr.training_loop.resume); a finished run continued with ``resume=auto`` is left to say so."""
+    (rlvr.training_loop.resume). A finished run continued with ``resume=auto`` and its own settings
+    passes (the run then says there is nothing to resume); with other critical settings it is refused."""
     if "resume" not in cfg:
         return []
     from rlvr.runtime.disk import keep_checkpoints_issues
-    from rlvr.training_loop.resume import finished_run, resolve_resume, run_dir_issues
+    from rlvr.training_loop.resume import resolve_resume, run_dir_issues
 
     issues = keep_checkpoints_issues(cfg.keep_checkpoints)
-    if finished_run(cfg, run_dir):
-        return issues
     resume, resume_issues = resolve_resume(cfg, run_dir, say=lambda line: None)
     return issues + resume_issues + run_dir_issues(cfg, run_dir, resume)
 
