@@ -15,6 +15,7 @@ import contextlib
 import difflib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -635,16 +636,20 @@ def _compose_known_keys(
             unknown.append(line)
 
 
-def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+def _group_choices(hydra: Any, overrides: list[str]) -> Iterator[tuple[Any, Any, list[str]]]:
+    """(override, value, the group's options) of each plain override that picks a config group's option."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     repository = hydra.config_loader.repository
-    found = []
     for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
         if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
             continue
-        value = o.value()
-        options = sorted(repository.get_group_options(o.key_or_group))
+        yield o, o.value(), sorted(repository.get_group_options(o.key_or_group))
+
+
+def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+    found = []
+    for o, value, options in _group_choices(hydra, overrides):
         if not isinstance(value, (str, list)):
             issue = ConfigIssue(
                 o.key_or_group,
@@ -660,15 +665,8 @@ def _missing_option_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, 
     """Group choices that name no option, once Hydra could not compose (so an option that only a
     ``hydra.searchpath`` override or an experiment adds is never judged missing). Hydra's own refusal
     lists the options without naming the close one."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    repository = hydra.config_loader.repository
     found = []
-    for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
-        if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
-            continue
-        value = o.value()
-        options = sorted(repository.get_group_options(o.key_or_group))
+    for o, value, options in _group_choices(hydra, overrides):
         # a name with a '/' is a file in a subfolder, which get_group_options does not list
         names = value if isinstance(value, list) else [value]
         missing = [n for n in names if isinstance(n, str) and "/" not in n and n not in options]
