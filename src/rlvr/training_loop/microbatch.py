@@ -34,8 +34,8 @@ def scale_sft(args: Any, rows: int) -> str:
     keeps its shape (warm-up and save interval divided by k) and the learning rate is multiplied by
     sqrt(k): the square-root rule for Adam (Malladi et al. 2022, "On the SDEs and Scaling Rules for
     Adaptive Gradient Algorithms"). SFT of the default run on an H200 takes about as long a step at
-    64 rows as at 16 (per-step overhead), so four times fewer steps are about four times faster
-    (benchmarks/gpu_first_hour.md measures the accuracy it keeps)."""
+    64 rows as at 16 (per-step overhead): 64 rows made its SFT 2.9x faster but cost 20 points of
+    accuracy (benchmarks/gpu_first_hour.md), so the default recipe leaves it off."""
     k = rows / args.per_device_train_batch_size
     before = f"{args.per_device_train_batch_size} rows x {args.max_steps} steps at lr {args.learning_rate:g}"
     args.per_device_train_batch_size = rows
