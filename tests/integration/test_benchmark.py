@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -83,11 +83,11 @@ def bench(out, models, *extra):
         "evaluation.max_new_tokens=8",
         *extra,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def plot(*args):
-    return subprocess.run(
+    return launcher.run(
         [sys.executable, "-m", "rlvr.benchmark.plot", *map(str, args)],
         capture_output=True,
         text=True,
@@ -213,7 +213,7 @@ def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models
         "benchmark.only=[tiny],[base]",
         *shared,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = sorted((out / "cells").glob("*.json"))
     assert sorted(json.loads(c.read_text())["model"] for c in cells) == ["base", "tiny"]

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args, f"hydra.run.dir={tmp_path / 'run'}"]
-    return subprocess.run(
+    return launcher.run(
         cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, **(env or {})}
     )
 

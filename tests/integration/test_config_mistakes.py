@@ -3,11 +3,11 @@ ends in a traceback, and one mistake never hides another in the same command (is
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ def refused(tmp_path: Path, *overrides: str, config: str = "config") -> str:
         f"hydra.run.dir={tmp_path / 'run'}",
         *overrides,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc.stderr
@@ -100,7 +100,7 @@ def test_a_sweep_refuses_a_misspelt_key_before_any_point_runs(tmp_path):
         "seed=1,2",
         "training_loop.grpo.learnin_rate=1e-5",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "did you mean 'learning_rate'?" in proc.stderr
     assert not (tmp_path / "sweep").exists()

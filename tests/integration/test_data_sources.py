@@ -4,11 +4,11 @@ with the tiny model: the real conf/, fixtures in the real formats, nothing from 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
@@ -34,7 +34,7 @@ def run_pipeline(run_dir: Path, *overrides: str) -> Path:
         *QUIET,
         *overrides,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir
 
@@ -126,7 +126,7 @@ def test_an_extra_set_with_prompts_longer_than_the_context_is_refused_before_any
     ]
     cmd += ["+data/source@data.eval_sets.long=gsm8k", f"data.eval_sets.long.path={path}"]
     cmd += ["data.eval_sets.long.eval_size=2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     out = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines
     assert proc.returncode != 0, out[-3000:]
     assert "data.eval_sets.long" in out and "the context 2048" in out, out[-3000:]

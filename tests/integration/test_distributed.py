@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -42,7 +43,7 @@ def launch(*args: str, env: dict[str, str] | None = None, timeout: int = 300) ->
         "run_pipeline.py",
         *args,
     ]
-    return subprocess.run(
+    return launcher.run(
         cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})}
     )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
+from tests import launcher
 from tests.conftest import ROOT
 from tests.integration.test_resume import cmd, run, wait_for
 
@@ -75,7 +76,7 @@ def assert_same_run(full: Path, resumed: Path) -> None:
 
 
 def start(run_dir: Path, *overrides: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
+    return launcher.Popen(
         cmd(run_dir, *SFT_SAVED, *overrides),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -201,7 +202,7 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
     printed = next(x for x in out.splitlines() if "Resume with: " in x).split("Resume with: ")[1]
     args = shlex.split(printed)
     assert args[:2] == ["python", "run_pipeline.py"] and "training_loop.grpo.max_steps=100000" in args
-    check = subprocess.run(
+    check = launcher.run(
         [sys.executable, str(ROOT / args[1]), *args[2:], "validate_only=true"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -236,7 +237,7 @@ def assert_one_clear_disk_message(
 def test_a_file_size_limit_during_a_checkpoint_save_ends_in_one_message_and_resumes(uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     # The tiny model's weights file (~13 MB) fits; its optimizer state (~26 MB) does not.
-    proc = subprocess.run(
+    proc = launcher.run(
         cmd(run_dir, *SFT_SAVED),
         cwd=ROOT,
         capture_output=True,
@@ -252,9 +253,7 @@ def test_a_file_size_limit_during_a_checkpoint_save_ends_in_one_message_and_resu
 def test_a_full_disk_during_a_checkpoint_save_ends_in_one_message(tmp_path):
     mount = tmp_path / "small_disk"
     mount.mkdir()
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(mount)], capture_output=True
-    )
+    made = launcher.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(mount)], capture_output=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode()[-200:]}")
     try:
@@ -262,7 +261,7 @@ def test_a_full_disk_during_a_checkpoint_save_ends_in_one_message(tmp_path):
         proc = run(run_dir, *SFT_SAVED)
         assert_one_clear_disk_message(proc, run_dir, "the disk is full", logged=False)
     finally:
-        subprocess.run(["umount", str(mount)], check=True)
+        launcher.run(["umount", str(mount)], check=True)
 
 
 def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -45,7 +46,7 @@ RUN = [
 def run(run_dir: Path, base: Path, *overrides: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}",
            *RUN, f"model.name_or_path={base}", *overrides]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_lora_trains_the_adapter_only_and_final_holds_it(tmp_path, base):
         *RUN,
         f"model.name_or_path={base}",
     ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = launcher.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ckpt = resumed_dir / "checkpoints" / "grpo" / "checkpoint-2"
     deadline = time.time() + 300
     while not (ckpt / "COMPLETE").exists() and proc.poll() is None and time.time() < deadline:
@@ -127,7 +128,7 @@ def test_qlora_on_cpu_trains_and_the_benchmark_loads_the_adapter_on_its_4bit_bas
     assert layer.compute_dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
     out = tmp_path / "bench"
-    bench = subprocess.run(
+    bench = launcher.run(
         [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
          "+model@benchmark.models.qlora=hf", f"benchmark.models.qlora.name_or_path={final}",
          "benchmark.only=[qlora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
@@ -146,7 +147,7 @@ def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", "experiment=smoke", LORA,
            "training_loop.sft.max_steps=1", "training_loop.grpo.max_steps=1", "evaluation.every_n_steps=0",
            "evaluation.baseline=false", "data.eval_size=4"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     final = run_dir / "final"
     base = json.loads((final / "adapter_config.json").read_text())["base_model_name_or_path"]
@@ -154,7 +155,7 @@ def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
     assert "Trained with LoRA (rank 8, alpha 16" in (run_dir / "report.md").read_text()
 
     out = tmp_path / "bench"
-    bench = subprocess.run(
+    bench = launcher.run(
         [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
          "+model@benchmark.models.lora=hf", f"benchmark.models.lora.name_or_path={final}",
          "benchmark.only=[lora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",

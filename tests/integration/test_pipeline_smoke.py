@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
 
-def run_pipeline(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+def run_pipeline(tmp_path: Path, *overrides: str, fresh: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={tmp_path}", *overrides]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600, fresh=fresh)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def smoke_run(tmp_path_factory):
         "training_loop.grpo.max_steps=3",
         "training_loop.grpo.gradient_accumulation_steps=2",
         "observers.console.log_every=2",
+        fresh=True,  # a fresh interpreter: what the libraries print while they are imported is console noise too
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir, proc

@@ -14,6 +14,7 @@ import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ def cmd(run_dir: Path, *overrides: str) -> list[str]:
 
 
 def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return launcher.run(cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def steps(run_dir: Path) -> dict[int, dict]:
@@ -100,7 +101,7 @@ def test_killed_run_with_dynamic_sampling_resumes_exactly(uninterrupted_dynamic,
 def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...], *extra: str) -> dict:
     """Kill a run after its GRPO checkpoint 2, resume it, and compare steps 3-4 and the final weights."""
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(
+    proc = launcher.Popen(
         cmd(run_dir, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     marker = run_dir / "checkpoints" / "grpo" / "checkpoint-2" / "COMPLETE"
@@ -145,7 +146,7 @@ def test_preemption_signal_checkpoints_once_and_exits_75(tmp_path, sig):
     """Without submitit (a plain sbatch script): SIGTERM (preemption, time limit) and USR2 (SLURM's
     warning ahead of the time limit) each finish the step, save one checkpoint and exit 75."""
     run_dir = tmp_path / "preempted"
-    proc = subprocess.Popen(
+    proc = launcher.Popen(
         cmd(run_dir, "training_loop.grpo.max_steps=40", "training_loop.grpo.save_steps=1000"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -174,7 +175,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     run directory), so the whole cycle runs here except `scontrol requeue` itself."""
     sweep = tmp_path / "sweep"
     run_dir = sweep / "0"
-    proc = subprocess.Popen(
+    proc = launcher.Popen(
         [
             sys.executable,
             str(ROOT / "run_pipeline.py"),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
         "RLVR_PLUGINS": "rlvr_example_plugin",
     }
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
+    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
 
 
 @pytest.fixture(scope="module")

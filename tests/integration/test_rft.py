@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
+from tests import launcher
 from tests.conftest import ROOT
 from tests.integration.test_resume import wait_for
 
@@ -45,7 +46,7 @@ def cmd(run_dir: Path, *overrides: str) -> list[str]:
 
 
 def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return launcher.run(
         cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=900, env=ENV
     )
 
@@ -161,7 +162,7 @@ def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
     every later step (loss, learning rate) and the final weights equal the uninterrupted run's."""
     data, full_dir = rft_uninterrupted
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(
+    proc = launcher.Popen(
         cmd(run_dir, *rft_overrides(data)),
         cwd=ROOT,
         env=ENV,

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from omegaconf import OmegaConf
+from tests import launcher
 from tests.conftest import ROOT, compose_config
 
 from rlvr.runtime.secrets import REDACTED
@@ -43,7 +44,7 @@ OVERRIDES = [
 
 def run(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args]
-    return subprocess.run(
+    return launcher.run(
         cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **SECRETS}, timeout=600
     )
 
@@ -162,7 +163,7 @@ def test_env_reads_in_any_spelling_reach_no_output(tmp_path):
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"--config-dir={tmp_path / 'conf'}",
            "experiment=leaky", f"hydra.run.dir={run_dir}",
            "keep_checkpoints=all"]  # fmt: skip  # the checkpoints' trainer argument files are scanned too
-    proc = subprocess.run(
+    proc = launcher.run(
         cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ENV_READS}, timeout=600
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import launcher
 from tests.conftest import ROOT, compose_config
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ FAST = (
 
 def run(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def experiment(tmp_path: Path, body: str) -> list[str]:
