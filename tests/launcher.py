@@ -87,9 +87,17 @@ class _Zygote:
         self.sock = parent
         self.reader = parent.makefile("r")
         ready = self.reader.readline()
-        if ready.strip() != "ready":
+        if not ready.startswith("ready "):
             raise RuntimeError(f"the test launcher's zygote did not start: {ready!r}")
+        # what its imports set (torch, vLLM and cv2 set defaults such as TORCHINDUCTOR_CACHE_DIR): a
+        # test process that has imported them too passes the same values on, which is no difference
+        self.imported_env: dict[str, str] = json.loads(ready[len("ready ") :])
         atexit.register(self.close)
+
+    def same_imports(self, env: dict[str, str]) -> bool:
+        """Whether a fresh interpreter with ``env`` would import the libraries as the zygote did."""
+        wanted = _import_env(env)
+        return all(wanted.get(k) in (self.env.get(k), self.imported_env.get(k)) for k in {*wanted, *self.env})
 
     def spawn(self, request: dict[str, Any], fds: list[int]) -> int:
         with self.lock:
@@ -143,7 +151,7 @@ class Popen(subprocess.Popen):
             env = kwargs.get("env")
             env = dict(os.environ if env is None else env)
             zygote = _the_zygote()
-            if _import_env(_entry_env(env)) != zygote.env:
+            if not zygote.same_imports(_entry_env(env)):
                 self._forked = False
         super().__init__(args, *pargs, **kwargs)
 
@@ -212,7 +220,7 @@ def _serve(fd: int) -> None:
             warnings.simplefilter("ignore")
             with contextlib.suppress(ImportError):  # an optional library absent here: the run imports it
                 importlib.import_module(name)
-    sock.sendall(b"ready\n")
+    sock.sendall(b"ready " + json.dumps(_import_env(dict(os.environ))).encode() + b"\n")
     buffer = b""
     while True:
         data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 3)
