@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.conftest import compose_config
 
@@ -104,10 +106,15 @@ def test_wrong_types_fail_at_load(override, key):
 
 
 def test_type_check_accepts_valid_values():
-    from rlvr.config.validation import type_ok
+    from rlvr.config.validation import value_issues
 
-    assert type_ok(3, float) and type_ok(None, int | None) and type_ok([1], list[int])
-    assert not type_ok(True, int) and not type_ok("3", int) and not type_ok({"a": 1}, list)
+    def ok(value, annotation):
+        return value_issues("k", value, annotation, "owner") == []
+
+    assert ok(3, float) and ok(None, int | None) and ok([1], list[int]) and ok("a/b", Path)
+    assert not ok(True, int) and not ok("3", int) and not ok({"a": 1}, list) and not ok("maybe", bool)
+    [issue] = value_issues("k", [1, "x"], list[int], "owner")
+    assert issue.key == "k[1]" and issue.value == "x" and "owner expects list[int]" in issue.problem
 
 
 def test_inherited_options_of_subclasses_are_checked():

@@ -9,13 +9,14 @@ so a misspelt key fails with its path and the valid names, before anything loads
 from __future__ import annotations
 
 import inspect
-import types
+import json
 import typing
-from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.config.trust import judge_target
@@ -25,40 +26,111 @@ _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 COMPONENT_SLOTS = ("reward.terms", "observers")
 
 
-def type_ok(value: Any, annotation: Any) -> bool:
-    """Whether a config value fits a simple annotation (int, float, str, bool, list, dict, Optional, Union).
-
-    Annotations it does not understand are accepted: the component's own validate() covers them.
-    """
+def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    """A cached pydantic adapter for a parameter's annotation; None where pydantic cannot build one
+    (a Protocol, an arbitrary class, an unresolved forward reference): such values are accepted."""
     if annotation in (Any, inspect.Parameter.empty) or isinstance(annotation, (str, typing.TypeVar)):
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        return any(type_ok(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if origin is not None:
-        annotation = origin
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is Path:
-        return isinstance(value, (str, Path))
-    if annotation in (list, tuple, typing.Sequence):
-        return isinstance(value, (list, tuple, ListConfig))
-    if annotation in (dict, typing.Mapping):
-        return isinstance(value, (dict, DictConfig))
-    if annotation in (str, bool):
-        return isinstance(value, annotation)
-    return True
+        return None
+    try:
+        return _ADAPTERS[annotation]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable annotation: built each time
+        return _build_adapter(annotation)
+    _ADAPTERS[annotation] = adapter = _build_adapter(annotation)
+    return adapter
 
 
-def type_problem(value: Any, annotation: Any, owner: str) -> str:
-    """``has type list, owner expects int`` in the user's words (no ``<class ...>``, no ListConfig)."""
-    plain = {ListConfig: "list", DictConfig: "dict"}.get(type(value), type(value).__name__)
+def _build_adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    try:  # a class pydantic does not know is one the config cannot spell: see value_issues
+        return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
+    except Exception:  # PydanticSchemaGenerationError, PydanticUndefinedAnnotation, ...: not checkable
+        return None
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any] | None] = {}
+# Pydantic error types that say the value has the wrong type (the rest are rules on a value of
+# the right type: a range, a choice).
+_TYPE_ERRORS = ("_type", "_parsing", "is_instance_of", "is_subclass_of", "missing", "extra_forbidden")
+_RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
+          "less_than_equal": "<= {le}", "literal_error": "one of {expected}"}  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A config value as YAML gives it: OmegaConf containers become plain lists and dicts."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _has_target(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "_target_" in value or any(_has_target(v) for v in value.values())
+    return isinstance(value, list) and any(_has_target(v) for v in value)
+
+
+def _located(value: Any, loc: tuple[Any, ...]) -> tuple[str, Any]:
+    """The part of ``value`` a pydantic error location points at, as a key suffix (``.name``,
+    ``[0]``) and that part; location steps that name a union member, not a part, are skipped."""
+    suffix = ""
+    for step in loc:
+        if isinstance(value, dict) and str(step) in value:
+            value, suffix = value[str(step)], f"{suffix}.{step}"
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value, suffix = value[step], f"{suffix}[{step}]"
+    return suffix, value
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The strings of the ``Literal`` choices within an annotation (for "did you mean")."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(c) for c in typing.get_args(annotation) if isinstance(c, str)]
+    return [c for a in typing.get_args(annotation) for c in _choices(a)]
+
+
+def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[ConfigIssue]:
+    """``value`` validated against ``annotation`` with pydantic as a YAML value (JSON mode, strict:
+    ``maybe`` is no bool, ``'3'`` no int, ``3`` is a float); one issue per wrong part, naming the
+    annotation's ``owner`` (``has type str, GRPOConfig.learning_rate expects float``) or its rule
+    (``must be >= 0``)."""
+    adapter = _adapter(annotation)
+    if adapter is None:
+        return []
+    try:
+        value = _plain(value)
+        if _has_target(value):  # nested components are bound on their own
+            return []
+        adapter.validate_json(json.dumps(value, allow_nan=True), strict=True)
+        return []
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    except (TypeError, ValueError, OmegaConfBaseException):  # not a YAML value, or unresolvable: not ours
+        return []
     wanted = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
-    return f"has type {plain}, {owner} expects {wanted}"
+    found: dict[str, ConfigIssue] = {}
+    # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
+    # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
+    objects = {_located(value, tuple(e["loc"]))[0] for e in errors if e["type"] == "needs_python_object"}
+    for error in errors:  # a union's members each fail: one issue per part, a rule before a type
+        suffix, part = _located(value, tuple(error["loc"]))
+        if suffix in objects:
+            continue
+        rule = _RULES.get(error["type"])
+        if rule is None and not error["type"].endswith(_TYPE_ERRORS):
+            rule = error["msg"].replace("Input should be ", "").replace("Value ", "")
+        plain = type(part).__name__
+        where = f"{key}{suffix}"
+        if rule is not None:
+            rule = rule.format(**error.get("ctx", {}))
+            choices = _choices(annotation)
+            close = f"{suggest(str(part), choices)} " if choices and isinstance(part, str) else ""
+            fix = f"{close}set {where} to a value that is {rule}"
+            found[where] = ConfigIssue(where, part, f"must be {rule}", fix)
+        elif where not in found:
+            within = "" if not suffix else f" ({error['msg'].replace('Input should', 'should')})"
+            problem = f"has type {plain}, {owner} expects {wanted}{within}"
+            found[where] = ConfigIssue(where, part, problem, f"give {where} a value of that type")
+    return list(found.values())
 
 
 def _chain(obj: Any) -> list[Any]:
@@ -100,7 +172,7 @@ def _hints(obj: Any) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for f in reversed(_chain(obj)):
         try:
-            hints.update(typing.get_type_hints(f))
+            hints.update(typing.get_type_hints(f, include_extras=True))
         except Exception:  # unresolvable forward references: skip type checks there
             continue
     return hints
@@ -120,18 +192,21 @@ def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
     return found
 
 
-# The run's own top-level keys (conf/config.yaml): no component's signature checks them.
-RUN_KEYS: dict[str, Any] = {"seed": int, "validate_only": bool, "resume_allow_changes": bool}
+class RunSettings(typing.TypedDict):
+    """The run's own top-level keys (conf/config.yaml): no component's signature declares them."""
+
+    seed: int
+    validate_only: bool
+    resume_allow_changes: bool
 
 
 def run_key_issues(cfg: DictConfig) -> list[ConfigIssue]:
-    """Top-level run settings of the wrong type (``validate_only=maybe`` would read as true)."""
+    """Top-level run settings that do not fit :class:`RunSettings` (``validate_only=maybe`` would read as true)."""
     return [
-        ConfigIssue(key, value, type_problem(value, wanted, "the run"), f"give {key} a value of that type")
-        for key, wanted in RUN_KEYS.items()
-        if key in cfg
-        and not OmegaConf.is_missing(cfg, key)
-        and not type_ok(value := OmegaConf.select(cfg, key), wanted)
+        issue
+        for key, wanted in typing.get_type_hints(RunSettings, include_extras=True).items()
+        if key in cfg and not OmegaConf.is_missing(cfg, key)
+        for issue in value_issues(key, OmegaConf.select(cfg, key), wanted, "the run")
     ]
 
 
@@ -208,13 +283,7 @@ def binding_issues(path: str, node: DictConfig, target: str, runtime: set[str]) 
     for name in given:
         if name in hints and not OmegaConf.is_missing(node, name):
             value = OmegaConf.select(node, name, throw_on_missing=False)
-            if isinstance(value, (DictConfig, ListConfig)) and "_target_" in value:
-                continue  # a nested component, checked on its own
-            if not type_ok(value, hints[name]):
-                problem = type_problem(value, hints[name], target)
-                issues.append(
-                    ConfigIssue(f"{path}.{name}", value, problem, f"give {path}.{name} a value of that type")
-                )
+            issues += value_issues(f"{path}.{name}", value, hints[name], target)
     return issues + _unset_issues(path, node, obj, target, set(given) | runtime)
 
 
