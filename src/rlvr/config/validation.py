@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 import typing
 from typing import Any
 
@@ -17,6 +18,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.config.trust import judge_target
@@ -49,11 +51,12 @@ def _build_adapter(annotation: Any) -> TypeAdapter[Any] | None:
 
 
 _ADAPTERS: dict[Any, TypeAdapter[Any] | None] = {}
-# Pydantic error types that say the value has the wrong type (the rest are rules on a value of
-# the right type: a range, a choice).
-_TYPE_ERRORS = ("_type", "_parsing", "is_instance_of", "is_subclass_of", "missing", "extra_forbidden")
+# Pydantic error types that are rules on a value of the right type (a range, a choice), in the
+# user's words; any other error says the value has the wrong type.
 _RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
-          "less_than_equal": "<= {le}", "literal_error": "one of {expected}"}  # fmt: skip
+          "less_than_equal": "<= {le}", "literal_error": "{expected}", "multiple_of": "a multiple of {multiple_of}",
+          "string_too_short": "at least {min_length} characters", "too_short": "at least {min_length} items",
+          "finite_number": "a finite number"}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:
@@ -106,31 +109,65 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
         errors = e.errors(include_url=False)
     except (TypeError, ValueError, OmegaConfBaseException):  # not a YAML value, or unresolvable: not ours
         return []
-    wanted = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
-    found: dict[str, ConfigIssue] = {}
-    # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
-    # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
-    objects = {_located(value, tuple(e["loc"]))[0] for e in errors if e["type"] == "needs_python_object"}
-    for error in errors:  # a union's members each fail: one issue per part, a rule before a type
-        suffix, part = _located(value, tuple(error["loc"]))
-        if suffix in objects:
+    by_part: dict[str, list[dict[str, Any]]] = {}
+    for error in errors:
+        by_part.setdefault(_located(value, tuple(error["loc"]))[0], []).append(dict(error))
+    issues = []
+    for suffix, found in by_part.items():
+        part, where = _located(value, tuple(found[0]["loc"]))[1], f"{key}{suffix}"
+        types = {e["type"] for e in found}
+        # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
+        # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
+        if "needs_python_object" in types:
             continue
-        rule = _RULES.get(error["type"])
-        if rule is None and not error["type"].endswith(_TYPE_ERRORS):
-            rule = error["msg"].replace("Input should be ", "").replace("Value ", "")
-        plain = type(part).__name__
-        where = f"{key}{suffix}"
-        if rule is not None:
-            rule = rule.format(**error.get("ctx", {}))
-            choices = _choices(annotation)
-            close = f"{suggest(str(part), choices)} " if choices and isinstance(part, str) else ""
-            fix = f"{close}set {where} to a value that is {rule}"
-            found[where] = ConfigIssue(where, part, f"must be {rule}", fix)
-        elif where not in found:
-            within = "" if not suffix else f" ({error['msg'].replace('Input should', 'should')})"
-            problem = f"has type {plain}, {owner} expects {wanted}{within}"
-            found[where] = ConfigIssue(where, part, problem, f"give {where} a value of that type")
-    return list(found.values())
+        if types - set(_RULES) or not isinstance(part, str) and "literal_error" in types:
+            # the wrong type, or a union's members each refusing it (``'maybe'`` for ``Literal['unsloth'] | bool``)
+            within = f" ({found[0]['msg'].replace('Input should', 'should')})" if suffix else ""
+            problem = f"has type {type(part).__name__}, {owner} expects {spelt(annotation)}{within}"
+            issues.append(ConfigIssue(where, part, problem, f"give {where} a value of that type"))
+            continue
+        error = found[0]  # a rule on a value of the right type: a range, a choice
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in error["ctx"].items()}
+        rule = _RULES[error["type"]].format(**ctx)
+        issues.append(ConfigIssue(where, part, f"must be {rule}", _rule_fix(where, part, rule, annotation)))
+    return issues
+
+
+def _rule_fix(where: str, part: Any, rule: str, annotation: Any) -> str:
+    """How to meet a rule: a close choice, the rule, and the example and note its declaration
+    gives (``Annotated[int, Field(ge=1, examples=[5], description="0 = off")]``)."""
+    choices = _choices(annotation)
+    if choices:
+        close = f"{suggest(str(part), choices)} " if isinstance(part, str) else ""
+        return f"{close}set {where} to {rule}"
+    info = _field_info(annotation)
+    example = f", e.g. {info.examples[0]}" if info is not None and info.examples else ""
+    note = f" ({info.description})" if info is not None and info.description else ""
+    return f"set {where} to a value {rule}{example}{note}"
+
+
+def _field_info(annotation: Any) -> FieldInfo | None:
+    """The ``Field(...)`` an annotation declares, within an ``Optional`` too."""
+    found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, FieldInfo)]
+    found += [i for a in typing.get_args(annotation) if (i := _field_info(a)) is not None]
+    return found[0] if found else None
+
+
+def spelt(annotation: Any) -> str:
+    """An annotation as a user reads it: ``int | None``, ``list[str]``, ``Literal['a', 'b']``,
+    without ``Annotated`` rules or ``typing.`` prefixes."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return spelt(args[0])
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else spelt(a) for a in args)
+    if origin is not None and args:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(spelt(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 def _chain(obj: Any) -> list[Any]:
