@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import pyarrow as pa
 import reasoning_gym
 from datasets import Dataset
+from pydantic import Field
 from reasoning_gym.factory import DATASETS
 
 from rlvr.config.errors import ConfigIssue, suggest
@@ -89,8 +90,8 @@ class ReasoningGymData:
     def __init__(
         self,
         task: str,
-        train_size: int,
-        eval_size: int,
+        train_size: Annotated[int, Field(ge=1, examples=[100])],
+        eval_size: Annotated[int, Field(ge=1, examples=[100])],
         seed: int,
         task_params: dict[str, dict] | None,
         eval_sets: dict[str, Any] | None,
@@ -128,9 +129,6 @@ class ReasoningGymData:
                     f"use only these keys with valid values: {', '.join(fields)}",
                 )
             )
-        for key, value in (("data.train_size", self.train_size), ("data.eval_size", self.eval_size)):
-            if not isinstance(value, int) or value < 1:
-                issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
         return issues + eval_set_issues(self.eval_sets)
 
     def tasks_without_references(self) -> list[str]:
