@@ -71,6 +71,10 @@ def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate)
     )
 
 
+# A number of questions drawn (data.train_size, data.eval_size); subclasses declare theirs with it too.
+Size = Annotated[int, Field(ge=1, examples=[100])]
+
+
 class ReasoningGymData:
     """One reasoning-gym task; eval questions are held out by content (rlvr.data.identity), so no
     evaluation or benchmark of this task can contain a training question, whatever the seeds.
@@ -90,8 +94,8 @@ class ReasoningGymData:
     def __init__(
         self,
         task: str,
-        train_size: Annotated[int, Field(ge=1, examples=[100])],
-        eval_size: Annotated[int, Field(ge=1, examples=[100])],
+        train_size: Size,
+        eval_size: Size,
         seed: int,
         task_params: dict[str, dict] | None,
         eval_sets: dict[str, Any] | None,
