@@ -3,11 +3,14 @@
 Whether a target may be instantiated at all is decided on the imported object by
 :func:`rlvr.config.trust.judge_target` (where it is defined, not how its path is
 spelt). Arguments are bound against each target's signature (torchtune's approach),
-so a misspelt key fails with its path and the valid names, before anything loads.
+so a misspelt key fails with its path and the valid names, before anything loads; each value is
+validated with pydantic against its parameter's annotation, which is also where a component
+declares a setting's rule (``Literal`` choices, ``Annotated[int, Field(ge=1)]`` ranges).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import types
@@ -29,28 +32,24 @@ COMPONENT_SLOTS = ("reward.terms", "observers")
 
 
 def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
-    """A cached pydantic adapter for a parameter's annotation; None where pydantic cannot build one
-    (a Protocol, an arbitrary class, an unresolved forward reference): such values are accepted."""
+    """A pydantic adapter for a parameter's annotation, built once; None where pydantic cannot
+    build one (an unresolved forward reference, a TypeVar): such values are accepted."""
     if annotation in (Any, inspect.Parameter.empty) or isinstance(annotation, (str, typing.TypeVar)):
         return None
     try:
-        return _ADAPTERS[annotation]
-    except KeyError:
-        pass
+        return _cached_adapter(annotation)
     except TypeError:  # an unhashable annotation: built each time
-        return _build_adapter(annotation)
-    _ADAPTERS[annotation] = adapter = _build_adapter(annotation)
-    return adapter
+        return _cached_adapter.__wrapped__(annotation)
 
 
-def _build_adapter(annotation: Any) -> TypeAdapter[Any] | None:
+@functools.cache
+def _cached_adapter(annotation: Any) -> TypeAdapter[Any] | None:
     try:  # a class pydantic does not know is one the config cannot spell: see value_issues
         return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
     except Exception:  # PydanticSchemaGenerationError, PydanticUndefinedAnnotation, ...: not checkable
         return None
 
 
-_ADAPTERS: dict[Any, TypeAdapter[Any] | None] = {}
 # Pydantic error types that are rules on a value of the right type (a range, a choice), in the
 # user's words; any other error says the value has the wrong type.
 _RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
@@ -115,20 +114,20 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
     issues = []
     for suffix, found in by_part.items():
         part, where = _located(value, tuple(found[0]["loc"]))[1], f"{key}{suffix}"
-        types = {e["type"] for e in found}
+        kinds = {e["type"] for e in found}
         # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
         # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
-        if "needs_python_object" in types:
+        if "needs_python_object" in kinds:
             continue
-        if types - set(_RULES) or not isinstance(part, str) and "literal_error" in types:
+        if kinds - set(_RULES) or not isinstance(part, str) and "literal_error" in kinds:
             # the wrong type, or a union's members each refusing it (``'maybe'`` for ``Literal['unsloth'] | bool``)
             within = f" ({found[0]['msg'].replace('Input should', 'should')})" if suffix else ""
             problem = f"has type {type(part).__name__}, {owner} expects {spelt(annotation)}{within}"
             issues.append(ConfigIssue(where, part, problem, f"give {where} a value of that type"))
             continue
-        error = found[0]  # a rule on a value of the right type: a range, a choice
-        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in error["ctx"].items()}
-        rule = _RULES[error["type"]].format(**ctx)
+        first = found[0]  # a rule on a value of the right type: a range, a choice
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in first["ctx"].items()}
+        rule = _RULES[first["type"]].format(**ctx)
         issues.append(ConfigIssue(where, part, f"must be {rule}", _rule_fix(where, part, rule, annotation)))
     return issues
 

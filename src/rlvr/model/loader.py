@@ -104,7 +104,7 @@ class HFModel:
         self.use_safetensors = use_safetensors
         self.gguf_file = gguf_file
         self.lora = dict(lora) if lora else None
-        self.quantization = quantization
+        self.quantization: str | None = quantization  # or the marker of a QLoRA adapter (load)
         self.gradient_checkpointing = gradient_checkpointing
 
     def validate(self) -> list[ConfigIssue]:
