@@ -122,3 +122,24 @@ def test_inherited_options_of_subclasses_are_checked():
     issues = check_targets(cfg, runtime_args(cfg))
     [issue] = issues
     assert issue.key == "model.trust_remote_cod" and "trust_remote_code" in issue.fix
+
+
+def test_a_declared_rule_is_named_with_key_value_rule_and_fix():
+    """Choices and ranges declared in annotations come back in the ConfigIssue form, every part
+    at once, with "did you mean" for a misspelt choice and the declaration's example and note."""
+    from typing import Annotated, Literal
+
+    from pydantic import Field
+
+    from rlvr.config.validation import value_issues
+
+    [mode] = value_issues("observers.wandb.mode", "ofline", Literal["auto", "offline", "online"], "W")
+    assert mode.problem == "must be 'auto', 'offline' or 'online'" and "did you mean 'offline'" in mode.fix
+    weight = Annotated[float, Field(gt=0, examples=[0.5], description="a task's weight")]
+    issues = value_issues("data.tasks", {"a": 0, "b": 1, "c": "x"}, dict[str, weight] | None, "M")
+    assert [(i.key, i.value) for i in issues] == [("data.tasks.a", 0), ("data.tasks.c", "x")]
+    assert str(issues[0]) == (
+        "data.tasks.a=0: must be > 0. Fix: set data.tasks.a to a value > 0, e.g. 0.5 (a task's weight)"
+    )
+    assert "has type str, M expects dict[str, float] | None" in issues[1].problem
+    assert value_issues("k", 16, Literal["float32", "auto"], "HF")[0].problem.startswith("has type int")
