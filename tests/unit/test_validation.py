@@ -143,3 +143,9 @@ def test_a_declared_rule_is_named_with_key_value_rule_and_fix():
     )
     assert "has type str, M expects dict[str, float] | None" in issues[1].problem
     assert value_issues("k", 16, Literal["float32", "auto"], "HF")[0].problem.startswith("has type int")
+
+
+def test_a_value_outside_its_declared_range_hides_no_other_rule_of_its_component(tmp_path):
+    """The component is still built (ConfigIssue.builds), so the rule between its fields is reported too."""
+    err = build_errors(["model=tiny", "evaluation.num_samples=0", "evaluation.ks=[9]"], tmp_path)
+    assert [i.key for i in err.issues] == ["evaluation.num_samples", "evaluation.ks"]

@@ -128,7 +128,8 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
         first = found[0]  # a rule on a value of the right type: a range, a choice
         ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in first["ctx"].items()}
         rule = _RULES[first["type"]].format(**ctx)
-        issues.append(ConfigIssue(where, part, f"must be {rule}", _rule_fix(where, part, rule, annotation)))
+        fix = _rule_fix(where, part, rule, annotation)
+        issues.append(ConfigIssue(where, part, f"must be {rule}", fix, builds=True))
     return issues
 
 
