@@ -13,12 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT, conf_checker
+from tests.conftest import ROOT, compose_config, conf_checker
 from tests.unit.test_safe_yaml import alias_bomb
 
 from rlvr.config.errors import ConfigValidationError
+from rlvr.config.validation import check_targets
 from rlvr.data import FileData
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
+from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 
 PROMPT = PromptTemplate("{question}\nAnswer in <answer></answer>.")
@@ -291,7 +293,12 @@ def test_a_plugin_reward_that_returns_in_time_is_scored_as_it_says(released):
     )
     assert rewards.functions[0](["a", "b"]) == [1.0, 1.0]
     assert rewards.counters()["reward/plugin_timeouts"] == 0.0
-    assert RewardSet({}, plugin_timeout_s=0, prompt=PROMPT).validate()[-1].key == "reward.plugin_timeout_s"
+    cfg = compose_config(
+        ["reward.plugin_timeout_s=0"]
+    )  # its range is RewardSet's signature, bound by the gate
+    assert [(i.key, i.problem) for i in check_targets(cfg, runtime_args(cfg))] == [
+        ("reward.plugin_timeout_s", "must be > 0")
+    ]
 
 
 # -- 15. plot -------------------------------------------------------------------------------------

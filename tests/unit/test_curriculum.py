@@ -14,8 +14,10 @@ from reasoning_gym.coaching.base_curriculum import DefaultCurriculumContext, Ran
 from reasoning_gym.factory import create_curriculum
 from tests.conftest import SIGNAL, compose_config
 
+from rlvr.config.validation import check_targets
 from rlvr.data import CurriculumData, identity
 from rlvr.data.curriculum import SLOT, STATE_FILE, Curriculum
+from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 from rlvr.records.report import difficulty_curve, write_report
 from rlvr.reward import FormatReward, RewardSet
@@ -239,10 +241,7 @@ def test_the_conf_file_composes_and_validates():
 @pytest.mark.parametrize(
     ("overrides", "key", "words"),
     [
-        ({"raise_at": 1.5}, "data.raise_at", "[0, 1]"),
-        ({"lower_at": -0.1}, "data.lower_at", "[0, 1]"),
         ({"lower_at": 0.8, "raise_at": 0.8}, "data.lower_at", "below data.raise_at"),
-        ({"window": 0}, "data.window", "positive"),
         ({"range_mode": "widest"}, "data.range_mode", "RangeAttributeMode"),
         (
             {"start_levels": {"basic_arithmetic": {"num_term": 1}}},
@@ -275,6 +274,25 @@ def test_config_errors_name_key_value_and_fix(overrides, key, words):
     assert [i.key for i in issues] == [key], issues
     assert words in issues[0].problem + issues[0].fix
     assert issues[0].fix
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        (
+            "data.raise_at=1.5",
+            "must be <= 1. Fix: set data.raise_at to a value <= 1, e.g. 0.8 (a success rate",
+        ),
+        ("data.lower_at=-0.1", "must be >= 0. Fix: set data.lower_at to a value >= 0, e.g. 0.3"),
+        ("data.window=0", "must be >= 1. Fix: set data.window to a value >= 1, e.g. 4 (batches)"),
+        ("data.train_size=0", "must be >= 1"),  # ReasoningGymData's range, declared by the subclass too
+        ("data.max_level=-1", "must be >= 0"),
+    ],
+)
+def test_values_outside_the_signature_are_named_by_the_gate(override, words):
+    cfg = compose_config(["data=curriculum", override])
+    [issue] = check_targets(cfg, runtime_args(cfg))
+    assert issue.key == override.partition("=")[0] and words in str(issue), issue
 
 
 def test_a_curriculum_needs_a_term_that_runs_the_verifier():

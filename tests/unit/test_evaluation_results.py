@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.conftest import compose_config
 
+from rlvr.config.validation import check_targets
 from rlvr.evaluation.results import Evaluation, SampleRecord
+from rlvr.pipeline.wiring import runtime_args
 
 
 def sample(i: int, scores: list[float], answers: list[str | None]) -> SampleRecord:
@@ -92,12 +95,17 @@ def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
 
 def test_the_vllm_generators_settings_are_checked_under_its_own_key(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    bad = ["evaluation/generator=vllm", "evaluation.generator.gpu_memory_utilization=1.5"]
-    evaluator = _evaluator_from(bad + ["evaluation.generator.cpu_kv_cache_gb=0"])
+    evaluator = _evaluator_from(["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0"])
     issues = {i.key: i for i in evaluator.validate()}
     assert evaluator.backend == "vllm"
-    assert issues["evaluation.generator.gpu_memory_utilization"].value == 1.5
     assert issues["evaluation.generator.cpu_kv_cache_gb"].value == 0
+    cfg = compose_config(["evaluation/generator=vllm", "evaluation.generator.gpu_memory_utilization=1.5"])
+    [share] = check_targets(cfg, runtime_args(cfg))  # a range of VLLMBackend's signature: the gate's
+    assert (share.key, share.value, share.problem) == (
+        "evaluation.generator.gpu_memory_utilization",
+        1.5,
+        "must be < 1",
+    )
     assert "evaluation/generator=hf" in issues["evaluation.generator"].fix  # one process only
     assert _evaluator_from([]).backend == "hf" and _evaluator_from([]).validate() == []
 

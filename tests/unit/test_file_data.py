@@ -138,13 +138,19 @@ def test_flat_finqa_export_is_read_too():
         ({"path": None}, "data.path", "is required"),
         ({"path": "/nonexistent/gsm8k.jsonl"}, "data.path", "could not be read"),
         ({"processor": QuestionAnswer("prompt", "answer")}, "data.processor", "no field 'prompt'"),
-        ({"train_size": 0}, "data.train_size", "positive integer"),
         ({"checker": "exact"}, "data.checker", "is not a rlvr.verifier.checkers.Checker"),
     ],
 )
 def test_config_mistakes_name_the_key(gsm8k_file, kwargs, key, text):
     issues = gsm8k_data(gsm8k_file, **kwargs).validate()
     assert any(i.key == key and text in i.problem for i in issues), issues
+
+
+def test_a_size_outside_the_signature_is_named_by_the_gate():
+    cfg = compose_config(["data=gsm8k", "data.train_size=0"])
+    [issue] = check_targets(cfg, runtime_args(cfg))
+    assert (issue.key, issue.value, issue.problem) == ("data.train_size", 0, "must be >= 1")
+    assert "e.g. 200" in issue.fix and "null = all" in issue.fix
 
 
 def test_malformed_row_is_reported_with_its_number(tmp_path):

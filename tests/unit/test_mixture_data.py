@@ -85,12 +85,10 @@ def test_file_dataset_joins_a_mixture(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "key"),
     [
-        ({"tasks": {"basic_arithmetic": 0}}, "data.tasks.basic_arithmetic"),
         ({"tasks": {"basic_arithmetc": 1}}, "data.tasks.basic_arithmetc"),
         ({"tasks": {}}, "data.tasks"),
         ({"sources": {"gsm8k": None}}, "data.sources.gsm8k"),
         ({"task_params": {"leg_counting": {"nope": 1}}}, "data.task_params.leg_counting"),
-        ({"eval_size": 0}, "data.eval_size"),
         (
             {"eval_sets": {"hard": ReasoningGymData("basic_arithmetc", 1, 5, 0, None, None)}},
             "data.eval_sets.hard.task",
@@ -109,6 +107,18 @@ def test_mixture_config_mistakes_name_the_key(kwargs, key):
     }
     issues = MixtureData(**{**args, **kwargs}).validate()
     assert key in [i.key for i in issues], issues
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "problem"),
+    [
+        (["data.tasks={basic_arithmetic: 0, leg_counting: 1}"], "data.tasks.basic_arithmetic", "must be > 0"),
+        (["data.tasks={leg_counting: 1}", "data.eval_size=0"], "data.eval_size", "must be >= 1"),
+    ],
+)
+def test_mixture_values_outside_the_signature_are_named_by_the_gate(overrides, key, problem):
+    cfg = compose_config(["data=mixture", *overrides])
+    assert [(i.key, i.problem) for i in check_targets(cfg, runtime_args(cfg))] == [(key, problem)]
 
 
 def test_experiment_composes_with_eval_sets():

@@ -172,9 +172,10 @@ def test_numeric_tolerance_relative_absolute_and_abstaining():
     ]
     gold = ["1000", "1000", "1000", "3", "3", "3", "red"]
     assert term(completions, answer=gold) == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, None]
-    assert [
-        i.key for i in NumericToleranceReward(prompt=PLAIN, rel_tol=-1, abs_tol=0, weight=1.0).validate("k")
-    ] == ["k.rel_tol"]
+    cfg = compose_config(["+reward/terms@reward.terms.numeric=numeric", "reward.terms.numeric.rel_tol=-1"])
+    assert [(i.key, i.problem) for i in check_targets(cfg, runtime_args(cfg))] == [
+        ("reward.terms.numeric.rel_tol", "must be >= 0")
+    ]
 
 
 # -- overlong -------------------------------------------------------------------------------------------

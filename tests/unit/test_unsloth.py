@@ -146,23 +146,40 @@ def test_an_adapter_directory_is_loaded_by_unsloth_not_wrapped_again(unsloth_on_
 @pytest.mark.parametrize(
     ("overrides", "key", "words"),
     [
-        (
-            ["model.use_gradient_checkpointing=offload"],
-            "model.use_gradient_checkpointing",
-            "'unsloth', true or false",
-        ),
         (["model.load_in_8bit=true"], "model.load_in_8bit", "load_in_4bit is also true"),
         (["model.lora=null"], "model.lora", "cannot train a 4bit base"),
         (["+model.lora.random_state=1"], "model.lora", "set by the component"),
         (["+model.lora.rank=8"], "model.lora", "not LoRA arguments"),
-        (["model.dtype=float64"], "model.dtype", "not a dtype"),
-        (["model.max_seq_length=0"], "model.max_seq_length", "positive"),
     ],
 )
 def test_bad_values_are_refused_with_key_and_fix(unsloth_on_a_gpu, overrides, key, words):
     issues = _component(*overrides).validate()
     assert [i.key for i in issues] == [key], issues
     assert words in issues[0].problem and issues[0].fix
+
+
+@pytest.mark.parametrize(
+    ("override", "words", "fix"),
+    [
+        (
+            "model.use_gradient_checkpointing=offload",
+            "expects Literal['unsloth'] | bool",
+            "a value of that type",
+        ),
+        (
+            "model.dtype=float64",
+            "must be 'bfloat16' or 'float16'",
+            "set model.dtype to 'bfloat16' or 'float16'",
+        ),
+        ("model.max_seq_length=0", "must be > 0", "the prompt budget + max_completion_length"),
+    ],
+)
+def test_values_outside_the_signature_are_refused_with_key_and_fix(override, words, fix):
+    """Rules UnslothModel's signature declares, bound by the gate before anything is built."""
+    cfg = compose_config(["model=unsloth_qwen2_5_1_5b", override])
+    issues = check_targets(cfg, runtime_args(cfg))
+    assert [i.key for i in issues] == [override.partition("=")[0]], issues
+    assert words in issues[0].problem and fix in issues[0].fix, issues
 
 
 def _no_cuda():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.conftest import compose_config
 
@@ -104,10 +106,15 @@ def test_wrong_types_fail_at_load(override, key):
 
 
 def test_type_check_accepts_valid_values():
-    from rlvr.config.validation import type_ok
+    from rlvr.config.validation import value_issues
 
-    assert type_ok(3, float) and type_ok(None, int | None) and type_ok([1], list[int])
-    assert not type_ok(True, int) and not type_ok("3", int) and not type_ok({"a": 1}, list)
+    def ok(value, annotation):
+        return value_issues("k", value, annotation, "owner") == []
+
+    assert ok(3, float) and ok(None, int | None) and ok([1], list[int]) and ok("a/b", Path)
+    assert not ok(True, int) and not ok("3", int) and not ok({"a": 1}, list) and not ok("maybe", bool)
+    [issue] = value_issues("k", [1, "x"], list[int], "owner")
+    assert issue.key == "k[1]" and issue.value == "x" and "owner expects list[int]" in issue.problem
 
 
 def test_inherited_options_of_subclasses_are_checked():
@@ -115,3 +122,30 @@ def test_inherited_options_of_subclasses_are_checked():
     issues = check_targets(cfg, runtime_args(cfg))
     [issue] = issues
     assert issue.key == "model.trust_remote_cod" and "trust_remote_code" in issue.fix
+
+
+def test_a_declared_rule_is_named_with_key_value_rule_and_fix():
+    """Choices and ranges declared in annotations come back in the ConfigIssue form, every part
+    at once, with "did you mean" for a misspelt choice and the declaration's example and note."""
+    from typing import Annotated, Literal
+
+    from pydantic import Field
+
+    from rlvr.config.validation import value_issues
+
+    [mode] = value_issues("observers.wandb.mode", "ofline", Literal["auto", "offline", "online"], "W")
+    assert mode.problem == "must be 'auto', 'offline' or 'online'" and "did you mean 'offline'" in mode.fix
+    weight = Annotated[float, Field(gt=0, examples=[0.5], description="a task's weight")]
+    issues = value_issues("data.tasks", {"a": 0, "b": 1, "c": "x"}, dict[str, weight] | None, "M")
+    assert [(i.key, i.value) for i in issues] == [("data.tasks.a", 0), ("data.tasks.c", "x")]
+    assert str(issues[0]) == (
+        "data.tasks.a=0: must be > 0. Fix: set data.tasks.a to a value > 0, e.g. 0.5 (a task's weight)"
+    )
+    assert "has type str, M expects dict[str, float] | None" in issues[1].problem
+    assert value_issues("k", 16, Literal["float32", "auto"], "HF")[0].problem.startswith("has type int")
+
+
+def test_a_value_outside_its_declared_range_hides_no_other_rule_of_its_component(tmp_path):
+    """The component is still built (ConfigIssue.builds), so the rule between its fields is reported too."""
+    err = build_errors(["model=tiny", "evaluation.num_samples=0", "evaluation.ks=[9]"], tmp_path)
+    assert [i.key for i in err.issues] == ["evaluation.num_samples", "evaluation.ks"]

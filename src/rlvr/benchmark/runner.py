@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
 from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, write_reports
 from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
@@ -166,7 +167,7 @@ class Benchmark:
         only: list[str] | None,
         tasks: list[str],
         task_params: dict[str, dict[str, Any]] | None,
-        num_examples: int,
+        num_examples: Annotated[int, Field(ge=1, examples=[100])],
         output_dir: str | None,
         devices: str | list[str],
         seed: int,
@@ -221,10 +222,6 @@ class Benchmark:
                         "benchmark trained models; measure a shape's memory and speed with run_pipeline.py model=shape",
                     )
                 )
-        if self.num_examples < 1:
-            issues.append(
-                ConfigIssue("benchmark.num_examples", self.num_examples, "must be >= 1", "set e.g. 100")
-            )
         return issues
 
     def cells(self) -> list[Cell]:

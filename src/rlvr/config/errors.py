@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,6 +16,9 @@ class ConfigIssue:
     value: Any
     problem: str
     fix: str
+    # A value of the right type that breaks a rule its parameter declares (a range, a choice): the
+    # component is still built, so its own validate() reports the rules between its fields too.
+    builds: bool = field(default=False, compare=False, repr=False)
 
     def __str__(self) -> str:
         from rlvr.runtime.secrets import redact_text  # a message quotes values: it is an output too

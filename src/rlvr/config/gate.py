@@ -175,8 +175,9 @@ def _app_components(cfg: DictConfig) -> tuple[str, ...]:
 
 
 def _broken(issues: list[ConfigIssue]) -> set[str]:
-    """The component keys an issue names (an observer by its entry): not built, their config is wrong."""
-    parts = [issue.key.split(".") for issue in issues]
+    """The component keys an issue names (an observer by its entry): not built, their config is
+    wrong (a value breaking only its declared range or choice still builds: ConfigIssue.builds)."""
+    parts = [issue.key.split(".") for issue in issues if not issue.builds]
     return {".".join(p[:2]) if p[0] == "observers" else p[0] for p in parts}
 
 

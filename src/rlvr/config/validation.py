@@ -3,19 +3,25 @@
 Whether a target may be instantiated at all is decided on the imported object by
 :func:`rlvr.config.trust.judge_target` (where it is defined, not how its path is
 spelt). Arguments are bound against each target's signature (torchtune's approach),
-so a misspelt key fails with its path and the valid names, before anything loads.
+so a misspelt key fails with its path and the valid names, before anything loads; each value is
+validated with pydantic against its parameter's annotation, which is also where a component
+declares a setting's rule (``Literal`` choices, ``Annotated[int, Field(ge=1)]`` ranges).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 import types
 import typing
-from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.config.trust import judge_target
@@ -25,40 +31,143 @@ _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 COMPONENT_SLOTS = ("reward.terms", "observers")
 
 
-def type_ok(value: Any, annotation: Any) -> bool:
-    """Whether a config value fits a simple annotation (int, float, str, bool, list, dict, Optional, Union).
-
-    Annotations it does not understand are accepted: the component's own validate() covers them.
-    """
+def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    """A pydantic adapter for a parameter's annotation, built once; None where pydantic cannot
+    build one (an unresolved forward reference, a TypeVar): such values are accepted."""
     if annotation in (Any, inspect.Parameter.empty) or isinstance(annotation, (str, typing.TypeVar)):
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        return any(type_ok(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if origin is not None:
-        annotation = origin
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is Path:
-        return isinstance(value, (str, Path))
-    if annotation in (list, tuple, typing.Sequence):
-        return isinstance(value, (list, tuple, ListConfig))
-    if annotation in (dict, typing.Mapping):
-        return isinstance(value, (dict, DictConfig))
-    if annotation in (str, bool):
-        return isinstance(value, annotation)
-    return True
+        return None
+    try:
+        return _cached_adapter(annotation)
+    except TypeError:  # an unhashable annotation: built each time
+        return _cached_adapter.__wrapped__(annotation)
 
 
-def type_problem(value: Any, annotation: Any, owner: str) -> str:
-    """``has type list, owner expects int`` in the user's words (no ``<class ...>``, no ListConfig)."""
-    plain = {ListConfig: "list", DictConfig: "dict"}.get(type(value), type(value).__name__)
-    wanted = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
-    return f"has type {plain}, {owner} expects {wanted}"
+@functools.cache
+def _cached_adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    try:  # a class pydantic does not know is one the config cannot spell: see value_issues
+        return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
+    except Exception:  # PydanticSchemaGenerationError, PydanticUndefinedAnnotation, ...: not checkable
+        return None
+
+
+# Pydantic error types that are rules on a value of the right type (a range, a choice), in the
+# user's words; any other error says the value has the wrong type.
+_RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
+          "less_than_equal": "<= {le}", "literal_error": "{expected}", "multiple_of": "a multiple of {multiple_of}",
+          "string_too_short": "at least {min_length} characters", "too_short": "at least {min_length} items",
+          "finite_number": "a finite number"}  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A config value as YAML gives it: OmegaConf containers become plain lists and dicts."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _has_target(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "_target_" in value or any(_has_target(v) for v in value.values())
+    return isinstance(value, list) and any(_has_target(v) for v in value)
+
+
+def _located(value: Any, loc: tuple[Any, ...]) -> tuple[str, Any]:
+    """The part of ``value`` a pydantic error location points at, as a key suffix (``.name``,
+    ``[0]``) and that part; location steps that name a union member, not a part, are skipped."""
+    suffix = ""
+    for step in loc:
+        if isinstance(value, dict) and str(step) in value:
+            value, suffix = value[str(step)], f"{suffix}.{step}"
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value, suffix = value[step], f"{suffix}[{step}]"
+    return suffix, value
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The strings of the ``Literal`` choices within an annotation (for "did you mean")."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(c) for c in typing.get_args(annotation) if isinstance(c, str)]
+    return [c for a in typing.get_args(annotation) for c in _choices(a)]
+
+
+def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[ConfigIssue]:
+    """``value`` validated against ``annotation`` with pydantic as a YAML value (JSON mode, strict:
+    ``maybe`` is no bool, ``'3'`` no int, ``3`` is a float); one issue per wrong part, naming the
+    annotation's ``owner`` (``has type str, GRPOConfig.learning_rate expects float``) or its rule
+    (``must be >= 0``)."""
+    adapter = _adapter(annotation)
+    if adapter is None:
+        return []
+    try:
+        value = _plain(value)
+        if _has_target(value):  # nested components are bound on their own
+            return []
+        adapter.validate_json(json.dumps(value, allow_nan=True), strict=True)
+        return []
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    except (TypeError, ValueError, OmegaConfBaseException):  # not a YAML value, or unresolvable: not ours
+        return []
+    by_part: dict[str, list[dict[str, Any]]] = {}
+    for error in errors:
+        by_part.setdefault(_located(value, tuple(error["loc"]))[0], []).append(dict(error))
+    issues = []
+    for suffix, found in by_part.items():
+        part, where = _located(value, tuple(found[0]["loc"]))[1], f"{key}{suffix}"
+        kinds = {e["type"] for e in found}
+        # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
+        # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
+        if "needs_python_object" in kinds:
+            continue
+        if kinds - set(_RULES) or not isinstance(part, str) and "literal_error" in kinds:
+            # the wrong type, or a union's members each refusing it (``'maybe'`` for ``Literal['unsloth'] | bool``)
+            within = f" ({found[0]['msg'].replace('Input should', 'should')})" if suffix else ""
+            problem = f"has type {type(part).__name__}, {owner} expects {spelt(annotation)}{within}"
+            issues.append(ConfigIssue(where, part, problem, f"give {where} a value of that type"))
+            continue
+        first = found[0]  # a rule on a value of the right type: a range, a choice
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in first["ctx"].items()}
+        rule = _RULES[first["type"]].format(**ctx)
+        fix = _rule_fix(where, part, rule, annotation)
+        issues.append(ConfigIssue(where, part, f"must be {rule}", fix, builds=True))
+    return issues
+
+
+def _rule_fix(where: str, part: Any, rule: str, annotation: Any) -> str:
+    """How to meet a rule: a close choice, the rule, and the example and note its declaration
+    gives (``Annotated[int, Field(ge=1, examples=[5], description="0 = off")]``)."""
+    choices = _choices(annotation)
+    if choices:
+        close = f"{suggest(str(part), choices)} " if isinstance(part, str) else ""
+        return f"{close}set {where} to {rule}"
+    info = _field_info(annotation)
+    example = f", e.g. {info.examples[0]}" if info is not None and info.examples else ""
+    note = f" ({info.description})" if info is not None and info.description else ""
+    return f"set {where} to a value {rule}{example}{note}"
+
+
+def _field_info(annotation: Any) -> FieldInfo | None:
+    """The ``Field(...)`` an annotation declares, within an ``Optional`` too."""
+    found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, FieldInfo)]
+    found += [i for a in typing.get_args(annotation) if (i := _field_info(a)) is not None]
+    return found[0] if found else None
+
+
+def spelt(annotation: Any) -> str:
+    """An annotation as a user reads it: ``int | None``, ``list[str]``, ``Literal['a', 'b']``,
+    without ``Annotated`` rules or ``typing.`` prefixes."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return spelt(args[0])
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else spelt(a) for a in args)
+    if origin is not None and args:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(spelt(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 def _chain(obj: Any) -> list[Any]:
@@ -100,7 +209,7 @@ def _hints(obj: Any) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for f in reversed(_chain(obj)):
         try:
-            hints.update(typing.get_type_hints(f))
+            hints.update(typing.get_type_hints(f, include_extras=True))
         except Exception:  # unresolvable forward references: skip type checks there
             continue
     return hints
@@ -120,18 +229,21 @@ def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
     return found
 
 
-# The run's own top-level keys (conf/config.yaml): no component's signature checks them.
-RUN_KEYS: dict[str, Any] = {"seed": int, "validate_only": bool, "resume_allow_changes": bool}
+class RunSettings(typing.TypedDict):
+    """The run's own top-level keys (conf/config.yaml): no component's signature declares them."""
+
+    seed: int
+    validate_only: bool
+    resume_allow_changes: bool
 
 
 def run_key_issues(cfg: DictConfig) -> list[ConfigIssue]:
-    """Top-level run settings of the wrong type (``validate_only=maybe`` would read as true)."""
+    """Top-level run settings that do not fit :class:`RunSettings` (``validate_only=maybe`` would read as true)."""
     return [
-        ConfigIssue(key, value, type_problem(value, wanted, "the run"), f"give {key} a value of that type")
-        for key, wanted in RUN_KEYS.items()
-        if key in cfg
-        and not OmegaConf.is_missing(cfg, key)
-        and not type_ok(value := OmegaConf.select(cfg, key), wanted)
+        issue
+        for key, wanted in typing.get_type_hints(RunSettings, include_extras=True).items()
+        if key in cfg and not OmegaConf.is_missing(cfg, key)
+        for issue in value_issues(key, OmegaConf.select(cfg, key), wanted, "the run")
     ]
 
 
@@ -208,13 +320,7 @@ def binding_issues(path: str, node: DictConfig, target: str, runtime: set[str]) 
     for name in given:
         if name in hints and not OmegaConf.is_missing(node, name):
             value = OmegaConf.select(node, name, throw_on_missing=False)
-            if isinstance(value, (DictConfig, ListConfig)) and "_target_" in value:
-                continue  # a nested component, checked on its own
-            if not type_ok(value, hints[name]):
-                problem = type_problem(value, hints[name], target)
-                issues.append(
-                    ConfigIssue(f"{path}.{name}", value, problem, f"give {path}.{name} a value of that type")
-                )
+            issues += value_issues(f"{path}.{name}", value, hints[name], target)
     return issues + _unset_issues(path, node, obj, target, set(given) | runtime)
 
 

@@ -27,9 +27,10 @@ import json
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from datasets import Dataset
+from pydantic import Field
 from reasoning_gym.coaching.attributes import RangeAttributeDefinition, ScalarAttributeDefinition
 from reasoning_gym.coaching.base_curriculum import (
     BaseCurriculum,
@@ -41,7 +42,7 @@ from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, with_eval_sets
-from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset
+from rlvr.data.reasoning_gym import ReasoningGymData, Size, split_entries, to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
 
@@ -369,16 +370,16 @@ class CurriculumData(ReasoningGymData):
     def __init__(
         self,
         task: str,
-        train_size: int,
-        eval_size: int,
+        train_size: Size,
+        eval_size: Size,
         seed: int,
-        raise_at: float,
-        lower_at: float,
-        window: int,
+        raise_at: Annotated[float, Field(ge=0, le=1, examples=[0.8], description="a success rate threshold")],
+        lower_at: Annotated[float, Field(ge=0, le=1, examples=[0.3], description="a success rate threshold")],
+        window: Annotated[int, Field(ge=1, examples=[4], description="batches")],
         start_levels: dict[str, dict[str, int]] | None,
         attributes: list[str] | None,
-        min_level: int,
-        max_level: int | None,
+        min_level: Annotated[int, Field(ge=0, examples=[0], description="a level")],
+        max_level: Annotated[int, Field(ge=0, description="a level; null = the top")] | None,
         range_mode: str,
         eval_levels: list[int] | None,
         task_params: dict[str, dict] | None,
@@ -432,15 +433,10 @@ class CurriculumData(ReasoningGymData):
             self.params = dict(self.task_params.get(self.task) or {})
 
     def _rule_issues(self) -> list[ConfigIssue]:
+        """data.lower_at below data.raise_at, and a reasoning-gym range_mode (each threshold's range
+        is the signature's)."""
         issues = []
-        for key, value in (("raise_at", self.raise_at), ("lower_at", self.lower_at)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                issues.append(
-                    ConfigIssue(
-                        f"data.{key}", value, "a success rate threshold must lie in [0, 1]", "e.g. 0.8 / 0.3"
-                    )
-                )
-        if not issues and self.lower_at >= self.raise_at:
+        if self.lower_at >= self.raise_at:
             issues.append(
                 ConfigIssue(
                     "data.lower_at",
@@ -449,10 +445,6 @@ class CurriculumData(ReasoningGymData):
                     "raise and lower the level",
                     f"set data.lower_at below {self.raise_at} (0 never lowers), e.g. 0.3 with raise_at 0.8",
                 )
-            )
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            issues.append(
-                ConfigIssue("data.window", self.window, "must be a positive number of batches", "e.g. 4")
             )
         if self.range_mode not in RANGE_MODES:
             issues.append(
@@ -505,15 +497,7 @@ class CurriculumData(ReasoningGymData):
         return issues
 
     def _level_bound_issues(self) -> list[ConfigIssue]:
-        """data.min_level / data.max_level: levels >= 0, in order."""
-        issues = []
-        for key, value in (("min_level", self.min_level), ("max_level", self.max_level)):
-            if value is None and key == "max_level":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                issues.append(ConfigIssue(f"data.{key}", value, "must be a level >= 0", "e.g. 0"))
-        if issues:
-            return issues
+        """data.min_level / data.max_level in order (each one's range is the signature's)."""
         if self.max_level is not None and self.max_level < self.min_level:
             return [
                 ConfigIssue(

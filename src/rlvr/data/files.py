@@ -23,10 +23,11 @@ import random
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from datasets import Dataset
+from pydantic import Field
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
@@ -160,8 +161,8 @@ class FileData:
         path: str | None,
         processor: Processor,
         checker: Checker,
-        train_size: int | None,
-        eval_size: int | None,
+        train_size: Annotated[int, Field(ge=1, examples=[200], description="null = all")] | None,
+        eval_size: Annotated[int, Field(ge=1, examples=[200], description="null = all")] | None,
         seed: int,
         split: str | None,
         subset: str | None,
@@ -263,13 +264,6 @@ class FileData:
                     "use rlvr.verifier.checkers.MathVerify or ExactMatch, or subclass Checker",
                 )
             )
-        for size_key, value in (("train_size", self.train_size), ("eval_size", self.eval_size)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                issues.append(
-                    ConfigIssue(
-                        f"{key}.{size_key}", value, "must be a positive integer or null (all)", "e.g. 200"
-                    )
-                )
         issues += eval_set_issues(self.eval_sets)
         if issues:
             return issues

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import pyarrow as pa
 import reasoning_gym
 from datasets import Dataset
+from pydantic import Field
 from reasoning_gym.factory import DATASETS
 
 from rlvr.config.errors import ConfigIssue, suggest
@@ -70,6 +71,10 @@ def to_dataset(entries: list[dict[str, Any]], task: str, prompt: PromptTemplate)
     )
 
 
+# A number of questions drawn (data.train_size, data.eval_size); subclasses declare theirs with it too.
+Size = Annotated[int, Field(ge=1, examples=[100])]
+
+
 class ReasoningGymData:
     """One reasoning-gym task; eval questions are held out by content (rlvr.data.identity), so no
     evaluation or benchmark of this task can contain a training question, whatever the seeds.
@@ -89,8 +94,8 @@ class ReasoningGymData:
     def __init__(
         self,
         task: str,
-        train_size: int,
-        eval_size: int,
+        train_size: Size,
+        eval_size: Size,
         seed: int,
         task_params: dict[str, dict] | None,
         eval_sets: dict[str, Any] | None,
@@ -128,9 +133,6 @@ class ReasoningGymData:
                     f"use only these keys with valid values: {', '.join(fields)}",
                 )
             )
-        for key, value in (("data.train_size", self.train_size), ("data.eval_size", self.eval_size)):
-            if not isinstance(value, int) or value < 1:
-                issues.append(ConfigIssue(key, value, "must be a positive integer", "set e.g. 100"))
         return issues + eval_set_issues(self.eval_sets)
 
     def tasks_without_references(self) -> list[str]:

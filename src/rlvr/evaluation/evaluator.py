@@ -13,7 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+from pydantic import Field
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue, key_issues
@@ -117,13 +119,13 @@ class Evaluator:
         self,
         *,
         baseline: bool,
-        every_n_steps: int,
+        every_n_steps: Annotated[int, Field(ge=0, description="0 = off")],
         max_examples: int | None,
-        num_samples: int,
+        num_samples: Annotated[int, Field(ge=1, examples=[1])],
         temperature: float,
-        max_new_tokens: int,
-        batch_size: int,
-        cuda_batch_size: int,
+        max_new_tokens: Annotated[int, Field(ge=1, examples=[16])],
+        batch_size: Annotated[int, Field(ge=1, examples=[16])],
+        cuda_batch_size: Annotated[int, Field(ge=1, examples=[16])],
         ks: list[int],
         seed: int,
         generator: EvaluationBackend,
@@ -153,8 +155,6 @@ class Evaluator:
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
-        if self.num_samples < 1:
-            issues.append(ConfigIssue("evaluation.num_samples", self.num_samples, "must be >= 1", "set 1"))
         if self.num_samples > 1 and self.temperature <= 0:
             issues.append(
                 ConfigIssue(
@@ -173,15 +173,6 @@ class Evaluator:
                     f"every k must be between 1 and evaluation.num_samples ({self.num_samples})",
                     "drop the larger k or raise evaluation.num_samples",
                 )
-            )
-        for key in ("max_new_tokens", "batch_size", "cuda_batch_size"):
-            if getattr(self, key) < 1:
-                issues.append(
-                    ConfigIssue(f"evaluation.{key}", getattr(self, key), "must be >= 1", "set e.g. 16")
-                )
-        if self.every_n_steps < 0:
-            issues.append(
-                ConfigIssue("evaluation.every_n_steps", self.every_n_steps, "must be >= 0", "0 = off")
             )
         validate = getattr(self.generator, "validate", None)
         if not callable(self.generator):

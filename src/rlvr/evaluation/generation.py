@@ -26,9 +26,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import torch
+from pydantic import Field
 from transformers import DynamicCache, DynamicLayer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.logits_process import (
     LogitsProcessorList,
@@ -713,7 +714,21 @@ class VLLMBackend:
 
     name = "vllm"
 
-    def __init__(self, *, gpu_memory_utilization: float, max_model_len: int, cpu_kv_cache_gb: float):
+    def __init__(
+        self,
+        *,
+        gpu_memory_utilization: Annotated[
+            float,
+            Field(
+                gt=0,
+                lt=1,
+                examples=[0.3],
+                description="the share of the device the engine reserves beside training",
+            ),
+        ],
+        max_model_len: int,
+        cpu_kv_cache_gb: float,
+    ):
         self.gpu_memory_utilization = gpu_memory_utilization
         self.max_model_len = max_model_len
         self.cpu_kv_cache_gb = cpu_kv_cache_gb
@@ -745,15 +760,6 @@ class VLLMBackend:
                     self.cpu_kv_cache_gb,
                     f"must be > 0 and at most half this machine's RAM ({ceiling:.1f} GB)",
                     "set e.g. 1",
-                )
-            )
-        if not 0 < self.gpu_memory_utilization < 1:
-            issues.append(
-                ConfigIssue(
-                    f"{key}.gpu_memory_utilization",
-                    self.gpu_memory_utilization,
-                    "must be in (0, 1): the share of the device the engine reserves beside training",
-                    "set e.g. 0.3",
                 )
             )
         try:

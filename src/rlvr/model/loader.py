@@ -8,12 +8,9 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
-
-DTYPES = ("float32", "bfloat16", "float16", "auto")
-
 
 QUANTIZATION_FILE = "rlvr_quantization.json"
 """Written beside a LoRA adapter trained on a quantised base, so it loads on that base again."""
@@ -93,12 +90,12 @@ class HFModel:
     def __init__(
         self,
         name_or_path: str,
-        dtype: str = "float32",
+        dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
         trust_remote_code: bool = False,
         use_safetensors: bool = True,
         gguf_file: str | None = None,
         lora: dict[str, Any] | None = None,
-        quantization: str | None = None,
+        quantization: Literal["4bit", "8bit"] | None = None,
         gradient_checkpointing: bool = False,
     ):
         self.name_or_path = str(name_or_path)
@@ -107,17 +104,11 @@ class HFModel:
         self.use_safetensors = use_safetensors
         self.gguf_file = gguf_file
         self.lora = dict(lora) if lora else None
-        self.quantization = quantization
+        self.quantization: str | None = quantization  # or the marker of a QLoRA adapter (load)
         self.gradient_checkpointing = gradient_checkpointing
 
     def validate(self) -> list[ConfigIssue]:
         issues = []
-        if self.dtype not in DTYPES:
-            issues.append(ConfigIssue("model.dtype", self.dtype, "unknown dtype", f"use one of {DTYPES}"))
-        if self.quantization not in (None, "4bit", "8bit"):
-            issues.append(
-                ConfigIssue("model.quantization", self.quantization, "unknown", "use null, 4bit or 8bit")
-            )
         if self.quantization and importlib.util.find_spec("bitsandbytes") is None:
             issues.append(
                 ConfigIssue(

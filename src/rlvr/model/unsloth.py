@@ -13,15 +13,15 @@ without touching a GPU, so the translation is testable here.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.model.loader import LoadedModel, adapter_base, name_or_path_issues, pickled_adapter_issue
 
-DTYPES = (None, "bfloat16", "float16")
 """unsloth's ``dtype``: None lets it pick (bf16 where the GPU supports it, else fp16)."""
 
-CHECKPOINTING = ("unsloth", True, False)
 """``use_gradient_checkpointing``: "unsloth" (its offloading variant), True (PyTorch's), False."""
 
 # Set by this component, so they may not appear again inside model.lora.
@@ -54,13 +54,15 @@ class UnslothModel:
     def __init__(
         self,
         name_or_path: str,
-        max_seq_length: int,
-        dtype: str | None,
+        max_seq_length: Annotated[
+            int, Field(gt=0, description="at least the prompt budget + max_completion_length, e.g. 2048")
+        ],
+        dtype: Literal["bfloat16", "float16"] | None,
         load_in_4bit: bool,
         load_in_8bit: bool,
         trust_remote_code: bool,
         lora: dict[str, Any] | None,
-        use_gradient_checkpointing: str | bool,
+        use_gradient_checkpointing: Literal["unsloth"] | bool,
         random_state: int,
     ):
         self.name_or_path = str(name_or_path)
@@ -101,32 +103,8 @@ class UnslothModel:
         return self._argument_issues() + self._lora_issues() + self._path_issues() + self.machine_issues()
 
     def _argument_issues(self) -> list[ConfigIssue]:
-        """The loading arguments: dtype, checkpointing, sequence length, one quantisation."""
+        """One quantisation (dtype, checkpointing and sequence length are the signature's)."""
         issues = []
-        if self.dtype not in DTYPES:
-            issues.append(
-                ConfigIssue(
-                    "model.dtype", self.dtype, "not a dtype unsloth loads in", "use null, bfloat16 or float16"
-                )
-            )
-        if self.use_gradient_checkpointing not in CHECKPOINTING:
-            issues.append(
-                ConfigIssue(
-                    "model.use_gradient_checkpointing",
-                    self.use_gradient_checkpointing,
-                    "unsloth takes 'unsloth', true or false",
-                    "use unsloth (offloaded checkpoints, least memory), true or false",
-                )
-            )
-        if not isinstance(self.max_seq_length, int) or self.max_seq_length <= 0:
-            issues.append(
-                ConfigIssue(
-                    "model.max_seq_length",
-                    self.max_seq_length,
-                    "must be a positive number of tokens",
-                    "set it to at least the prompt budget + max_completion_length, e.g. 2048",
-                )
-            )
         if self.load_in_4bit and self.load_in_8bit:
             issues.append(
                 ConfigIssue(

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Annotated
 
+from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -32,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.config.errors import ConfigValidationError
 from rlvr.observers.base import Observer
 from rlvr.runtime.logs import PROGRESS
 from rlvr.stages import PHASES
@@ -110,7 +112,7 @@ class ConsoleObserver(Observer):
         log_every: print a metrics line every this many training steps.
     """
 
-    def __init__(self, *, log_every: int):
+    def __init__(self, *, log_every: Annotated[int, Field(ge=1, examples=[5])]):
         self.log_every = log_every
         self.console = Console(highlight=False)
         self.console.soft_wrap = not self.live  # a log file's lines are not cut at 80 columns
@@ -137,11 +139,6 @@ class ConsoleObserver(Observer):
             if done == step:
                 return f" ({' + '.join(parts)})"
         return " (all phases)"
-
-    def validate(self) -> list[ConfigIssue]:
-        if self.log_every >= 1:
-            return []
-        return [ConfigIssue("observers.console.log_every", self.log_every, "must be >= 1", "set e.g. 5")]
 
     def _bar(self, label: str, total: int, unit: str, done: int = 0) -> _Bar:
         if self.live and self._progress is None:

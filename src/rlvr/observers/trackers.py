@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
@@ -28,7 +28,7 @@ class WandbObserver(Observer):
         self,
         *,
         project: str,
-        mode: str,
+        mode: Literal["auto", "offline", "online"],
         entity: str | None,
         name: str | None,
         tags: list[str] | None,
@@ -47,10 +47,6 @@ class WandbObserver(Observer):
                     "package not installed",
                     "pip install 'rlvr[tracking]' or remove it with ~observers.wandb",
                 )
-            )
-        if self.mode not in ("auto", "offline", "online"):
-            issues.append(
-                ConfigIssue("observers.wandb.mode", self.mode, "unknown", "use auto, offline or online")
             )
         return issues
 

@@ -17,7 +17,9 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
@@ -186,8 +188,8 @@ class NumericToleranceReward(_Term):
 
     def __init__(
         self,
-        rel_tol: float,
-        abs_tol: float,
+        rel_tol: Annotated[float, Field(ge=0, examples=[0.01])],
+        abs_tol: Annotated[float, Field(ge=0, examples=[0.0])],
         weight: float,
         *,
         prompt: PromptTemplate,
@@ -196,13 +198,6 @@ class NumericToleranceReward(_Term):
         super().__init__(weight, prompt=prompt, scorer=scorer)
         self.rel_tol = float(rel_tol)
         self.abs_tol = float(abs_tol)
-
-    def validate(self, key: str) -> list[ConfigIssue]:
-        return [
-            ConfigIssue(f"{key}.{name}", value, "must be >= 0", "e.g. rel_tol=0.01 abs_tol=0.0")
-            for name, value in (("rel_tol", self.rel_tol), ("abs_tol", self.abs_tol))
-            if not value >= 0
-        ]
 
     def __call__(self, completions: list[Any], answer: list[str], **_: Any) -> list[float | None]:
         out: list[float | None] = []

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import Field
 
 from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
@@ -168,7 +170,7 @@ class LengthPenalty(_Term):
         self,
         weight: float,
         free_chars: int,
-        scale_chars: int,
+        scale_chars: Annotated[int, Field(gt=0, examples=[400])],
         *,
         prompt: PromptTemplate,
         scorer: Scorer | None = None,
@@ -176,11 +178,6 @@ class LengthPenalty(_Term):
         super().__init__(weight, prompt=prompt, scorer=scorer)
         self.free_chars = free_chars
         self.scale_chars = scale_chars
-
-    def validate(self, key: str) -> list[ConfigIssue]:
-        if self.scale_chars <= 0:
-            return [ConfigIssue(f"{key}.scale_chars", self.scale_chars, "must be > 0", "set e.g. 400")]
-        return []
 
     def __call__(self, completions: list[Any], **_: Any) -> list[float]:
         # "+ 0.0" turns -0.0 (short completions) into 0.0.
@@ -228,7 +225,15 @@ class RewardSet:
     def __init__(
         self,
         terms: dict[str, _Term],
-        plugin_timeout_s: float,
+        plugin_timeout_s: Annotated[
+            float,
+            Field(
+                gt=0,
+                le=MAX_TIMEOUT_S,
+                examples=[60],
+                description="seconds; a plugin reward that needs longer per batch should batch its own work",
+            ),
+        ],
         *,
         prompt: PromptTemplate,
         scorer: Scorer | None = None,
@@ -280,20 +285,6 @@ class RewardSet:
                 )
                 continue
             issues.extend(term.validate(f"reward.terms.{name}"))
-        timeout = self.plugin_timeout_s
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not 0 < timeout <= MAX_TIMEOUT_S
-        ):
-            issues.append(
-                ConfigIssue(
-                    "reward.plugin_timeout_s",
-                    timeout,
-                    f"must be a number of seconds in (0, {MAX_TIMEOUT_S}]",
-                    "set e.g. 60; a plugin reward that needs longer per batch should batch its own work",
-                )
-            )
         if self.terms and all(t.weight == 0 for t in self.terms.values()):
             issues.append(
                 ConfigIssue("reward.terms", "all weights 0", "no learning signal", "set a weight > 0")

@@ -195,18 +195,14 @@ def _type_issues(key: str, values: dict[str, Any], config_cls: type) -> list[Con
     """Values whose type does not fit the TRL config field's own annotation (``learning_rate=fast``)."""
     import typing
 
-    from rlvr.config.validation import type_ok, type_problem
+    from rlvr.config.validation import value_issues
 
     hints = typing.get_type_hints(config_cls)
     return [
-        ConfigIssue(
-            f"{key}.{name}",
-            value,
-            type_problem(value, hints[name], f"{config_cls.__name__}.{name}"),
-            f"give {key}.{name} a value of that type",
-        )
+        issue
         for name, value in values.items()
-        if name in hints and not type_ok(value, hints[name])
+        if name in hints
+        for issue in value_issues(f"{key}.{name}", value, hints[name], f"{config_cls.__name__}.{name}")
     ]
 
 
