@@ -16,6 +16,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def _environment_as_before():
+    """Each test leaves os.environ as it found it: a variable one test sets in this process (vLLM's
+    usage-stats opt-out, a rank) must not reach the next test's runs (tests/launcher.py starts those
+    fresh when an import-time variable differs from its zygote's)."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name=config_name, overrides=overrides or [], return_hydra_config=False)

@@ -40,9 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
 CompletedProcess, TimeoutExpired = subprocess.CompletedProcess, subprocess.TimeoutExpired
 
-# What run_pipeline.py sets before its imports; the zygote sets it before its own (HF_HUB_OFFLINE is
-# read once, when huggingface_hub is imported).
-_ENTRY_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# What run_pipeline.py sets before the libraries are imported; the zygote sets it before its own imports
+# (HF_HUB_OFFLINE is read once, when huggingface_hub is imported; VLLM_CONFIGURE_LOGGING when vLLM is:
+# rlvr.runtime.logs.route_library_loggers sets it so that vLLM adds no console handler of its own).
+_ENTRY_ENV = {
+    "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_CONFIGURE_LOGGING": "0",
+}  # fmt: skip
 # Variables a library may read while it is imported: a request that differs in one runs fresh.
 _IMPORT_TIME_PREFIXES = (
     "HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_", "MKL_", "OPENBLAS", "KMP_", "CUDA",
@@ -130,6 +133,13 @@ def _the_zygote() -> _Zygote:
         return _zygote
 
 
+def _note(line: str) -> None:
+    """``RLVR_TEST_LAUNCHER_LOG=<file>``: why a run started fresh, a line each (to find what costs time)."""
+    if path := os.environ.get("RLVR_TEST_LAUNCHER_LOG"):
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()} {line}\n")
+
+
 def _forkable(args: Any, kwargs: dict[str, Any]) -> bool:
     if os.environ.get("RLVR_TEST_FRESH") == "1" or not sys.platform.startswith("linux"):
         return False
@@ -153,6 +163,9 @@ class Popen(subprocess.Popen):
             zygote = _the_zygote()
             if not zygote.same_imports(_entry_env(env)):
                 self._forked = False
+                _note(
+                    f"fresh (import-time environment differs): {_import_env(_entry_env(env))} vs {zygote.env}"
+                )
         super().__init__(args, *pargs, **kwargs)
 
     def _execute_child(  # type: ignore[override]
