@@ -326,7 +326,12 @@ def _exec_script(request: dict[str, Any], fds: list[int]) -> None:
 
 
 def _exit_functions() -> None:
+    """What the interpreter runs when a script ends, in its order: threading's shutdown first (it
+    joins non-daemon threads and runs ``threading._register_atexit`` hooks, e.g. joblib/loky and
+    concurrent.futures stopping their worker processes; without it they idle out after 300 s),
+    then the atexit functions."""
     try:
+        threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
