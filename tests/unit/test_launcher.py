@@ -1,0 +1,39 @@
+"""tests/launcher.py: a forked run behaves as `python script args` would (argv, cwd, environment,
+pipes, exit code, a worker pool left running at exit)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from tests import launcher
+
+SCRIPT = textwrap.dedent(
+    """
+    import concurrent.futures, os, sys
+    # left running, as joblib leaves its workers: only threading's exit hooks stop them
+    pool = concurrent.futures.ProcessPoolExecutor(1)
+    pool.submit(abs, -1).result()
+    print(sys.argv[1:], os.getcwd(), os.environ.get("LAUNCHER_PROBE"), __name__, flush=True)
+    print("to stderr", file=sys.stderr)
+    sys.exit(int(sys.argv[1]))
+    """
+)
+
+
+def test_a_forked_run_is_what_a_fresh_interpreter_would_be(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(SCRIPT)
+    env = {**launcher.os.environ, "LAUNCHER_PROBE": "seen"}
+    results = {}
+    for fresh in (True, False):
+        proc = launcher.Popen(
+            [sys.executable, str(script), "3", "x y"], cwd=tmp_path, env=env, fresh=fresh,
+            stdout=launcher.PIPE, stderr=launcher.PIPE, text=True,
+        )  # fmt: skip
+        assert proc._forked is not fresh
+        out, err = proc.communicate(timeout=120)
+        results[fresh] = (proc.returncode, out, err.strip())
+    code, out, err = results[True]
+    assert code == 3 and out == f"['3', 'x y'] {tmp_path} seen __main__\n" and err == "to stderr"
+    assert results[False] == results[True]
