@@ -257,3 +257,29 @@ def test_library_batched_generate_samples_k_per_prompt_without_touching_the_glob
     assert [len(p) for p in outs] == [3] * len(prompts) and sum(seen) == 3 * len(prompts)
     assert any(len(set(t)) > 1 for t in texts(outs))
     assert texts(outs) == texts(BatchedGenerate(model, tokenizer, cfg).generate(prompts))  # seeded
+
+
+def test_library_batched_generate_builds_the_stop_criterion_once(model, tokenizer, prompts, monkeypatch):
+    """transformers builds the stop-string criterion on every ``generate(stop_strings=...)`` call, and
+    its cache lookup compares the whole vocabulary; several generators and batches over one tokenizer
+    build it once and still stop at the same strings (texts equal HFGenerator's)."""
+    from transformers.generation import stopping_criteria
+
+    from rlvr.evaluation.generation import BatchedGenerate
+
+    built: list[tuple[str, ...]] = []
+    real = stopping_criteria.StopStringCriteria.__init__
+
+    def counting(self, tok, stops):
+        built.append(tuple(stops))
+        real(self, tok, stops)
+
+    monkeypatch.setattr(stopping_criteria.StopStringCriteria, "__init__", counting)
+    generation._stop_criteria.cache_clear()  # an earlier test may have built these stops already
+    raw = HFGenerator(model, tokenizer, GREEDY).generate(prompts)
+    stops = tuple(sorted({g[0].text[i] for g in raw for i in (3, 5)}))[:2]
+    cfg = replace(GREEDY, stop_strings=stops, batch_size=2)  # 3 batches a call
+    first = BatchedGenerate(model, tokenizer, cfg).generate(prompts)
+    second = BatchedGenerate(model, tokenizer, cfg).generate(prompts)
+    assert built == [stops]
+    assert texts(first) == texts(second) == texts(HFGenerator(model, tokenizer, cfg).generate(prompts))
