@@ -55,6 +55,9 @@ _IMPORT_TIME_PREFIXES = (
 _PRELOAD = (
     "torch", "transformers", "peft", "datasets", "trl", "hydra", "omegaconf", "rich",
     "reasoning_gym", "math_verify", "rlvr.app", "rlvr.pipeline.orchestrator",
+    # TRL's trainers load lazily, on a run's first SFT or GRPO phase: about 5 s a run on this machine
+    # (GRPO's module imports vLLM's). Importing them starts no thread, so the fork stays safe.
+    "trl.trainer.sft_trainer", "trl.trainer.grpo_trainer",
 )  # fmt: skip
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -98,9 +101,15 @@ class _Zygote:
         atexit.register(self.close)
 
     def same_imports(self, env: dict[str, str]) -> bool:
-        """Whether a fresh interpreter with ``env`` would import the libraries as the zygote did."""
+        """Whether a fresh interpreter with ``env`` would import the libraries as the zygote did. A
+        PYTHONPATH that only adds folders in front of the zygote's is the same: the fork puts them in
+        front on sys.path (:func:`_extra_path`), and a module the zygote imported is found as it was
+        unless one of them shadows it, which :func:`_exec_script` refuses."""
         wanted = _import_env(env)
-        return all(wanted.get(k) in (self.env.get(k), self.imported_env.get(k)) for k in {*wanted, *self.env})
+        if _extra_path(env, self.env) is not None:
+            wanted.pop("PYTHONPATH", None)
+        own = {k: v for k, v in self.env.items() if k != "PYTHONPATH"}
+        return all(wanted.get(k) in (own.get(k), self.imported_env.get(k)) for k in {*wanted, *own})
 
     def spawn(self, request: dict[str, Any], fds: list[int]) -> int:
         with self.lock:
@@ -138,6 +147,15 @@ def _note(line: str) -> None:
     if path := os.environ.get("RLVR_TEST_LAUNCHER_LOG"):
         with open(path, "a") as f:
             f.write(f"{os.getpid()} {line}\n")
+
+
+def _extra_path(env: Mapping[str, str], zygote_env: Mapping[str, str]) -> list[str] | None:
+    """The PYTHONPATH folders ``env`` puts before the zygote's own, or None if it does not end with them."""
+    wanted = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    own = [p for p in zygote_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if own and wanted[len(wanted) - len(own) :] != own:
+        return None
+    return wanted[: len(wanted) - len(own)]
 
 
 def _forkable(args: Any, kwargs: dict[str, Any]) -> bool:
@@ -180,12 +198,14 @@ class Popen(subprocess.Popen):
         # -1: the caller's own stream, as a subprocess inherits it
         fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1]
         fds.append(errwrite if errwrite != -1 else 2)
+        run_env = _entry_env(
+            {os.fsdecode(k): os.fsdecode(v) for k, v in (os.environ if env is None else env).items()}
+        )
         request = {
             "argv": [os.fsdecode(a) for a in args[1:]],
             "cwd": os.fsdecode(cwd) if cwd is not None else os.getcwd(),
-            "env": _entry_env(
-                {os.fsdecode(k): os.fsdecode(v) for k, v in (os.environ if env is None else env).items()}
-            ),
+            "env": run_env,
+            "extra_path": _extra_path(run_env, _the_zygote().env) or [],
             "new_session": self._new_session,
         }
         try:
@@ -301,6 +321,8 @@ def _exec_script(request: dict[str, Any], fds: list[int]) -> None:
         sys.argv = request["argv"]
         sys.orig_argv = [sys.executable, *request["argv"]]
         sys.path[0] = os.path.dirname(script)
+        sys.path[1:1] = [os.path.abspath(p) for p in request["extra_path"]]  # as PYTHONPATH puts them
+        _refuse_shadowing(request["extra_path"])
         # sys.stdin/stdout/stderr still wrap fds 0-2: fresh buffers, since the zygote flushed before the fork
         runpy.run_path(script, run_name="__main__")
         code = 0
@@ -323,6 +345,16 @@ def _exec_script(request: dict[str, Any], fds: list[int]) -> None:
     finally:
         _exit_functions()
         os._exit(code & 0xFF)
+
+
+def _refuse_shadowing(folders: list[str]) -> None:
+    """A PYTHONPATH folder with a module of the same top-level name as one the zygote imported would
+    have been found first by a fresh interpreter: such a run must not be a fork (fail loudly)."""
+    for folder in folders:
+        for entry in os.listdir(folder) if os.path.isdir(folder) else ():
+            name = entry[:-3] if entry.endswith(".py") else entry
+            if name.isidentifier() and name in sys.modules:
+                raise RuntimeError(f"tests.launcher: PYTHONPATH {folder} shadows the imported module {name}")
 
 
 def _exit_functions() -> None:

@@ -11,10 +11,11 @@ from tests import launcher
 SCRIPT = textwrap.dedent(
     """
     import concurrent.futures, os, sys
+    import probe_extra  # from a PYTHONPATH folder the zygote did not have
     # left running, as joblib leaves its workers: only threading's exit hooks stop them
     pool = concurrent.futures.ProcessPoolExecutor(1)
     pool.submit(abs, -1).result()
-    print(sys.argv[1:], os.getcwd(), os.environ.get("LAUNCHER_PROBE"), __name__, flush=True)
+    print(sys.argv[1:], os.getcwd(), os.environ.get("LAUNCHER_PROBE"), __name__, probe_extra.X, flush=True)
     print("to stderr", file=sys.stderr)
     sys.exit(int(sys.argv[1]))
     """
@@ -24,7 +25,10 @@ SCRIPT = textwrap.dedent(
 def test_a_forked_run_is_what_a_fresh_interpreter_would_be(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(SCRIPT)
-    env = {**launcher.os.environ, "LAUNCHER_PROBE": "seen"}
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "probe_extra.py").write_text("X = 'extra'\n")
+    path = launcher.os.pathsep.join([str(tmp_path / "extra"), launcher.os.environ.get("PYTHONPATH", "")])
+    env = {**launcher.os.environ, "LAUNCHER_PROBE": "seen", "PYTHONPATH": path}
     results = {}
     for fresh in (True, False):
         proc = launcher.Popen(
@@ -35,5 +39,19 @@ def test_a_forked_run_is_what_a_fresh_interpreter_would_be(tmp_path):
         out, err = proc.communicate(timeout=120)
         results[fresh] = (proc.returncode, out, err.strip())
     code, out, err = results[True]
-    assert code == 3 and out == f"['3', 'x y'] {tmp_path} seen __main__\n" and err == "to stderr"
+    assert code == 3 and out == f"['3', 'x y'] {tmp_path} seen __main__ extra\n" and err == "to stderr"
     assert results[False] == results[True]
+
+
+def test_a_pythonpath_folder_that_shadows_an_imported_module_is_refused_in_the_fork(tmp_path):
+    """A fresh interpreter would import the folder's ``json``; the fork already holds the real one."""
+    (tmp_path / "json.py").write_text("")
+    script = tmp_path / "probe.py"
+    script.write_text("print('ran')\n")
+    env = {**launcher.os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = launcher.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert (
+        proc.returncode == 1
+        and "shadows the imported module json" in proc.stderr
+        and "ran" not in proc.stdout
+    )
