@@ -3,7 +3,8 @@
 #
 #   make setup       .venv with the locked CPU environment + the default model (GPU=1: the GPU lock)
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
-#   make test        setup + tools, then pytest (slow tests excluded by pyproject's addopts; mypy runs as a test)
+#   make test        setup + tools, then pytest (slow and long tests excluded by pyproject's addopts; mypy runs as a test)
+#   make test-long   setup, then only the tests that take a minute or more each (marker `long`; CI runs it after make test)
 #   make tools       .venv-tools: the hashed static checkers (infrastructure/, mypy, pre-commit; tests/static/)
 #   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth/unsloth-zoo/deepspeed files, by hash (source tests)
 #   make test-slow   setup, then only the slow tests (need the real default model)
@@ -57,7 +58,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
+.PHONY: help setup run test test-long test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -100,6 +101,11 @@ run: setup
 # nothing must not pass, so that fails too (CI runs this target).
 test: setup tools gpu-sources
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
+
+# The tests marked `long` (a minute or more each: kill and resume, several processes, a vLLM engine, sweeps,
+# benchmarks/learning.py end to end), on the same workers. CI (.ci/run) runs this after `make test`.
+test-long: setup gpu-sources
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -m long -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no long tests: failing" >&2; exit $$rc; }
 
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }

@@ -193,6 +193,7 @@ def test_a_model_trained_on_test_questions_is_refused_or_flagged(tmp_path, model
     assert report["models"]["run"]["train_overlap"] == 2
 
 
+@pytest.mark.long  # the sweep launcher's own processes (make test-long, CI)
 def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models):
     """Each model as its own job of a multirun (joblib here, SLURM array tasks on a cluster), writing
     cells to the shared output_dir; a final run over all models reuses every cell and draws one report."""

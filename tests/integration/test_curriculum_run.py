@@ -16,7 +16,7 @@ from tests import launcher
 from tests.conftest import ROOT
 from tests.integration.test_resume import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 BASE = [
     "keep_checkpoints=last",  # the curriculum state of the last checkpoint is read below

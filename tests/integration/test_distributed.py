@@ -18,7 +18,7 @@ import pytest
 from tests import launcher
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 ACCELERATE_CONFIG = "infrastructure/accelerate/ddp_cpu.yaml"
 

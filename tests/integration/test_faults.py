@@ -24,7 +24,7 @@ from tests import launcher
 from tests.conftest import ROOT
 from tests.integration.test_resume import cmd, run, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 # test_resume's BASE (tiny model, 2 SFT steps, 4 GRPO steps, checkpoints at GRPO steps 2 and 4), plus
 # an SFT checkpoint at SFT's last step: each phase ends on a checkpoint, the boundary under test.

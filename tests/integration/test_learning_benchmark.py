@@ -11,7 +11,7 @@ import pytest
 from tests import launcher
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 
 def test_learning_benchmark_gives_sft_only_the_same_training_time(tmp_path):

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from tests import launcher
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 # Tiny model; the smoke file's length reward gives GRPO non-zero advantages, so parameters really move.
 BASE = [

@@ -16,7 +16,7 @@ from tests import launcher
 from tests.conftest import ROOT
 from tests.integration.test_resume import steps, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 # Tiny model; the length reward gives GRPO non-zero advantages (its weights really move). Every
 # step is evaluated, so each stage and phase leaves an evaluation file before the interruption.

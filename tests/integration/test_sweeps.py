@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from tests import launcher as pipeline_launcher
 from tests.conftest import CONF, ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
 
 TINY_POINT = (
     "experiment=smoke",

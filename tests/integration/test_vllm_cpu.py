@@ -28,6 +28,7 @@ from tests.conftest import ROOT
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.long,  # a vLLM engine: a minute or more a test (make test-long, CI)
     pytest.mark.skipif(
         importlib.util.find_spec("vllm") is None, reason="vllm is not installed (Linux x86_64 only)"
     ),

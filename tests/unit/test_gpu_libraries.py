@@ -282,6 +282,7 @@ def test_every_deepspeed_call_of_the_product_is_in_the_locked_deepspeed():
     assert ".ds_idx" in problem
 
 
+@pytest.mark.long  # two gloo processes with DeepSpeed: ~2-3 minutes (make test-long, CI)
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not in the CPU lock")
 def test_zero3_partitioned_weights_are_gathered_for_real_with_gloo(monkeypatch):
     """deepspeed on the CPU (gloo, one process): weights partitioned by zero.Init are empty outside

@@ -1,0 +1,31 @@
+"""The test tiers: `make test` leaves out the `long` tests only because CI runs them right after it.
+A test marked long that no CI step runs would never run anywhere a reviewer sees."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+from tests.conftest import ROOT
+
+
+def _make_recipe(target: str) -> str:
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.M)
+    assert match, f"no {target} target in the Makefile"
+    return match.group(1)
+
+
+def test_ci_runs_the_default_tier_and_then_the_long_tier():
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [s for s in steps if s and not s.startswith("#")]
+    assert steps[-2:] == ["make test", "make test-long"]
+
+
+def test_make_test_leaves_out_exactly_what_make_test_long_selects():
+    pytest_ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m 'not slow and not long'" in pytest_ini["addopts"]
+    assert any(m.startswith("long:") for m in pytest_ini["markers"])
+    recipe = _make_recipe("test-long")
+    assert "-m pytest -m long " in recipe
+    assert "-m pytest -m" not in _make_recipe("test")  # the default tier is addopts' selection, unchanged
