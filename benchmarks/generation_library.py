@@ -5,14 +5,18 @@ on the pipeline's own prompt (conf/prompts/answer_tags) and held-out basic_arith
 at the default evaluation budget (16 new tokens) and at 128:
 
 1. ``HFGenerator`` (rlvr.evaluation.generation): continuous batching over DynamicCache internals, batch 32;
-2. library ``model.generate``: prompts sorted by token length, left-padded batches of 32, the
-   ``stop_strings`` + ``tokenizer`` arguments (generation stops at ``</answer>``);
-3. transformers' own continuous batching, ``model.generate_batch`` (paged attention, CPU).
+2. ``BatchedGenerate`` (rlvr.evaluation.generation, the evaluation default): library ``model.generate``
+   on prompts sorted by token length, left-padded batches of 32, stopping at ``</answer>`` with a
+   stop-string criterion built once (rlvr.evaluation.generation.stop_criteria);
+3. the same loop passing ``stop_strings`` + ``tokenizer`` to every ``generate`` call, as
+   ``BatchedGenerate`` did before 2026-11-26 (transformers then rebuilds the criterion each call);
+4. with ``--paged``: transformers' own continuous batching, ``model.generate_batch`` (paged
+   attention, CPU).
 
 Methods are interleaved over ``--rounds`` rounds and the median is reported; the greedy texts
-of 2 and 3 are compared with 1 (cut at the stop string).
+of 2-4 are compared with 1 (cut at the stop string).
 
-    python benchmarks/generation_library.py [--n 128] [--rounds 2]
+    python benchmarks/generation_library.py [--n 128] [--rounds 2] [--paged]
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: E402
 
 from rlvr.data.reasoning_gym import split_entries  # noqa: E402
-from rlvr.evaluation.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.generation import BatchedGenerate, HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
 from rlvr.model.embedded import ensure_default_model  # noqa: E402
 from rlvr.prompts import PromptTemplate  # noqa: E402
 
@@ -74,15 +78,22 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 128])
+    parser.add_argument(
+        "--paged", action="store_true", help="also transformers' generate_batch (slowest here)"
+    )
     args = parser.parse_args()
 
     path = str(ensure_default_model())
     tok = AutoTokenizer.from_pretrained(path)
     tok.pad_token = tok.pad_token or tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    paged = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation="paged|eager"
-    ).eval()
+    paged = (
+        AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation="paged|eager"
+        ).eval()
+        if args.paged
+        else None
+    )
     prompt = PromptTemplate(instruction="{question}", system="Answer with <answer>N</answer>.")
     entries = split_entries("basic_arithmetic", PARAMS, "test", args.n, 42, "--n")
     prompts = [prompt.render(tok, prompt.messages(e["question"])) for e in entries]
@@ -99,13 +110,17 @@ def main() -> None:
             "HFGenerator batch 32": lambda sampling=sampling: [
                 g[0].text for g in HFGenerator(model, tok, sampling).generate(prompts)
             ],
-            "model.generate sorted batch 32 + stop_strings": lambda max_new=max_new: library_generate(
-                model, tok, prompts, max_new, 32
-            ),
-            "model.generate_batch (continuous batching)": lambda max_new=max_new: batch_generate(
-                paged, tok, prompts, max_new
+            "BatchedGenerate batch 32 (criterion built once)": lambda sampling=sampling: [
+                g[0].text for g in BatchedGenerate(model, tok, sampling).generate(prompts)
+            ],
+            "model.generate sorted batch 32 + stop_strings each call": lambda max_new=max_new: (
+                library_generate(model, tok, prompts, max_new, 32)
             ),
         }
+        if paged is not None:
+            methods["model.generate_batch (continuous batching)"] = lambda max_new=max_new: batch_generate(
+                paged, tok, prompts, max_new
+            )
         times: dict[str, list[float]] = {k: [] for k in methods}
         texts: dict[str, list[str]] = {}
         for _ in range(args.rounds):

@@ -63,8 +63,14 @@ class Case:
 
 def grid(device: str, small: bool) -> list[Case]:
     if small:  # a 2-core CPU: the real architecture, few tokens (a case takes ~8 min on 2 cores)
-        cases = [Case("qwen2_5_0_5b", m, "sft", gc, 2, 64, 64) for m in ("full", "lora", "qlora") for gc in (False, True)]
-        return cases + [Case("qwen2_5_0_5b", "lora", "sft", False, 4, 64, 64)]  # b4: how the saved bytes scale
+        cases = [
+            Case("qwen2_5_0_5b", m, "sft", gc, 2, 64, 64)
+            for m in ("full", "lora", "qlora")
+            for gc in (False, True)
+        ]
+        return cases + [
+            Case("qwen2_5_0_5b", "lora", "sft", False, 4, 64, 64)
+        ]  # b4: how the saved bytes scale
     cases = [
         # the default run's shapes: the embedded model's architecture in fp32 under bf16 autocast
         Case("smollm2_135m", "full", "sft", False, 16, 48, 16, dtype="float32"),

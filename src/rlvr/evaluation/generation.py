@@ -37,7 +37,7 @@ from transformers.generation.logits_process import (
     TemperatureLogitsWarper,
     TopPLogitsWarper,
 )
-from transformers.generation.stopping_criteria import StopStringCriteria, StoppingCriteriaList
+from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
 
 from rlvr.config.errors import ConfigIssue
 
@@ -198,7 +198,9 @@ class _Running:
 
 
 @functools.lru_cache(maxsize=8)
-def _stop_criteria(tokenizer: PreTrainedTokenizerBase, size: int, stops: tuple[str, ...]) -> StoppingCriteriaList:
+def _stop_criteria(
+    tokenizer: PreTrainedTokenizerBase, size: int, stops: tuple[str, ...]
+) -> StoppingCriteriaList:
     return StoppingCriteriaList([StopStringCriteria(tokenizer, list(stops))])
 
 
@@ -702,7 +704,8 @@ class HFBackend:
 
 class HFContinuousBackend(HFBackend):
     """``evaluation/generator=hf_continuous``: rlvr's continuous-batching :class:`HFGenerator` (1.51x
-    at 128 new tokens, 1.33x at 16: benchmarks/generation_library.md)."""
+    at 128 new tokens, 1.33x at 16 on 2026-11-22; 1.46x and 1.28x on 2026-11-26, once the library path
+    built its stop criterion once: benchmarks/generation_library.md)."""
 
     name = "hf_continuous"
 
