@@ -353,3 +353,22 @@ def test_a_zero2_run_evaluates_and_saves_the_model_itself_without_a_gather(tmp_p
     evaluated = run_with(tmp_path, model, setup, trainer)
     assert trainer.accelerator.calls == [] and len(evaluated) == 3 and all(m is model for m in evaluated)
     assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+
+
+def test_a_stop_wrapped_by_a_library_is_still_a_peer_lost():
+    """Seen under accelerate launch: the launcher's SIGTERM landed while TRL imported SFTTrainer
+    lazily, and TRL re-raised it as RuntimeError('Failed to import ...') from our StoppedByLauncher;
+    rank 0 must still say one line ("another process failed"), not print a second traceback."""
+    from rlvr.runtime.distributed import StoppedByLauncher
+
+    def wrapped() -> RuntimeError:
+        try:
+            try:
+                raise StoppedByLauncher("rank 0 stopped by the launcher (SIGTERM)")
+            except StoppedByLauncher as stop:
+                raise RuntimeError("Failed to import trl.trainer.sft_trainer") from stop
+        except RuntimeError as exc:
+            return exc
+
+    assert peer_lost(wrapped())
+    assert not peer_lost(RuntimeError("Failed to import trl.trainer.sft_trainer: no module named x"))

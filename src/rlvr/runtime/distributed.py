@@ -424,7 +424,20 @@ _PEER_LOST = ("closed by peer", "reset by peer", "broken pipe", "connection refu
 
 def peer_lost(exc: BaseException) -> bool:
     """Whether ``exc`` is this rank noticing that another rank of the run has gone (a consequence,
-    not the cause: the failing rank prints the cause)."""
+    not the cause: the failing rank prints the cause), also when a library wrapped that notice: a
+    SIGTERM that lands while TRL imports a trainer lazily arrives as TRL's ``RuntimeError('Failed to
+    import trl.trainer.sft_trainer ...')`` raised from our :class:`StoppedByLauncher`."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if _peer_lost_here(cause):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _peer_lost_here(exc: BaseException) -> bool:
     if isinstance(exc, StoppedByLauncher | RankZeroFailed):
         return True
     try:
