@@ -215,7 +215,8 @@ def stop_criteria(tokenizer: PreTrainedTokenizerBase, stops: tuple[str, ...]) ->
 
 class BatchedGenerate:
     """transformers' own ``model.generate`` on length-sorted, left-padded batches, stopping at the
-    stop strings (``stop_strings`` + ``tokenizer``): the library path, and the evaluation default.
+    stop strings (one criterion per tokenizer, :func:`stop_criteria`): the library path, and the
+    evaluation default.
 
     Same interface and results contract as :class:`HFGenerator`. Sampling is seeded per call
     inside a forked RNG, so the global torch RNG is not consumed.
