@@ -27,8 +27,11 @@ def test_a_forked_run_is_what_a_fresh_interpreter_would_be(tmp_path):
     script.write_text(SCRIPT)
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "probe_extra.py").write_text("X = 'extra'\n")
-    path = launcher.os.pathsep.join([str(tmp_path / "extra"), launcher.os.environ.get("PYTHONPATH", "")])
-    env = {**launcher.os.environ, "LAUNCHER_PROBE": "seen", "PYTHONPATH": path}
+    # the zygote of this worker may have started under an earlier test's environment: take its
+    # import-time variables, so that this run differs from it only by the added PYTHONPATH folder
+    zygote = launcher._the_zygote()
+    path = launcher.os.pathsep.join([str(tmp_path / "extra"), zygote.env.get("PYTHONPATH", "")])
+    env = {**launcher.os.environ, **zygote.env, "LAUNCHER_PROBE": "seen", "PYTHONPATH": path}
     results = {}
     for fresh in (True, False):
         proc = launcher.Popen(
@@ -48,7 +51,9 @@ def test_a_pythonpath_folder_that_shadows_an_imported_module_is_refused_in_the_f
     (tmp_path / "json.py").write_text("")
     script = tmp_path / "probe.py"
     script.write_text("print('ran')\n")
-    env = {**launcher.os.environ, "PYTHONPATH": str(tmp_path)}
+    zygote = launcher._the_zygote()
+    path = launcher.os.pathsep.join([str(tmp_path), zygote.env.get("PYTHONPATH", "")])
+    env = {**launcher.os.environ, **zygote.env, "PYTHONPATH": path}
     proc = launcher.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert (
         proc.returncode == 1
