@@ -28,7 +28,14 @@ def tiny():
     from rlvr.model import TinyRandomModel
 
     path = TinyRandomModel(
-        hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=42, dtype="float32", lora=None
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=128,
+        vocab_size=4096,
+        seed=42,
+        dtype="float32",
+        lora=None,
     ).model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer

@@ -254,11 +254,16 @@ class EmbeddedModel(HFModel):
 
 
 class TinyRandomModel(HFModel):
-    """A randomly initialised small Llama with the embedded model's tokenizer, for tests and smoke runs.
+    """A randomly initialised small Llama, for tests and smoke runs, with the embedded model's tokenizer
+    cut to its first ``vocab_size`` tokens (:func:`first_tokens`).
 
     Args:
         hidden_size, num_layers, num_heads, intermediate_size: the Llama config's sizes
             (``hidden_size`` divisible by ``num_heads``).
+        vocab_size: how many of the embedded tokenizer's 49,152 tokens it keeps (at least the 17
+            special and 256 byte tokens). Every text still tokenizes, into somewhat more tokens; a
+            tiny model's time goes mostly to its vocabulary (the LM head, sampling over it, loading
+            the tokenizer), so a smaller one makes every test run cheaper.
         seed: seeds the random weights (the same seed builds the same model).
         **kwargs: HFModel's options (dtype, lora, quantization, ...).
     """
@@ -270,6 +275,7 @@ class TinyRandomModel(HFModel):
         num_layers: int,
         num_heads: int,
         intermediate_size: int,
+        vocab_size: int,
         seed: int,
         **kwargs: Any,
     ):
@@ -278,6 +284,7 @@ class TinyRandomModel(HFModel):
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
+        self.vocab_size = vocab_size
         self.seed = seed
 
     def validate(self) -> list[ConfigIssue]:
@@ -291,6 +298,16 @@ class TinyRandomModel(HFModel):
                     "pick e.g. hidden_size=64, num_heads=4",
                 )
             )
+        if not FIRST_MERGED_ID <= self.vocab_size <= EMBEDDED_VOCAB:
+            issues.append(
+                ConfigIssue(
+                    "model.vocab_size",
+                    self.vocab_size,
+                    f"must keep the special and byte tokens and stay within the embedded tokenizer: "
+                    f"{FIRST_MERGED_ID} to {EMBEDDED_VOCAB}",
+                    "set model.vocab_size=4096 (conf/model/tiny.yaml's value)",
+                )
+            )
         return issues
 
     def model_path(self) -> str:
@@ -301,7 +318,7 @@ class TinyRandomModel(HFModel):
 
         def config(tokenizer: Any) -> Any:
             return LlamaConfig(
-                vocab_size=len(tokenizer),
+                vocab_size=len(tokenizer),  # the cut tokenizer's: vocab_size
                 hidden_size=self.hidden_size,
                 num_hidden_layers=self.num_layers,
                 num_attention_heads=self.num_heads,
@@ -313,8 +330,34 @@ class TinyRandomModel(HFModel):
                 tie_word_embeddings=True,
             )
 
-        shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.seed)
-        return str(random_checkpoint("tiny-random-llama", repr(shape), config, self.seed, "float32"))
+        shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.vocab_size)
+        path = random_checkpoint(
+            "tiny-random-llama",
+            repr((*shape, self.seed)),
+            config,
+            self.seed,
+            "float32",
+            vocab_size=self.vocab_size,
+        )
+        return str(path)
+
+
+EMBEDDED_VOCAB = 49152
+"""The embedded tokenizer's size: 17 special tokens, 256 byte tokens, then one token per BPE merge."""
+FIRST_MERGED_ID = 17 + 256
+
+
+def first_tokens(tokenizer_json: Path, vocab_size: int) -> None:
+    """Cut a byte-level BPE ``tokenizer.json`` (the embedded one) to its ids below ``vocab_size``, in
+    place: the vocabulary keeps those ids and the merges keep those whose parts and result are kept.
+    BPE then tokenizes every text as before with the first merges only, so it always round-trips
+    (every byte has its token); special tokens are added tokens with ids 0-16 and stay."""
+    spec = json.loads(tokenizer_json.read_text())
+    bpe = spec["model"]
+    vocab = {token: i for token, i in bpe["vocab"].items() if i < vocab_size}
+    merges = [m for m in bpe["merges"] if m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
+    bpe["vocab"], bpe["merges"] = vocab, merges
+    tokenizer_json.write_text(json.dumps(spec, ensure_ascii=False))
 
 
 RANDOM_WEIGHTS_KEY = "rlvr_random_weights"
@@ -335,9 +378,12 @@ def random_weights_of(path: str | Path) -> str | None:
         return None
 
 
-def random_checkpoint(prefix: str, identity: str, make_config: Any, seed: int, dtype: str) -> Path:
-    """A randomly initialised causal LM with the embedded tokenizer, saved once in rlvr's cache under
-    ``prefix`` and a hash of ``identity``; ``make_config(tokenizer)`` gives its transformers config."""
+def random_checkpoint(
+    prefix: str, identity: str, make_config: Any, seed: int, dtype: str, vocab_size: int | None = None
+) -> Path:
+    """A randomly initialised causal LM with the embedded tokenizer (cut to ``vocab_size`` tokens by
+    :func:`first_tokens` when given), saved once in rlvr's cache under ``prefix`` and a hash of
+    ``identity``; ``make_config(tokenizer)`` gives its transformers config."""
     import hashlib
     import shutil
     import tempfile
@@ -352,12 +398,16 @@ def random_checkpoint(prefix: str, identity: str, make_config: Any, seed: int, d
     if (path / "config.json").is_file():
         return path
     tokenizer = AutoTokenizer.from_pretrained(ensure_default_model(weights=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    if vocab_size is not None and vocab_size < len(tokenizer):
+        tokenizer.save_pretrained(tmp)
+        first_tokens(tmp / "tokenizer.json", vocab_size)
+        tokenizer = AutoTokenizer.from_pretrained(tmp)
     config = make_config(tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     try:
