@@ -125,3 +125,31 @@ def test_signal_settings_name_unknown_missing_and_mistyped_keys_and_refuse_dynam
     assert zero.key == "training_loop.signal.max_rounds"
     [multi] = SignalSettings.issues({**good, "dynamic_sampling": True}, processes=2)
     assert multi.key == "training_loop.signal.dynamic_sampling" and "one process" in multi.problem
+
+
+def test_skipping_keeps_as_many_rows_as_asked_so_every_process_gathers_the_same_count():
+    """Under several processes each keeps the largest signal-row count among them: TRL gathers per-row
+    metrics across processes (gloo aborted on 4 rows against 3), so the rest is filled with the first
+    zero-advantage rows, which add nothing to the loss and count in its normaliser."""
+    import torch
+
+    from rlvr.training_loop.grpo_signal import SCALE_KEY, drop_zero_advantage
+
+    batch = {
+        "advantages": torch.tensor([0.0, 1.0, 0.0, -1.0, 0.0, 0.0]),
+        "completion_mask": torch.ones(6, 3, dtype=torch.long),
+        "completion_ids": torch.arange(18).reshape(6, 3),
+        "num_items_in_batch": torch.tensor(18),
+    }
+    alone = drop_zero_advantage(batch, "grpo")
+    assert alone["advantages"].tolist() == [1.0, -1.0] and alone[SCALE_KEY] == 2 / 6
+    padded = drop_zero_advantage(batch, "grpo", min_rows=4)
+    # the signal rows and the first two zero rows, in batch order
+    assert padded["completion_ids"][:, 0].tolist() == [0, 3, 6, 9]
+    assert padded["advantages"].tolist() == [0.0, 1.0, 0.0, -1.0] and padded[SCALE_KEY] == 4 / 6
+    assert drop_zero_advantage(batch, "dapo", min_rows=4)[SCALE_KEY] == 1.0
+    # a micro-batch without signal keeps one row when one is asked for, none otherwise
+    flat = {**batch, "advantages": torch.zeros(6)}
+    assert drop_zero_advantage(flat, "grpo", min_rows=1)["completion_ids"][:, 0].tolist() == [0]
+    assert drop_zero_advantage(flat, "grpo")["advantages"].numel() == 0
+    assert drop_zero_advantage(batch, "grpo", min_rows=2)["advantages"].tolist() == [1.0, -1.0]

@@ -157,14 +157,23 @@ def _take(inputs: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
     return out
 
 
-def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, keep_one: bool = False) -> dict[str, Any]:
+def signal_rows(inputs: dict[str, Any]) -> torch.Tensor:
+    """One flag per row of a micro-batch: whether its advantage is non-zero."""
+    advantages = inputs["advantages"]
+    return advantages.reshape(advantages.shape[0], -1).ne(0).any(dim=1)
+
+
+def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, min_rows: int = 0) -> dict[str, Any]:
     """The micro-batch without its zero-advantage rows, and the loss scale that keeps TRL's normaliser.
 
     TRL divides the summed per-token loss of a micro-batch by its rows (ROW_MEAN), by its completion
     tokens (TOKEN_MEAN) or by a count fixed for the whole generation batch (GLOBAL_TOKENS). With the
     rows gone, TRL would divide by the kept rows or tokens; multiplying by kept/full restores the
-    full micro-batch's divisor. ``keep_one`` keeps one row of an all-zero micro-batch (several
-    processes must all run a backward).
+    full micro-batch's divisor. ``min_rows`` keeps zero-advantage rows, the first ones, up to that
+    many rows in all: several processes must all run a backward, and TRL gathers per-row metrics
+    across them, so each must hold as many rows as the others. A kept zero-advantage row adds nothing
+    to the loss (skipping requires beta=0, skip_blockers) and counts in the normaliser like any
+    kept row.
 
     >>> import torch
     >>> batch = {"advantages": torch.tensor([0.0, 1.0, -1.0, 0.0]),
@@ -176,11 +185,11 @@ def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, keep_one: bool =
     >>> drop_zero_advantage(batch, "bnpo")[SCALE_KEY], drop_zero_advantage(batch, "dapo")[SCALE_KEY]
     (0.42857142857142855, 1.0)
     """
-    advantages = inputs["advantages"]
-    nonzero = advantages.reshape(advantages.shape[0], -1).ne(0).any(dim=1)
+    nonzero = signal_rows(inputs)
     keep = nonzero.nonzero().flatten()
-    if keep.numel() == 0 and keep_one:
-        keep = torch.zeros(1, dtype=torch.long, device=advantages.device)
+    if keep.numel() < min_rows:
+        fill = (~nonzero).nonzero().flatten()[: min_rows - keep.numel()]
+        keep = torch.cat([keep, fill]).sort().values
     out = _take(inputs, keep)
     if loss_type in ROW_MEAN:
         scale = keep.numel() / max(_rows(inputs), 1)
@@ -381,9 +390,16 @@ class _Signal(_TrainerBase):
         if not (self.model.training and self.skipping):
             return inputs
         full = _rows(inputs)
-        # Several processes (or a DeepSpeed/FSDP engine) must all run a backward through the model.
-        keep_one = self.accelerator.num_processes > 1 or self.accelerator.distributed_type != "NO"
-        out = drop_zero_advantage(inputs, self.loss_type, keep_one=keep_one)
+        min_rows = 0
+        if self.accelerator.num_processes > 1:
+            # Every process runs a backward through the model, and TRL gathers per-row metrics (its
+            # clip ratios) across processes with accelerate's gather, which needs the same number of
+            # rows on each: the largest count of signal rows among them (at least one) on every one.
+            count = torch.tensor([max(int(signal_rows(inputs).sum()), 1)], device=self.accelerator.device)
+            min_rows = int(self.accelerator.gather(count).max())
+        elif self.accelerator.distributed_type != "NO":  # a DeepSpeed/FSDP engine runs a backward too
+            min_rows = 1
+        out = drop_zero_advantage(inputs, self.loss_type, min_rows=min_rows)
         self._metrics["train"]["signal/rows_skipped"].append(float(full - _rows(out)))
         return out
 
