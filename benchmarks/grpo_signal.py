@@ -23,7 +23,7 @@ from pathlib import Path
 
 from learning import events, finished, run  # benchmarks/learning.py: the same run helper
 
-from rlvr.config.safe_yaml import load_data
+from rlvr.runtime.safe_yaml import load_data
 
 VARIANTS = {
     "skip off": ["training_loop.signal.skip_zero_advantage=false"],
@@ -85,7 +85,7 @@ def main() -> None:
         if not finished(run_dir, settings):
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             run(run_dir, settings)
-        # Read as data (rlvr.config.safe_yaml: size bound, no aliases, never interpolated), as every results reader.
+        # Read as data (rlvr.runtime.safe_yaml: size bound, no aliases, never interpolated), as every results reader.
         grpo = load_data(run_dir / "config_resolved.yaml")["training_loop"]["grpo"]
         accumulation = grpo["gradient_accumulation_steps"]
         groups = grpo["per_device_train_batch_size"] * accumulation // grpo["num_generations"]

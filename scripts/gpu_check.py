@@ -21,7 +21,7 @@ Two judges carry the checks that a stand-in could not:
   that never received the trained weights changes (almost) none of them. The check asks that at
   least MIN_CHANGED of the final completions differ: 8 SFT steps at 3e-4 from the base model
   change nearly all of them (the CPU record, benchmarks/gpu_check_cpu.md).
-- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.config.memory, per process,
+- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.runtime.memory, per process,
   with the run's longest prompt) and the run's ``torch.cuda.max_memory_allocated``. The estimate must
   be at least the peak (a run the pre-flight lets through must not run out of memory by the
   estimate's fault) and at most MAX_ESTIMATE_RATIO times it. The memory checks run shape models
@@ -100,7 +100,7 @@ class Evidence:
         if (run_dir / "report.json").is_file():
             evidence.report = json.loads((run_dir / "report.json").read_text())
         if (run_dir / "config_resolved.yaml").is_file():
-            from rlvr.config.safe_yaml import load_data  # measured first: no alias bomb reaches a parser
+            from rlvr.runtime.safe_yaml import load_data  # measured first: no alias bomb reaches a parser
 
             evidence.config = load_data(run_dir / "config_resolved.yaml")
         for row in evidence.report.get("accuracy", []):

@@ -369,7 +369,7 @@ def test_gpu_checks_evidence_reader_refuses_an_alias_bomb_in_config_resolved(tmp
     so the test uses 4: OmegaConf reads it in seconds without refusing)."""
     from tests.unit.test_gpu_check import gc
 
-    from rlvr.config.safe_yaml import YamlRefused
+    from rlvr.runtime.safe_yaml import YamlRefused
 
     (tmp_path / "config_resolved.yaml").write_text(alias_bomb(4))
     with pytest.raises(YamlRefused, match="alias"):

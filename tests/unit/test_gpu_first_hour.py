@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlvr.config import memory
+from rlvr.runtime import memory
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "memory_preflight_h200.json"

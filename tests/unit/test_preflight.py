@@ -1,11 +1,11 @@
-"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.config.memory)."""
+"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.runtime.memory)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.conftest import SIGNAL
 
-from rlvr.config.memory import PUBLISHED, Plan, Shape, batch_issue, check, estimate, peak
+from rlvr.runtime.memory import PUBLISHED, Plan, Shape, batch_issue, check, estimate, peak
 
 QWEN = {size: PUBLISHED[f"Qwen/Qwen2.5-{size}-Instruct"] for size in ("0.5B", "1.5B", "7B")}
 
@@ -131,7 +131,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     """A field the run leaves out is TRL's default, read from trl.GRPOConfig / trl.SFTConfig."""
     import trl
 
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
 
     model, loop = _components("cuda")
     del loop.grpo_phase.fields["per_device_train_batch_size"]
@@ -146,7 +146,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
 
 
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_swap_can_hold_it(monkeypatch):
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
     monkeypatch.setattr(preflight, "swap_gb", lambda: 1000.0)
@@ -160,7 +160,7 @@ def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_sw
 def test_a_cpu_run_beyond_ram_plus_swap_is_refused_before_loading(monkeypatch):
     """The attack: a model whose config claims absurd sizes; on a CPU the estimate only warned and
     loading went on allocating. Mutation: the CPU branch back to warn-only (no ``hard`` check) -> red."""
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
     monkeypatch.setattr(preflight, "swap_gb", lambda: 8.0)
@@ -216,7 +216,7 @@ def test_a_7b_full_fine_tune_fits_8_80gb_gpus_only_when_the_optimizer_state_is_s
 def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
     from tests.conftest import compose_config
 
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
     from rlvr.runtime.distributed import Distributed
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
@@ -238,7 +238,7 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
 def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch):
     """report.json ``memory``: the same estimate the pre-flight checks against (scripts/gpu_check.py
     compares it with the measured peak); a CPU run measured no CUDA peak and says so with None."""
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")
@@ -261,7 +261,7 @@ def test_a_model_directory_with_an_absurd_layer_count_is_refused_on_this_machine
     back to warn-only -> red."""
     import json
 
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
 
     config = {"hidden_size": 576, "num_hidden_layers": 100_000, "num_attention_heads": 9,
               "num_key_value_heads": 3, "vocab_size": 49152, "intermediate_size": 1536}  # fmt: skip

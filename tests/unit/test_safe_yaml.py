@@ -1,7 +1,7 @@
 """Cost bombs: a YAML alias bomb in a config file or a results directory is refused in milliseconds.
 
 A few hundred bytes of nested aliases stand for billions of nodes; Hydra and OmegaConf walk them as
-a tree (66 s and 836 MB for 278 bytes, ten times more per level). rlvr.config.safe_yaml measures the node
+a tree (66 s and 836 MB for 278 bytes, ten times more per level). rlvr.runtime.safe_yaml measures the node
 graph before anything builds from it, and the check before Hydra runs it on every config file.
 """
 
@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
-from rlvr.config.safe_yaml import MAX_CONFIG_NODES, YamlRefused, config_file_issue, load_data
+from rlvr.runtime.safe_yaml import MAX_CONFIG_NODES, YamlRefused, config_file_issue, load_data
 
 SCRIPT = ROOT / "run_pipeline.py"
 

@@ -69,7 +69,7 @@ def test_every_published_architecture_is_a_config_transformers_builds():
     """Each table entry builds a transformers config whose sizes the pre-flight reads back."""
     from transformers import AutoConfig
 
-    from rlvr.config.memory import PUBLISHED, Shape
+    from rlvr.runtime.memory import PUBLISHED, Shape
 
     for name, (hub_id, fields) in architectures.ARCHITECTURES.items():
         values = dict(fields)

@@ -231,7 +231,7 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
 
     import trl
 
-    from rlvr.config import memory as preflight
+    from rlvr.runtime import memory as preflight
     from rlvr.training_loop import GRPOLoop
 
     model = _component()

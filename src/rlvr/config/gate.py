@@ -239,10 +239,10 @@ def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
 
 def _memory_issues(c: dict[str, Any]) -> list[ConfigIssue]:
     """The memory pre-flight with the budget the run assumes before its data is loaded
-    (rlvr.config.memory); its warnings are printed, its refusals returned."""
+    (rlvr.runtime.memory); its warnings are printed, its refusals returned."""
     if "model" not in c or "training_loop" not in c:
         return []
-    from rlvr.config.memory import run_checks
+    from rlvr.runtime.memory import run_checks
 
     issues, warnings = run_checks(c["model"], c["training_loop"], c.get("distributed"))
     for warning in warnings:

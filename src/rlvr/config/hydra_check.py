@@ -736,10 +736,10 @@ def _hydra_issues(
 
 def config_file_issues(search_path: Any) -> list[ConfigIssue]:
     """Every YAML file in the config directories Hydra will search (``--config-dir``, the primary
-    config path), judged by rlvr.config.safe_yaml before Hydra parses any of them: bounded size, and a
+    config path), judged by rlvr.runtime.safe_yaml before Hydra parses any of them: bounded size, and a
     bounded number of nodes once YAML aliases are expanded (an alias bomb is refused in
     milliseconds, not after minutes of composition)."""
-    from rlvr.config.safe_yaml import config_file_issue
+    from rlvr.runtime.safe_yaml import config_file_issue
 
     issues = []
     for element in search_path.get_path():

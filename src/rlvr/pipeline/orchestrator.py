@@ -24,7 +24,6 @@ from omegaconf import DictConfig
 from rlvr import events as ev
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import refuse
-from rlvr.config.memory import data_checks, fits_batch
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.evaluation.schedule import EvalSchedule, stage_changes
@@ -39,6 +38,7 @@ from rlvr.runtime import distributed
 from rlvr.runtime.disk import finish_run_dir, low_disk_hint
 from rlvr.runtime.faults import RunFault, fault_of
 from rlvr.runtime.io import atomic_write_json, refuse_symlinks_in
+from rlvr.runtime.memory import data_checks, fits_batch
 from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
@@ -203,8 +203,8 @@ def save_model(ctx: RunContext) -> None:
 
 
 def write_report(ctx: RunContext) -> None:
-    from rlvr.config.memory import memory_record
     from rlvr.records.report import write_report
+    from rlvr.runtime.memory import memory_record
     from rlvr.training_loop.throughput import attempt_summary
 
     c = ctx.components

@@ -8,7 +8,7 @@ does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); 
 whole run's: every attempt's evaluations, steps and wall time, and the number of attempts).
 
 A results directory may come from elsewhere, so it is read as data (SECURITY.md "Sweep reports"):
-YAML through :func:`rlvr.config.safe_yaml.load_data` (bounded size, no aliases, never interpolated), JSON
+YAML through :func:`rlvr.runtime.safe_yaml.load_data` (bounded size, no aliases, never interpolated), JSON
 with a size bound. A point is COMPLETED only when its ``report.json`` belongs to the run its
 ``config_resolved.yaml`` records (the report's last attempt names the sha256 of that file and is the
 last attempt in ``attempts.json``) and that attempt ended COMPLETED; otherwise it shows the status of
@@ -32,9 +32,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from rlvr.config.safe_yaml import YamlRefused, load_data
 from rlvr.records.run_history import ATTEMPTS, CONFIG_SHA256
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.runtime.safe_yaml import YamlRefused, load_data
 from rlvr.runtime.secrets import redact_text
 
 STAGES = ("base model", "after SFT", "final")

@@ -252,7 +252,7 @@ class Session:
     # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
     attach: Callable[[Any], None] | None = None
     # fits(micro_batch, phase) -> bool: whether the memory estimate of a micro-batch of that many
-    # sequences in that phase fits the device (rlvr.config.memory.fits_batch); None: keep the
+    # sequences in that phase fits the device (rlvr.runtime.memory.fits_batch); None: keep the
     # configured batches.
     fits: Callable[..., bool] | None = None
     # The run's generation backend (evaluation.generator): the RFT phase samples with it, as evaluation does.
