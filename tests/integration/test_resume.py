@@ -22,6 +22,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: ma
 # Tiny model; the smoke file's length reward gives GRPO non-zero advantages, so parameters really move.
 BASE = [
     "experiment=smoke",
+    # The embedded tokenizer's whole vocabulary (conf/model/tiny.yaml cuts it to 4,096 tokens): the
+    # signals these tests send must land mid-phase, and with the cut vocabulary a tiny GRPO step takes
+    # ~0.3 s, shorter than a test takes to see step 1 and signal (a submitit run finished first).
+    "model.vocab_size=49152",
     "reward.terms.length.free_chars=0",
     "reward.terms.length.scale_chars=40",
     "training_loop.sft.max_steps=2",
