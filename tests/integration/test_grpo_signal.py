@@ -23,20 +23,10 @@ GROUP = 4
 
 @pytest.fixture(scope="module")
 def tiny():
+    from tests.conftest import tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.model import TinyRandomModel
-
-    path = TinyRandomModel(
-        hidden_size=64,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=128,
-        vocab_size=4096,
-        seed=42,
-        dtype="float32",
-        lora=None,
-    ).model_path()
+    path = tiny_model(seed=42).model_path()  # conf/model/tiny.yaml's model
     tokenizer = AutoTokenizer.from_pretrained(path)
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer
 
