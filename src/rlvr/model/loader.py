@@ -318,7 +318,7 @@ class TinyRandomModel(HFModel):
 
         def config(tokenizer: Any) -> Any:
             return LlamaConfig(
-                vocab_size=len(tokenizer),  # the cut tokenizer's: vocab_size
+                vocab_size=len(tokenizer),  # the cut tokenizer's size: self.vocab_size
                 hidden_size=self.hidden_size,
                 num_hidden_layers=self.num_layers,
                 num_attention_heads=self.num_heads,
@@ -330,15 +330,9 @@ class TinyRandomModel(HFModel):
                 tie_word_embeddings=True,
             )
 
-        shape = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.vocab_size)
-        path = random_checkpoint(
-            "tiny-random-llama",
-            repr((*shape, self.seed)),
-            config,
-            self.seed,
-            "float32",
-            vocab_size=self.vocab_size,
-        )
+        sizes = (self.hidden_size, self.num_layers, self.num_heads, self.intermediate_size, self.vocab_size)
+        identity = repr((*sizes, self.seed))
+        path = random_checkpoint("tiny-random-llama", identity, config, self.seed, "float32", self.vocab_size)
         return str(path)
 
 
