@@ -40,11 +40,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def finished(run_dir: Path, overrides: list[str]) -> bool:
-    """True when ``run_dir`` holds a finished run (report.json) started with exactly ``overrides``
-    (its provenance.json records the command line); False when it holds none. A finished run of other
-    settings is refused: reusing it would report its numbers under these settings' name."""
-    if not (run_dir / "report.json").is_file():
+def finished(run_dir: Path, overrides: list[str], record: str = "report.json") -> bool:
+    """True when ``run_dir`` holds a finished run (``record``: report.json, or metrics.jsonl for a run
+    stopped on purpose) started with exactly ``overrides`` (its provenance.json records the command
+    line); False when it holds none. A run of other settings is refused: reusing it would report its
+    numbers under these settings' name."""
+    if not (run_dir / record).is_file():
         return False
     try:
         recorded = json.loads((run_dir / "provenance.json").read_text()).get("overrides")

@@ -29,16 +29,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 # benchmarks/learning.py and grpo_budget.py: the same run, benchmark and timing helpers
 from grpo_budget import step_seconds
-from learning import bench, events, model_key, run
+from learning import ROOT, bench, events, finished, model_key, run
 
 TASK = "countdown"
 # 2-3 numbers of 1-10, targets 5-30: a difficulty the 135M model can start on after a short warm start.
 PARAMS = "{min_numbers: 2, max_numbers: 3, min_value: 1, max_value: 10, min_target: 5, max_target: 30}"
 ARMS = ("grpo", "sft", "rft")
+# Optimizer steps between an arm's checkpoints: about 1.5-3 minutes of training each on the 2-core CPU
+# (a GRPO step holds 64 completions; an RFT round is 8 steps and its sampling).
+SAVE_EVERY = {"grpo": 2, "sft": 4, "rft": 8}
 
 
 def data_overrides(args) -> list[str]:
@@ -87,7 +94,7 @@ def arm_overrides(args, arm: str, start: Path) -> list[str]:
         f"training_loop.{arm}.learning_rate={args.lr}",
         f"training_loop.{arm}.lr_scheduler_type=constant",
         f"training_loop.{arm}.warmup_steps=0",
-        f"training_loop.{arm}.save_steps={args.save_every}",
+        f"training_loop.{arm}.save_steps={args.save_every or SAVE_EVERY[arm]}",
         f"training_loop.{arm}.save_total_limit=null",
     ]
     if arm != "rft":  # RFT resumes its optimizer every round: its checkpoints keep it
@@ -112,6 +119,29 @@ def training_minutes(run_dir: Path, arm: str) -> dict[int, float]:
         total += seconds + charged.get(step, 0.0)
         out[step] = total / 60
     return out
+
+
+def train_arm(run_dir: Path, arm: str, overrides: list[str], stop_after: float) -> None:
+    """Run one arm and stop it (SIGTERM: the pipeline finishes its step, saves a checkpoint and exits)
+    once its measured training time passes ``stop_after`` minutes: the budgets need no more, and a step
+    count that fits them is not known before the first steps ran."""
+    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides]
+    print("$", " ".join(cmd[1:]), flush=True)
+    with (run_dir.parent / f"{run_dir.name}.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        stopped = False
+        while proc.poll() is None:
+            time.sleep(10)
+            metrics = run_dir / "metrics.jsonl"
+            minutes = training_minutes(run_dir, arm) if metrics.is_file() and not stopped else {}
+            if minutes and max(minutes.values()) > stop_after:
+                print(f"{arm}: {max(minutes.values()):.1f} min of training, stopping it", flush=True)
+                proc.send_signal(signal.SIGTERM)
+                stopped = True
+    if proc.returncode not in (0, 75):  # 75: stopped by the signal, its checkpoint saved
+        raise SystemExit(
+            f"{arm} ended with exit code {proc.returncode}: see {run_dir.parent / run_dir.name}.log"
+        )
 
 
 def at_budget(run_dir: Path, arm: str, minutes: float) -> tuple[int, float] | None:
@@ -139,7 +169,10 @@ def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
             step, took = found
             models[f"{arm} {minutes}min"] = run_dir / "checkpoints" / arm / f"checkpoint-{step}"
             spent[f"{arm} {minutes}min"] = (step, took)
-    extra = (*(f"benchmark.models.{model_key(n)}.dtype={args.dtype}" for n in models),)
+    extra = (
+        *(f"benchmark.models.{model_key(n)}.dtype={args.dtype}" for n in models),
+        f"evaluation/generator={args.generator}",
+    )
     params = args.task_params
     greedy = bench(args.out / "greedy", models, [TASK], params, args.eval_size, args.seed, extra)[TASK]
     sampled = (
@@ -180,6 +213,43 @@ def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
                 cells = [f"{minutes} min", arm, str(step), f"{took:.1f}", f"{e[name].summary.accuracy:.1%}"]
                 print("| " + " | ".join([*cells, change(e["start"], e[name]), versus]) + " |")
     (args.out / "spent.json").write_text(json.dumps(spent, indent=1))
+    chart(args, axes, spent)
+
+
+def chart(args, axes: dict, spent: dict) -> None:
+    """Held-out accuracy against measured training minutes, one line per arm from the shared start
+    (95% Wilson intervals), one panel per axis: ``<out>/curve.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, panels = plt.subplots(1, len(axes), figsize=(5.5 * len(axes), 4), sharey=True, squeeze=False)
+    for panel, (axis, e) in zip(panels[0], axes.items(), strict=True):
+        start = e["start"].summary
+        for arm in ARMS:
+            points = [(0.0, start)] + [
+                (spent[f"{arm} {m}min"][1], e[f"{arm} {m}min"].summary)
+                for m in args.minutes
+                if f"{arm} {m}min" in e
+            ]
+            x = [minutes for minutes, _ in points]
+            y = [s.accuracy * 100 for _, s in points]
+            err = [
+                [(s.accuracy - s.ci_low) * 100 for _, s in points],
+                [(s.ci_high - s.accuracy) * 100 for _, s in points],
+            ]
+            panel.errorbar(x, y, yerr=err, marker="o", capsize=3, label=arm)
+        panel.set_title(f"{axis} (n={start.n})")
+        panel.set_xlabel("training minutes (measured step times)")
+        panel.grid(alpha=0.3)
+    panels[0][0].set_ylabel(f"{TASK} held-out accuracy, % (95% CI)")
+    panels[0][0].legend()
+    fig.suptitle(f"{TASK}, seed {args.seed}: each arm from the same SFT start")
+    fig.tight_layout()
+    fig.savefig(args.out / "curve.png", dpi=120)
+    plt.close(fig)
+    print(f"chart: {args.out / 'curve.png'}")
 
 
 def main() -> None:
@@ -195,12 +265,26 @@ def main() -> None:
     ap.add_argument("--grpo-steps", type=int, default=400, help="more than the largest budget holds")
     ap.add_argument("--sft-steps", type=int, default=1200)
     ap.add_argument("--rft-rounds", type=int, default=60)
-    ap.add_argument("--save-every", type=int, default=8)
+    ap.add_argument(
+        "--save-every", type=int, default=None, help=f"steps between saves (default {SAVE_EVERY})"
+    )
+    ap.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        help="stop an arm after this many training minutes (default: the largest budget)",
+    )
     ap.add_argument("--train-size", type=int, default=4096, help="the arms' training questions")
     ap.add_argument("--lr", type=float, default=1e-5, help="every arm's constant learning rate (GRPO's)")
     ap.add_argument("--eval-size", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=2, help="samples per question at T=1.0 (0: greedy only)")
     ap.add_argument("--dtype", default="float32", help="the evaluated models' dtype (one for all)")
+    ap.add_argument(
+        "--generator",
+        default="vllm",
+        help="evaluation/generator for the evaluation: vllm (3-6x hf on this CPU, the same greedy texts in "
+        "float32: benchmarks/vllm_cpu.md), hf or hf_continuous",
+    )
     ap.add_argument("--start-overrides", nargs="*", default=[], help="for the warm start only (model=tiny)")
     ap.add_argument(
         "--overrides",
@@ -213,7 +297,7 @@ def main() -> None:
     warm = args.out / "start"
     if not (warm / "report.json").is_file():
         run(warm, warm_start(args))
-    start = warm / "checkpoints" / "sft" / f"checkpoint-{args.warm_steps}"
+    start = warm / "final"  # the warm start's model (its checkpoints are cleaned up when the run ends)
     report = json.loads((warm / "report.json").read_text())
     final = next(e for e in report["accuracy"] if e["label"] == "final")
     print(
@@ -222,12 +306,16 @@ def main() -> None:
     if args.stage == "start":
         return
     runs = {arm: args.out / arm for arm in ARMS}
+    # An arm is stopped once past the budgets (no report.json): its step records mark it as trained.
+    overrides = {arm: arm_overrides(args, arm, start.resolve()) for arm in ARMS}
     if args.stage in ("arms", "all"):
         for arm in ARMS if args.arm == "all" else (args.arm,):
-            if not (runs[arm] / "report.json").is_file():
-                run(runs[arm], arm_overrides(args, arm, start.resolve()))
+            if not finished(runs[arm], overrides[arm], record="metrics.jsonl"):
+                stop_after = args.stop_after if args.stop_after is not None else max(args.minutes)
+                train_arm(runs[arm], arm, overrides[arm], stop_after)
     if args.stage in ("eval", "all"):
-        evaluate(args, start.resolve(), {a: d for a, d in runs.items() if (d / "report.json").is_file()})
+        trained = {a: d for a, d in runs.items() if finished(d, overrides[a], record="metrics.jsonl")}
+        evaluate(args, start.resolve(), trained)
 
 
 if __name__ == "__main__":

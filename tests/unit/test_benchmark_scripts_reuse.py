@@ -33,3 +33,17 @@ def test_a_folder_holding_another_runs_report_is_refused(tmp_path, recorded):
     with pytest.raises(SystemExit) as exc:
         finished(run, ["seed=1", "training_loop.grpo.max_steps=8"])
     assert str(run) in str(exc.value) and "delete that folder" in str(exc.value)
+
+
+def test_a_run_stopped_on_purpose_is_reused_by_its_step_records_only_under_its_settings(tmp_path):
+    """benchmarks/rl_where_it_wins.py stops each arm past its budgets, so the run writes no report.json:
+    its metrics.jsonl marks it as trained, under the same settings rule."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "provenance.json").write_text(json.dumps({"overrides": ["seed=1"]}))
+    assert finished(run, ["seed=1"], record="metrics.jsonl") is False  # no step ran yet
+    (run / "metrics.jsonl").write_text("{}\n")
+    assert finished(run, ["seed=1"], record="metrics.jsonl") is True
+    assert finished(run, ["seed=1"]) is False  # no report.json: not a finished run
+    with pytest.raises(SystemExit):
+        finished(run, ["seed=2"], record="metrics.jsonl")
