@@ -172,6 +172,7 @@ def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
     extra = (
         *(f"benchmark.models.{model_key(n)}.dtype={args.dtype}" for n in models),
         f"evaluation/generator={args.generator}",
+        "evaluation.max_new_tokens=32",  # the arms' completion budget (the benchmark's default is 16)
     )
     params = args.task_params
     greedy = bench(args.out / "greedy", models, [TASK], params, args.eval_size, args.seed, extra)[TASK]
@@ -281,9 +282,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", help="the evaluated models' dtype (one for all)")
     ap.add_argument(
         "--generator",
-        default="vllm",
-        help="evaluation/generator for the evaluation: vllm (3-6x hf on this CPU, the same greedy texts in "
-        "float32: benchmarks/vllm_cpu.md), hf or hf_continuous",
+        default="hf",
+        help="evaluation/generator: hf, hf_continuous or vllm (3-6x hf on an AVX512 CPU, benchmarks/vllm_cpu.md; "
+        "on an AVX2-only CPU it was slower than hf: rl_where_it_wins.md)",
     )
     ap.add_argument("--start-overrides", nargs="*", default=[], help="for the warm start only (model=tiny)")
     ap.add_argument(
