@@ -132,8 +132,10 @@ def train_arm(run_dir: Path, arm: str, overrides: list[str], stop_after: float) 
         stopped = False
         while proc.poll() is None:
             time.sleep(10)
-            metrics = run_dir / "metrics.jsonl"
-            minutes = training_minutes(run_dir, arm) if metrics.is_file() and not stopped else {}
+            try:  # the run appends a line at a time: a poll can land mid-line
+                minutes = training_minutes(run_dir, arm) if not stopped else {}
+            except (OSError, ValueError, KeyError):
+                minutes = {}
             if minutes and max(minutes.values()) > stop_after:
                 print(f"{arm}: {max(minutes.values()):.1f} min of training, stopping it", flush=True)
                 proc.send_signal(signal.SIGTERM)
