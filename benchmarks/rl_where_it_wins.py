@@ -13,7 +13,8 @@ Stages; each is reused when its files exist, so the benchmark runs in budgets (`
    between 10% and 60% (room to learn, and a learning signal for GRPO and RFT).
 2. ``arms``: from that checkpoint, each with the same constant learning rate (``--lr``) and seed,
    saving every ``--save-every`` optimizer steps: ``grpo`` (training_loop=grpo), ``sft`` (more SFT on
-   the references) and ``rft`` (training_loop=rft). Each runs past ``--minutes`` of training.
+   the references) and ``rft`` (training_loop=rft). Each is stopped (SIGTERM, its checkpoint kept) once
+   its measured training time passes the largest of ``--minutes`` (or ``--stop-after``).
 3. ``eval``: per arm, the last saved checkpoint whose measured training time (the pipeline's own step
    times; RFT's sampling time included) is within ``--minutes``; the start and these go through the
    benchmark app, greedy and sampled (T=1.0, ``--samples`` per question), on ``--eval-size`` held-out
