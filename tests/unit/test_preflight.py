@@ -30,7 +30,9 @@ def test_7b_qlora_fits_24_gb():
     )
     assert fits("7B", plan, 24)
     weights = estimate(QWEN["7B"], plan, 24)["weights"]
-    assert 4.0 < weights < 6.0  # ~0.52 bytes/param for the 4-bit body, 16-bit embeddings
+    # ~0.52 bytes/param for the 4-bit body (3.2 GB); the untied embeddings and LM head (1.09B params)
+    # in fp32 after PEFT's prepare_model_for_kbit_training (4.1 GB; 2.0 GB if they stayed 16-bit)
+    assert 6.5 < weights < 8.0
 
 
 def test_small_models_fit_where_expected():

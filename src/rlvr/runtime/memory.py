@@ -6,7 +6,7 @@ each thing a training process keeps (GB, 2**30 bytes; measured against shape mod
 this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
 
 - weights: parameters x bytes per parameter (fp32 4, bf16/fp16 2, 8-bit 1, NF4 ~0.52 with double
-  quantisation, the embeddings and LM head kept in 16-bit);
+  quantisation, the embeddings and LM head unquantised: in fp32 under QLoRA, see :func:`kbit_prepared`);
 - autocast copies: a model held in fp32 but trained in bf16/fp16 keeps a 16-bit copy of each weight
   that a matmul used, until the backward pass has used it (2 bytes per parameter);
 - gradients and optimizer state for the trainable parameters: transformers' Trainer runs
@@ -16,8 +16,8 @@ this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
 - activations saved for backward, per token and layer (bf16 under autocast, SDPA's fused kernels,
   which keep no s x s score matrix): ``16 h + 6 q + 4 kv + 8 i`` bytes for a Llama/Qwen block
   (h hidden, q and kv the query and key/value widths, i the MLP width), 1.5x that with an fp32
-  residual stream; with gradient checkpointing each layer keeps its 16-bit input (2 h) and one
-  layer is recomputed at a time (up to 1.5x its activations, measured);
+  residual stream (an fp32 model, or QLoRA); with gradient checkpointing each layer keeps its input
+  (2 h bytes, 4 h in fp32) and one layer is recomputed at a time (up to 1.5x its activations, measured);
 - logits: TRL's fused LM head scores the completion tokens in tiles and never holds the
   (batch, sequence, vocabulary) logits, so what remains is a tile's worth (LOGIT_ROWS rows of
   fp32 logits, softmax and gradient); generation holds one step's fp32 logits for the generation
@@ -167,16 +167,25 @@ def adapter_params(shape: Shape, plan: Plan) -> float:
     return float(plan.lora_r or 0) * per_layer * shape.layers
 
 
+def kbit_prepared(plan: Plan) -> bool:
+    """QLoRA: rlvr's loader runs PEFT's ``prepare_model_for_kbit_training``, which casts every
+    parameter left in 16-bit (the embeddings, the LM head, the norms) to fp32, so the embeddings
+    take 4 bytes a parameter and the residual stream runs in fp32 (measured on an H200: the
+    estimate without this was 0.78-0.87x of the peak; benchmarks/memory_preflight.md)."""
+    return bool(plan.quantization and plan.lora_r)
+
+
 def activation_bytes_per_token(shape: Shape, plan: Plan) -> float:
     """Bytes one token keeps for backward across all layers."""
     d = shape.dims
     block = float(16 * d["h"] + 6 * d["q"] + 4 * d["kv"] + 8 * d["i"])
-    if plan.dtype == "float32":  # fp32 residual stream and norms beside the 16-bit matmul inputs
+    fp32_stream = plan.dtype == "float32" or kbit_prepared(plan)
+    if fp32_stream:  # fp32 residual stream and norms beside the 16-bit matmul inputs
         block *= 1.5
     if plan.precision == "fp32":
         block *= 2.0
     if plan.activation_checkpointing:
-        stream = 4 if plan.dtype == "float32" else 2
+        stream = 4 if fp32_stream else 2
         return shape.layers * stream * d["h"] + RECOMPUTE * block
     return shape.layers * block
 
@@ -196,8 +205,11 @@ def estimate(shape: Shape, plan: Plan, device_gb: float) -> dict[str, float]:
     """GB per term for one process; :func:`peak` combines them."""
     wbytes = WEIGHT_BYTES[plan.quantization or plan.dtype]
     embed = shape.embedding_params
-    # quantised: the embeddings and lm_head stay in 16-bit
-    weights = (shape.params - embed) * wbytes + embed * 2.0 if plan.quantization else shape.params * wbytes
+    # quantised: the embeddings and lm_head stay unquantised (in fp32 once prepared for QLoRA)
+    embed_bytes = 4.0 if kbit_prepared(plan) else 2.0
+    weights = (
+        (shape.params - embed) * wbytes + embed * embed_bytes if plan.quantization else shape.params * wbytes
+    )
     sixteen_bit = plan.precision in ("bf16", "fp16")
     autocast = (
         shape.params * 2.0 if sixteen_bit and plan.dtype == "float32" and not plan.quantization else 0.0
