@@ -122,7 +122,9 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, "rlvr_example_plugin")
     from rlvr_example_plugin.data import SlowChecker
 
-    with verifier_pool(num_workers=1, timeout_s=3.0) as pool:
+    # 6 s: at 3 s the fast check timed out on a 2-core machine running a benchmark beside the suite;
+    # the slow check sleeps 60 s, so it is still killed.
+    with verifier_pool(num_workers=1, timeout_s=6.0) as pool:
         fast, slow, after = pool.score(
             [
                 ScoreRequest("qa", "ok", entry("ok", SlowChecker(0.0))),
