@@ -22,7 +22,8 @@ from rlvr.verifier.screen import SCREENS
 
 EVAL_TASKS = sorted(SCREENS)  # the nine tasks whose verifiers eval / parse_expr the answer
 TIMEOUT_S = 1.5
-MARGIN_S = 6.0  # scheduling noise on a loaded 2-core machine (2.0 ran out beside a benchmark); far below a hang
+# scheduling noise on a loaded 2-core machine (2.0 ran out beside a benchmark); far below a hang
+MARGIN_S = 6.0
 
 
 def make_entries(task: str, size: int, seed: int = 0, **params) -> list[dict]:
