@@ -45,9 +45,10 @@ try:
 except OSError:
     print("no report")
     sys.exit()
-acc = r.get("accuracy", {})
+acc = ", ".join(f"{e['label']} {e['accuracy']:.1%} (n={e['n']})" for e in r.get("accuracy", []))
+sft = r.get("throughput", {}).get("sft") or {}
 print(f"wall {r.get('wall_seconds')} s, train {r.get('train_seconds')}, steps {r.get('steps')}, "
-      f"accuracy {json.dumps(acc)[:300]}, sft {r.get('throughput', {}).get('sft')}")
+      f"accuracy {acc}; sft {sft.get('tokens_per_second')} tokens/s, MFU {sft.get('mfu')}")
 EOF
 )"
 }
