@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import ROOT, conf_checker, verifier_pool
 
 from rlvr.config.errors import ConfigValidationError
-from rlvr.config.trust import PLUGINS_ENV
+from rlvr.security.trust import PLUGINS_ENV
 from rlvr.verifier import ScoreRequest
 from rlvr.verifier.checkers import build
 
@@ -139,7 +139,7 @@ def test_plugin_checker_runs_in_sandbox_with_its_timeout(monkeypatch):
 
 def test_the_worker_judges_a_checker_by_the_pipelines_trust_rule():
     """The worker instantiates a checker as the pipeline instantiates any _target_ (Hydra, after
-    rlvr.config.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
+    rlvr.security.trust.judge_target): a path spelt inside rlvr that resolves elsewhere is refused
     for where it is defined, and an rlvr class that is no Checker is not built."""
     smuggled = {
         **entry("1", conf_checker("math_verify")),

@@ -131,7 +131,7 @@ def test_a_swept_experiment_that_turns_it_on_is_refused(tmp_path):
 
 def test_inside_a_job_the_gate_holds_the_rule_on_the_jobs_own_command_line():
     """A job a launcher starts (or requeues) is checked again from Hydra's record of its overrides."""
-    from rlvr.config.gate import _code_issues
+    from rlvr.security.hydra_policy import job_code_issues
 
     def issues_for(overrides: list[str], container: dict, params: dict | None = None) -> list[str]:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -139,7 +139,7 @@ def test_inside_a_job_the_gate_holds_the_rule_on_the_jobs_own_command_line():
         cfg.hydra.sweeper.params = params
         HydraConfig.instance().set_config(cfg)
         try:
-            return [i.key for i in _code_issues(container)]
+            return [i.key for i in job_code_issues(container)]
         finally:
             HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
@@ -153,7 +153,7 @@ def test_inside_a_job_the_gate_holds_the_rule_on_the_jobs_own_command_line():
 
 
 def test_shipped_configs_widen_nothing():
-    from rlvr.config.trust import code_setting_issues
+    from rlvr.security.trust import code_setting_issues
 
     for name in ("config", "benchmark"):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -10,12 +10,12 @@ from hydra.utils import instantiate
 from tests.conftest import ROOT, compose_config, conf_checker, verifier_pool
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
-from rlvr.config.trust import PLUGINS_ENV
 from rlvr.config.validation import check_targets
 from rlvr.data import FileData, identity
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
 from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
+from rlvr.security.trust import PLUGINS_ENV
 from rlvr.verifier import ScoreRequest
 from rlvr.verifier.checkers import ExactMatch, MathVerify
 

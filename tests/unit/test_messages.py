@@ -8,7 +8,7 @@ from tests.conftest import ROOT
 
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
-from rlvr.config.trust import PLUGINS_ENV, judge_target
+from rlvr.security.trust import PLUGINS_ENV, judge_target
 from rlvr.training_loop.loop import trl_check_fix
 
 SCRIPT = ROOT / "run_pipeline.py"

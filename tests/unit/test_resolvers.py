@@ -11,11 +11,11 @@ from omegaconf import OmegaConf
 from tests.conftest import compose_config
 
 import rlvr  # noqa: F401  (registers the resolvers, as run_pipeline.py's imports do)
-from rlvr.config import resolvers
+from rlvr import prompt_families as resolvers
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
-from rlvr.config.resolvers import FAMILIES, RESOLVER_NAMES, ResolverArgumentError, family_of, marker
-from rlvr.config.trust import SAFE_RESOLVERS, check_resolvers
+from rlvr.prompt_families import FAMILIES, RESOLVER_NAMES, ResolverArgumentError, family_of, marker
+from rlvr.security.trust import SAFE_RESOLVERS, check_resolvers
 
 
 def test_markers_per_family():

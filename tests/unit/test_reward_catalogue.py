@@ -12,10 +12,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT, compose_config, verifier_pool
 
-from rlvr.config.resolvers import FAMILIES
-from rlvr.config.trust import PLUGINS_ENV
 from rlvr.config.validation import check_targets
 from rlvr.pipeline.wiring import runtime_args
+from rlvr.prompt_families import FAMILIES
 from rlvr.prompts import PromptTemplate
 from rlvr.reward import (
     AnswerMatchReward,
@@ -27,6 +26,7 @@ from rlvr.reward import (
     RewardSet,
 )
 from rlvr.reward.catalogue import parse_number
+from rlvr.security.trust import PLUGINS_ENV
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 TERM_FILES = sorted(f.stem for f in (CONF / "reward" / "terms").glob("*.yaml"))

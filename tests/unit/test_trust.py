@@ -13,9 +13,10 @@ from tests.conftest import CONF, ROOT
 
 from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
-from rlvr.config.hydra_check import check_hydra_node, preflight
-from rlvr.config.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
+from rlvr.config.hydra_check import preflight
 from rlvr.config.validation import check_targets
+from rlvr.security.hydra_policy import check_hydra_node
+from rlvr.security.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
 
 PLUGIN_DIR = ROOT / "tests" / "plugins"
 
@@ -29,7 +30,7 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
         "importlib.import_module",
         # a path spelt inside rlvr that walks into another module's attribute
         "rlvr.runtime.disk.shutil.copyfile",
-        "rlvr.config.trust.importlib.import_module",
+        "rlvr.security.trust.importlib.import_module",
         "rlvr.pipeline.wiring.instantiate",
         "rlvr.model.loader.Path",
         # modules, dunder escapes, and rlvr's own helper functions that write files

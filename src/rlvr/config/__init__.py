@@ -1,3 +1,3 @@
-"""The one config gate: what a config may name (trust), the check before Hydra (hydra_check),
-the check after composition (gate, validation), config errors, resolvers, bounded YAML and the
-memory check."""
+"""The one config gate: the check before Hydra (hydra_check), the check after composition (gate;
+validation: every ``_target_`` node bound to its class's constructor, the schema), config errors.
+What a config may make the program do is the trust boundary's (rlvr.security)."""

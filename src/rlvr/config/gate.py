@@ -11,31 +11,24 @@ checks, reporting every problem at once. Command-line mistakes the check before 
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
-from rlvr.config.trust import (
-    check_resolvers,
-    code_setting_issues,
-    credential_issues,
-    rebuilt_interpolations,
-    secret_path_issue,
-)
 from rlvr.config.validation import check_targets, run_key_issues
+from rlvr.security.hydra_policy import job_code_issues, output_dir_issues
+from rlvr.security.trust import check_resolvers, credential_issues, rebuilt_interpolations
 
 
 def _resolved(cfg: DictConfig) -> Any:
-    """The config resolved to plain data; a value a resolver refuses (rlvr.config.resolvers) becomes a
+    """The config resolved to plain data; a value a resolver refuses (rlvr.prompt_families) becomes a
     ConfigIssue naming the key, the value as written and the resolver's rule."""
     from omegaconf.errors import InterpolationResolutionError
 
-    from rlvr.config.resolvers import ResolverArgumentError
+    from rlvr.prompt_families import ResolverArgumentError
 
     try:
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
@@ -73,8 +66,8 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     # Resolving records every value oc.env returns (rlvr.runtime.secrets.watch_env_reads): from here on
     # they are masked in every output of this process.
     container = _resolved(cfg)
-    issues = credential_issues(container) + rebuilt_interpolations(container) + _output_dir_issues()
-    issues += _code_issues(container)
+    issues = credential_issues(container) + rebuilt_interpolations(container) + output_dir_issues()
+    issues += job_code_issues(container)
     if issues:
         refuse(issues)
     resolved = OmegaConf.create(container)
@@ -84,39 +77,6 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     if issues:
         refuse(issues)
     return resolved
-
-
-def _output_dir_issues() -> list[ConfigIssue]:
-    """Inside a Hydra job: its output directory (a sweep point's subdir included, which the check
-    before Hydra may not resolve) must not hold a secret; refused before the app writes anything."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return []
-    hydra_node = HydraConfig.get()
-    for node in ("run", "sweep"):  # resolving records the environment reads in them
-        with contextlib.suppress(OmegaConfBaseException):
-            OmegaConf.to_container(hydra_node[node], resolve=True)
-    issue = secret_path_issue("hydra.runtime.output_dir", str(hydra_node.runtime.output_dir))
-    return [] if issue is None else [issue]
-
-
-def _code_issues(container: Any) -> list[ConfigIssue]:
-    """Inside a Hydra job: settings that make a library run a model's own code (rlvr.config.trust.
-    CODE_SETTINGS) only where this job's command-line overrides set them; a sweeper's ``params``
-    are a config file's. The check before Hydra refused them already, naming the file; this one holds
-    for every job a launcher starts (a requeued one too). A Python caller composes its own config."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if not HydraConfig.initialized():
-        return []
-    hydra_node = HydraConfig.get()
-    params = OmegaConf.to_container(hydra_node.sweeper, resolve=False).get("params") or {}
-    typed = {
-        o.key_or_group for o in OverridesParser.create().parse_overrides(list(hydra_node.overrides.task))
-    }
-    return code_setting_issues(container, typed - set(params))
 
 
 # Command-line overrides of keys that do not exist, named by the check before Hydra (which hands

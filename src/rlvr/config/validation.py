@@ -1,7 +1,7 @@
 """Config checks that need no component: what each ``_target_`` is, and argument binding against signatures.
 
 Whether a target may be instantiated at all is decided on the imported object by
-:func:`rlvr.config.trust.judge_target` (where it is defined, not how its path is
+:func:`rlvr.security.trust.judge_target` (where it is defined, not how its path is
 spelt). Arguments are bound against each target's signature (torchtune's approach),
 so a misspelt key fails with its path and the valid names, before anything loads; each value is
 validated with pydantic against its parameter's annotation, which is also where a component
@@ -24,7 +24,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from rlvr.config.errors import ConfigIssue, suggest
-from rlvr.config.trust import judge_target
+from rlvr.security.trust import judge_target
 
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 # Slots whose every entry is a component of its own (dicts keyed by name, STYLE.md 4).

@@ -179,7 +179,7 @@ def _build_cached(spec_json: str) -> Checker:
 
     from hydra.utils import get_object, instantiate
 
-    from rlvr.config.trust import judge_target
+    from rlvr.security.trust import judge_target
 
     spec = json.loads(spec_json)
     # Entries come from the run's own (trust-checked) config, but the worker judges the target again

@@ -12,8 +12,8 @@ judged on the imported object (where it is *defined*), not on the spelling of th
 path, so ``rlvr.some_module.shutil.copyfile`` is refused. Resolvers are limited to a
 safe set and targets are judged after resolution, so a resolver cannot build a node
 after the check. Hydra's own settings are judged before Hydra starts
-(:mod:`rlvr.config.hydra_check`); everything else by the gate after composition
-(:mod:`rlvr.config.gate`).
+(:mod:`rlvr.security.hydra_policy`, called by :mod:`rlvr.config.hydra_check`); everything else
+by the gate after composition (:mod:`rlvr.config.gate`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ PLUGINS_ENV = "RLVR_PLUGINS"
 PROJECT_PACKAGE = "rlvr"
 # The only functions a config may name in this package: the apps run_pipeline.py dispatches to.
 APP_FUNCTIONS = frozenset({"rlvr.app.train", "rlvr.benchmark.runner.run"})
-# rlvr.marker / rlvr.family_of are pure table look-ups (rlvr.config.resolvers; tests/unit/test_resolvers.py
+# rlvr.marker / rlvr.family_of are pure table look-ups (rlvr.prompt_families; tests/unit/test_resolvers.py
 # plays the attacker). Any resolver added here must be as pure: no I/O, no environment, no code.
 SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select", "rlvr.marker", "rlvr.family_of"})
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")

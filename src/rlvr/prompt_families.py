@@ -1,7 +1,7 @@
 """Custom OmegaConf resolvers that pick a model family's reasoning and answer markers.
 
 Registered once, when the ``rlvr`` package is imported (run_pipeline.py imports it before Hydra
-composes anything), and allowed by the config trust check (``rlvr.config.trust.SAFE_RESOLVERS``).
+composes anything), and allowed by the config trust check (``rlvr.security.trust.SAFE_RESOLVERS``).
 Both are pure table look-ups: they read no file, no environment variable and run no code named
 by their arguments; an argument outside the table is refused with the allowed values, and every
 value they can return is a fixed string written below (never one holding ``${``, so a resolved
@@ -64,7 +64,7 @@ def _family(family: object) -> Markers:
     if not isinstance(family, str) or family not in FAMILIES:
         raise ResolverArgumentError(
             f"{family!r} is not a prompt family; the families are {sorted(FAMILIES)} "
-            "(add one to rlvr.config.resolvers.FAMILIES)"
+            "(add one to rlvr.prompt_families.FAMILIES)"
         )
     return FAMILIES[family]
 
