@@ -417,6 +417,7 @@ def _sweep_issues(overrides: list[str]) -> list[ConfigIssue]:
     return issues
 
 
+# -- settings that run a model's own code, and where a config file set them -------------------------
 def code_issues(
     hydra: Any, config_name: str, typed: list[str], composed: list[tuple[DictConfig, list[str], Any]]
 ) -> list[ConfigIssue]:
@@ -472,6 +473,7 @@ def _origin(hydra: Any, config_name: str, overrides: list[str], mode: Any, key: 
 _MISSING = object()
 
 
+# -- the composed config as a whole, and each sweep point's Hydra node ------------------------------
 def hydra_issues(
     cfg: DictConfig, job_hydra_nodes: list[DictConfig], multirun: bool, overrides: list[str]
 ) -> list[ConfigIssue]:
@@ -515,6 +517,7 @@ def config_file_issues(search_path: Any) -> list[ConfigIssue]:
     return issues
 
 
+# -- where a run writes -----------------------------------------------------------------------------
 def run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
     """The run (or sweep) directory must not hold a secret; an existing one holding a symlink is
     refused before Hydra opens its log file there (in append mode, which would follow a planted link);
@@ -580,7 +583,6 @@ def _point_dirs(sweep_dir: Path, depth: int = 3) -> list[Path]:
     return found
 
 
-# -- where a run writes ------------------------------------------------------------------------------
 # hydra.sweep.subdir may hold only these interpolations: each sweep point gets its own folder.
 _SUBDIR_PARTS = re.compile(r"\$\{hydra\.job\.(num|override_dirname)\}")
 
