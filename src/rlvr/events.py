@@ -98,7 +98,7 @@ class CheckpointSaved:
 
 
 @dataclass(frozen=True)
-class Warning_:
+class RunWarning:
     message: str
     step: int | None = None
 

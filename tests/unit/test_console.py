@@ -36,7 +36,7 @@ def run_events(observer: ConsoleObserver) -> None:
     observer.on_phase_end(ev.PhaseEnd("sft", 4, 4, 1.0))
     observer.on_evaluation(make_eval_result("after_sft", 4, 2, n=4))  # the run's total: 4; reused
     observer.on_train_step(ev.TrainStep("grpo", 1, 4, {}))
-    observer.on_warning(ev.Warning_("no reward variance", step=1))
+    observer.on_warning(ev.RunWarning("no reward variance", step=1))
     evaluate(observer, "grpo", 2, 3)
     observer.on_phase_end(ev.PhaseEnd("grpo", 4, 4, 1.0))
     evaluate(observer, "final", 8, 3)  # the run's total: 4 + 4

@@ -80,7 +80,7 @@ def test_a_default_is_not_an_environment_read_and_short_values_are_not_masked(mo
 def test_redact_masks_by_what_a_value_is_in_every_shape(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf-env-value-0042")  # a credential variable, read or not
     secrets.mark_secret(SECRET)
-    event = ev.Warning_(f"could not open {SECRET}")
+    event = ev.RunWarning(f"could not open {SECRET}")
     data = {
         "note": f"x {SECRET} y",
         "nested": [("a", SECRET), {"deep": "hf-env-value-0042"}],
@@ -98,7 +98,7 @@ def test_redact_masks_by_what_a_value_is_in_every_shape(monkeypatch):
     assert out["nested"] == [("a", REDACTED), {"deep": REDACTED}]
     assert out["api_key"] == REDACTED
     assert out["path"] == Path(f"/runs/{REDACTED}")
-    assert out["event"] == ev.Warning_(f"could not open {REDACTED}") and event.message.endswith(SECRET)
+    assert out["event"] == ev.RunWarning(f"could not open {REDACTED}") and event.message.endswith(SECRET)
     assert (
         SECRET not in str(out["error"])
         and "FileNotFoundError" in f"{type(out['error']).__name__}{out['error']}"
@@ -164,7 +164,7 @@ def test_observers_receive_every_event_masked():
     recorder = Recorder()
     hub = ObserverHub({"r": recorder})
     hub.emit(ev.PipelineStart(Path("/runs/x"), {"data": {"name": f"gsm-{SECRET}"}}))
-    hub.emit(ev.Warning_(f"resume: {SECRET}"))
+    hub.emit(ev.RunWarning(f"resume: {SECRET}"))
     hub.emit(ev.ErrorEvent("data", ValueError(f"row 3 of {SECRET}.jsonl")))
     hub.emit(ev.TrainStep("grpo", 1, 2, {f"grpo/reward/task/{SECRET}/mean": 0.5}))
     seen = repr(recorder.seen) + "".join(str(e.error) for e in recorder.seen if isinstance(e, ev.ErrorEvent))

@@ -48,7 +48,7 @@ def test_zero_variance_warning_uses_the_pipelines_group_check(ours, warns):
     bridge.on_step_end(None, state, None)
     # TRL's own fraction says 0.0 (its float32 std check misses equal non-zero rewards).
     bridge.on_log(None, state, None, logs={"loss": 0.0, "frac_reward_zero_std": 0.0})
-    warnings = [e for e in emitted if isinstance(e, ev.Warning_)]
+    warnings = [e for e in emitted if isinstance(e, ev.RunWarning)]
     assert bool(warnings) is warns
     assert any(isinstance(e, ev.TrainStep) for e in emitted)
 
@@ -103,7 +103,7 @@ def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
         bridge.on_step_begin(None, state, None)
         bridge.on_step_end(None, state, None)
         bridge.on_log(None, state, None, logs={"reward": reward})
-    hacking = [e for e in emitted if isinstance(e, ev.Warning_) and "reward hacking" in e.message]
+    hacking = [e for e in emitted if isinstance(e, ev.RunWarning) and "reward hacking" in e.message]
     assert bool(hacking) is warns
 
 

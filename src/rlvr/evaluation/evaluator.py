@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
@@ -22,6 +22,7 @@ from rlvr.config.errors import ConfigIssue, key_issues
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
+from rlvr.verifier.sandbox import Scorer
 
 if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of config checks
     from datasets import Dataset
@@ -29,7 +30,6 @@ if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of c
 
     from rlvr.evaluation.generation import Generator, SamplingConfig
     from rlvr.observers.base import ProgressHandle
-    from rlvr.verifier import Score, ScoreRequest
 
 
 class EvaluationBackend(Protocol):
@@ -40,12 +40,6 @@ class EvaluationBackend(Protocol):
     def __call__(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sampling: SamplingConfig
     ) -> Generator: ...
-
-
-class Scorer(Protocol):
-    """What evaluation needs from the verifier sandbox (rlvr.verifier.VerifierPool)."""
-
-    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
 
 @dataclass(frozen=True)

@@ -245,7 +245,7 @@ class ConsoleObserver(Observer):
     def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
         self.console.print(f"  checkpoint ({event.phase} step {event.step}): {event.path}")
 
-    def on_warning(self, event: ev.Warning_) -> None:
+    def on_warning(self, event: ev.RunWarning) -> None:
         # A step-numbered warning comes from the training phase that is running.
         phase = f"{self._last_step.phase} " if self._last_step is not None else ""
         where = f" ({phase}step {event.step})" if event.step is not None else ""

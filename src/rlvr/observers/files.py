@@ -83,7 +83,7 @@ class JsonlObserver(Observer):
     def on_checkpoint(self, event: ev.CheckpointSaved) -> None:
         self._write("checkpoint", asdict(event))
 
-    def on_warning(self, event: ev.Warning_) -> None:
+    def on_warning(self, event: ev.RunWarning) -> None:
         self._write("warning", asdict(event))
 
     def on_error(self, event: ev.ErrorEvent) -> None:

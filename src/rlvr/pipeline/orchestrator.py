@@ -127,7 +127,7 @@ def load_model(ctx: RunContext) -> None:
         c.model, c.training_loop, c.distributed, ctx.data.train, ctx.loaded.tokenizer, c.prompts
     )
     for warning in warnings:
-        ctx.hub.emit(ev.Warning_(warning))
+        ctx.hub.emit(ev.RunWarning(warning))
     refuse(issues)
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
@@ -162,7 +162,7 @@ def load_history(ctx: RunContext) -> None:
     ctx.evals.continue_from(ctx.history)
     problems = [ctx.attempts.problem] if ctx.attempts.problem else []
     for note in [*problems, *ctx.history.notes]:
-        ctx.hub.emit(ev.Warning_(f"resume: {note}"))
+        ctx.hub.emit(ev.RunWarning(f"resume: {note}"))
     if ctx.history.evaluations:
         names = ", ".join(f"{e.label} step {e.step}" for e in ctx.history.evaluations)
         print(f"resume: reusing {len(ctx.history.evaluations)} evaluation(s) from earlier attempts: {names}")
@@ -321,7 +321,7 @@ class PipelineOrchestrator:
         fault = fault_of(exc, stage, self.run_dir)
         hint = None if fault else low_disk_hint(self.run_dir)
         if hint:
-            ctx.hub.emit(ev.Warning_(hint))
+            ctx.hub.emit(ev.RunWarning(hint))
         ctx.hub.emit(ev.ErrorEvent(stage, fault or exc))
         if not ctx.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
             distributed.print_error(fault or exc)

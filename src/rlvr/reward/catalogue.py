@@ -24,7 +24,8 @@ from pydantic import Field
 from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.prompts import PromptTemplate
-from rlvr.reward.terms import CorrectnessReward, Scorer, _Term, completion_text
+from rlvr.reward.terms import CorrectnessReward, _Term, completion_text
+from rlvr.verifier.sandbox import Scorer
 
 
 class AnswerMatchReward(CorrectnessReward):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Protocol
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -20,15 +20,10 @@ from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.prompts import PromptTemplate
 from rlvr.reward.timeout import Deadline, plugin_module
+from rlvr.verifier.sandbox import Scorer
 
 # The ceiling of reward.plugin_timeout_s: a call is one generation batch of one term.
 MAX_TIMEOUT_S = 3600.0
-
-
-class Scorer(Protocol):
-    """What rewards need from the verifier sandbox (rlvr.verifier.VerifierPool)."""
-
-    def score(self, requests: Sequence[Any]) -> list[Any]: ...
 
 
 def completion_text(completion: Any) -> str:

@@ -101,7 +101,7 @@ class EventBridge(TrainerCallback):
             # First occurrence, then every 10th, so a long flat run does not flood the console.
             if self._zero_var_steps == 1 or self._zero_var_steps % 10 == 0:
                 self.emit(
-                    ev.Warning_(
+                    ev.RunWarning(
                         f"no reward variance in any group ({self._zero_var_steps} step(s) so far): GRPO learns "
                         "nothing from such a batch. Try an SFT warm start, a higher temperature, more "
                         "num_generations or an easier task.",
@@ -130,7 +130,7 @@ class EventBridge(TrainerCallback):
             return
         if now > before and result.accuracy < previous.accuracy:
             self.emit(
-                ev.Warning_(
+                ev.RunWarning(
                     f"train reward rose ({before:.3f} -> {now:.3f}) while held-out accuracy fell "
                     f"({previous.accuracy:.1%} -> {result.accuracy:.1%}): possible reward hacking or overfitting",
                     step=result.step,

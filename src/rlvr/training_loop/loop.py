@@ -425,7 +425,7 @@ class SFTPhase(_Phase):
             return args
         if session.fits is not None and not session.fits(size, "sft"):
             session.emit(
-                ev.Warning_(
+                ev.RunWarning(
                     f"training_loop.sft.cuda_batch_size={size}: the memory estimate does not fit this GPU; "
                     f"SFT keeps per_device_train_batch_size={args.per_device_train_batch_size}"
                 )
@@ -573,7 +573,7 @@ class GRPOPhase(_Phase):
             processing_class=session.tokenizer,
             callbacks=callbacks,
             signal=grpo_signal.SignalSettings.from_config(self.signal_node),
-            warn=lambda message: session.emit(ev.Warning_(message)),
+            warn=lambda message: session.emit(ev.RunWarning(message)),
             **extra,
         )
 
@@ -662,7 +662,7 @@ class GRPOLoop:
         """
         outcome = TrainOutcome(model=model, hardware=self.hardware.record())
         for message in hardware.warnings(self.device, self.precision):
-            session.emit(ev.Warning_(message))
+            session.emit(ev.RunWarning(message))
         resumed_phase, checkpoint = resume if resume else (None, None)
         # A checkpoint holds the weights the earlier phases trained: they are skipped.
         phases = [p for p in self.phases if p.enabled]

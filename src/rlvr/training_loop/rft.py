@@ -294,7 +294,7 @@ class RFTPhase(_Phase):
             current = self.done[self._training]
             if not current.rows:
                 session.emit(
-                    ev.Warning_(
+                    ev.RunWarning(
                         f"rft round {current.index}: none of {int(current.stats['samples'])} samples was "
                         "verified, so the phase stops here; warm start with SFT (or RFT from a model that "
                         "answers in the format), or use an easier task",

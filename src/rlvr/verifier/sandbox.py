@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from typing import Protocol
 
 from rlvr.verifier import worker as worker_module
 from rlvr.verifier.entries import from_json_safe
@@ -99,6 +100,12 @@ class Score:
     value: float
     status: str
     detail: str = ""
+
+
+class Scorer(Protocol):
+    """What rewards and evaluation need from a verifier: :class:`VerifierPool` is the one they get."""
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[Score]: ...
 
 
 def verifier_task(request: ScoreRequest) -> str:
