@@ -10,7 +10,7 @@ the YAML on purpose).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
@@ -18,6 +18,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.runtime.secrets import redact
+
+if TYPE_CHECKING:  # the gate imports this module: the components' heavy imports stay out of it
+    from rlvr.data.base import DataComponent
+    from rlvr.evaluation.evaluator import Evaluator
+    from rlvr.model.loader import HFModel
+    from rlvr.model.unsloth import UnslothModel
+    from rlvr.observers.base import Observer
+    from rlvr.prompts import PromptTemplate
+    from rlvr.reward.terms import RewardSet
+    from rlvr.runtime.distributed import Distributed
+    from rlvr.training_loop.loop import GRPOLoop
+    from rlvr.verifier.sandbox import VerifierPool
 
 
 @dataclass(frozen=True)
@@ -50,15 +62,15 @@ OPTIONAL_KEYS = ("distributed",)
 class Components:
     """A training run's built components (:func:`build_run`)."""
 
-    data: Any
-    model: Any
-    prompts: Any
-    reward: Any
-    verifier: Any
-    training_loop: Any
-    evaluation: Any
-    observers: dict[str, Any]
-    distributed: Any = None  # rlvr.runtime.distributed.Distributed; None = one process
+    data: DataComponent
+    model: HFModel | UnslothModel
+    prompts: PromptTemplate
+    reward: RewardSet
+    verifier: VerifierPool
+    training_loop: GRPOLoop
+    evaluation: Evaluator
+    observers: dict[str, Observer]
+    distributed: Distributed | None = None  # None = one process
 
 
 @dataclass
