@@ -203,8 +203,16 @@ def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
     )
     print("start: " + ", ".join(f"{axis} {e['start'].summary.accuracy:.1%}" for axis, e in axes.items()))
     for axis, e in axes.items():
+        # the sampled axis: accuracy is pass@1 (the mean over the samples); pass@k from all k of them
+        k = args.samples if axis == "sampled" else None
+        head = ["budget", "arm", "step", "train min", "accuracy", *([f"pass@{k}"] if k else [])]
+        head += ["vs start", "GRPO vs this arm"]
+        print(f"\n{axis}\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+        start_pass = [f"{e['start'].summary.pass_at_k.get(k, float('nan')):.1%}"] if k else []
         print(
-            f"\n{axis}\n| budget | arm | step | train min | accuracy | vs start | GRPO vs this arm |\n|---|---|---|---|---|---|---|"
+            "| 0 | start | - | - | "
+            + " | ".join([f"{e['start'].summary.accuracy:.1%}", *start_pass])
+            + " | | |"
         )
         for minutes in args.minutes:
             grpo = e.get(f"grpo {minutes}min")
@@ -215,6 +223,7 @@ def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
                 step, took = spent[name]
                 versus = change(e[name], grpo) if grpo is not None and arm != "grpo" else ""
                 cells = [f"{minutes} min", arm, str(step), f"{took:.1f}", f"{e[name].summary.accuracy:.1%}"]
+                cells += [f"{e[name].summary.pass_at_k.get(k, float('nan')):.1%}"] if k else []
                 print("| " + " | ".join([*cells, change(e["start"], e[name]), versus]) + " |")
     (args.out / "spent.json").write_text(json.dumps(spent, indent=1))
     chart(args, axes, spent)
