@@ -155,10 +155,20 @@ def at_budget(run_dir: Path, arm: str, minutes: float) -> tuple[int, float] | No
 
 
 def change(a, b) -> str:
+    """The paired change in points, its 95% CI and p: exact McNemar where each question scores 0 or 1
+    (greedy); where a score is a mean of samples (pass@1 of k), McNemar would count only the full
+    flips, so p is the paired z-test the interval is built on."""
+    import math
+
     from rlvr.evaluation.results import paired
 
     p = paired(a, b)
-    return f"{p.delta * 100:+.1f} [{p.ci_low * 100:+.1f}, {p.ci_high * 100:+.1f}] p={p.p_value:.3g}"
+    interval = f"{p.delta * 100:+.1f} [{p.ci_low * 100:+.1f}, {p.ci_high * 100:+.1f}]"
+    if p.binary:
+        return f"{interval} p={p.p_value:.3g}"
+    se = (p.ci_high - p.ci_low) / (2 * 1.96)  # the CI is delta +- 1.96 se (not clipped at this size)
+    z_p = math.erfc(abs(p.delta) / se / math.sqrt(2)) if se > 0 else float(p.delta == 0)
+    return f"{interval} p={z_p:.3g} (z)"
 
 
 def evaluate(args, start: Path, runs: dict[str, Path]) -> None:
