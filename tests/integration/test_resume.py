@@ -56,14 +56,14 @@ def steps(run_dir: Path) -> dict[int, dict]:
     return out
 
 
-def wait_for(predicate, proc, timeout=300):
+def wait_for(predicate, proc, timeout=300, interval=0.2):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
         if proc.poll() is not None:
             raise AssertionError(f"process ended early: {proc.returncode}\n{proc.stdout.read()[-3000:]}")
-        time.sleep(0.2)
+        time.sleep(interval)
     raise AssertionError("timed out")
 
 
