@@ -5,16 +5,20 @@
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
 #   make test        setup + tools, then pytest (slow and long tests excluded by pyproject's addopts; mypy runs as a test)
 #   make test-long   setup, then only the tests that take a minute or more each (marker `long`; CI runs it after make test)
+#   make test-slurm  setup, then the SLURM tests (marker `slurm`) against a one-node cluster started on this host
+#                    (infrastructure/slurm/local_cluster.sh; installs Debian's slurm + munge where missing: root + apt)
 #   make tools       .venv-tools: the hashed static checkers (infrastructure/, mypy, pre-commit; tests/static/)
-#   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth/unsloth-zoo/deepspeed files, by hash (source tests)
+#   make gpu-sources .cache/gpu-sources: the GPU lock's unsloth, unsloth-zoo and trl files, by hash (source tests)
 #   make test-slow   setup, then only the slow tests (need the real default model)
 #   make lint        ruff check + ruff format --check + mypy (the same checks as .pre-commit-config.yaml)
 #   make check-locks requirements/cpu.txt, poetry.lock and requirements/gpu.txt agree (also a unit test)
 #   make lock        re-resolve the lock files (network; see scripts/lock.py)
 #   make gpu-check   on a CUDA machine: setup GPU=1, then each GPU feature as a short real run
-#                    (scripts/gpu_check.py; table in benchmarks/gpu_check.md). WHEELS=<dir>: offline, beside a
-#                    preinstalled torch stack, installing only what it lacks. CHECK_DEVICE=cpu: what a CPU can run
-#   make gpu-wheels  DEST=<dir> GPU_PYTHON=3.12: the GPU lock's wheels for that Python, by hash (for WHEELS=)
+#                    (scripts/gpu_check.py; table in outputs/gpu_check/<time>/, GPU_CHECK_ARGS="--results FILE"
+#                    elsewhere). WHEELS=<dir>: offline, beside a preinstalled torch stack, installing only what it
+#                    lacks. CHECK_DEVICE=cpu: what a CPU can run
+#   make gpu-wheels  DEST=<dir> GPU_PYTHON=3.12: the GPU lock's wheels for that Python, by hash (for WHEELS=);
+#                    scripts/wheel_parts.py pack/join carries the folder in parts of <= 60 MB, hash-checked
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -58,7 +62,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-long test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
+.PHONY: help setup run test test-long test-slurm test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -106,6 +110,15 @@ test: setup tools gpu-sources
 # benchmarks/learning.py end to end), on the same workers. CI (.ci/run) runs this after `make test`.
 test-long: setup gpu-sources
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -m long -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no long tests: failing" >&2; exit $$rc; }
+
+# The tests marked `slurm` (tests/slurm/), one at a time, against a real slurmctld: a one-node cluster of this
+# host that local_cluster.sh starts (unless one runs already) and stops when pytest ends. It needs root and,
+# where SLURM/munge are missing, Debian's apt; elsewhere it says why and fails, so a green run always ran them.
+# CI (.ci/run) runs it after test-long.
+SLURM_CLUSTER := infrastructure/slurm/local_cluster.sh
+test-slurm: setup
+	$(SLURM_CLUSTER) install
+	$(SLURM_CLUSTER) run env OMP_NUM_THREADS=1 $(PY) -m pytest -m slurm --durations=10 $(PYTEST_ARGS) tests/slurm || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slurm tests: failing" >&2; exit $$rc; }
 
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no slow tests: failing" >&2; exit $$rc; }

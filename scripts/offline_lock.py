@@ -87,13 +87,45 @@ def still_to_install(text: str, installed: dict[str, str | None]) -> tuple[str, 
     return "\n".join(keep) + "\n", notes
 
 
+# A wheel file's name (PEP 427): name-version[-build]-python-abi-platform.whl
+_WHEEL = re.compile(
+    r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-\d[A-Za-z0-9_.]*)?-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$"
+)
+
+
+def strays(folder: Path) -> list[str]:
+    """The entries of ``folder`` named ``*.whl`` that are not a wheel: a name a wheel cannot have, or
+    not a plain file (a folder, a link to one). pip would stop on them half way; named up front."""
+    return sorted(
+        ascii(entry.name)
+        for entry in folder.glob("*.whl")
+        if not _WHEEL.match(entry.name) or not entry.is_file()
+    )
+
+
 def in_folder(folder: Path) -> set[tuple[str, str]]:
-    """(name, version) of every wheel in ``folder`` (the wheel file name's first two fields)."""
+    """(name, version) of every wheel in ``folder`` (the wheel file name's first two fields); the
+    entries :func:`strays` names are not wheels and left out."""
     found = set()
     for wheel in folder.glob("*.whl"):
-        name, version = wheel.name.split("-")[:2]
-        found.add((canonical(name), version))
+        if _WHEEL.match(wheel.name) and wheel.is_file():
+            name, version = wheel.name.split("-")[:2]
+            found.add((canonical(name), version))
     return found
+
+
+def folder_problem(folder: Path) -> str | None:
+    """One line saying why ``folder`` cannot be the wheel folder, else None."""
+    if not folder.is_dir():
+        return f"WHEELS={folder} is not a folder. Fix: WHEELS=<the folder `make gpu-wheels DEST=...` filled>"
+    bad = strays(folder)
+    if bad:
+        return (
+            f"not a wheel in {folder}: {', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''} (a wheel is a "
+            "file named name-version-python-abi-platform.whl). Fix: move it out of the folder, or fill the "
+            "folder again with `make gpu-wheels`"
+        )
+    return None
 
 
 def only_missing(
@@ -138,6 +170,10 @@ def main(argv: list[str]) -> int:
         body, notes = still_to_install(text, installed)
         missing: list[str] = []
     else:
+        problem = folder_problem(Path(folder))
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
         body, notes, missing = only_missing(text, installed, in_folder(Path(folder)))
     for note in notes:
         print(note, file=sys.stderr)

@@ -48,6 +48,8 @@ def loop_collaborators() -> dict:
     rewards = RewardSet(
         {"format": FormatReward(0.5, prompt=prompt, scorer=None)},
         plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
         prompt=prompt,
         scorer=None,
     )

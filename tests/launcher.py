@@ -19,6 +19,13 @@ that differs from the zygote's in a variable libraries read when they are import
 ``TORCH*``, ``OMP_*``, ...), a platform other than Linux, ``RLVR_TEST_FRESH=1`` (the whole suite the
 old way), or ``fresh=True`` for a test whose claim is about what happens while those libraries are
 imported (a warning they print then would go to the zygote's stderr, not the run's).
+
+Exit statuses that cannot lie (issue 45). The run is forked inside the middle process's code, so
+:func:`_run` ends in its own ``os._exit`` whatever raises (an exit hook, a failed error report): the
+status is the one python gives, the script's code with the error printed, or 1 for an exception that
+escaped, never the middle's 0. ECHILD, which subprocess reads as 0, is :data:`LOST_STATUS` here. Kept
+rather than retired for in-process runs: this is a fix of one file, and the suite's ~30 users of it
+assert on real processes' exit codes, signals and console output, which an in-process call cannot show.
 """
 
 from __future__ import annotations
@@ -28,13 +35,15 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPE, STDOUT, DEVNULL = subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL
@@ -60,6 +69,7 @@ _PRELOAD = (
     "trl.trainer.sft_trainer", "trl.trainer.grpo_trainer",
 )  # fmt: skip
 _PR_SET_CHILD_SUBREAPER = 36
+LOST_STATUS = 255  # the exit code of a run whose status no wait here can know: never 0
 
 
 def _import_env(env: dict[str, str]) -> dict[str, str]:
@@ -186,6 +196,14 @@ class Popen(subprocess.Popen):
                 )
         super().__init__(args, *pargs, **kwargs)
 
+    # subprocess reads ECHILD (the status was taken by another wait, or SIGCHLD is ignored) as exit
+    # code 0: a run whose status is unknown would pass. Here it is LOST_STATUS, said on stderr.
+    def _try_wait(self, wait_flags: int) -> tuple[int, int]:
+        return _waitpid(self.pid, wait_flags)
+
+    def _internal_poll(self, _deadstate: int | None = None, **_: Any) -> int | None:
+        return super()._internal_poll(_deadstate, _waitpid=_waitpid)  # type: ignore[call-arg]
+
     def _execute_child(  # type: ignore[override]
         self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags,
         shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, *rest,
@@ -213,6 +231,15 @@ class Popen(subprocess.Popen):
             self._child_created = True
         finally:  # the child has its own copies now: close ours as subprocess does after its fork
             self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+
+
+def _waitpid(pid: int, flags: int) -> tuple[int, int]:
+    try:
+        return os.waitpid(pid, flags)
+    except ChildProcessError:
+        print(f"tests.launcher: pid {pid}: its exit status was taken elsewhere (ECHILD): reported as "
+              f"{LOST_STATUS}, not known", file=sys.stderr)  # fmt: skip
+        return pid, LOST_STATUS << 8  # a wait status that says "exited with LOST_STATUS"
 
 
 def run(args: Any, *, input: Any = None, capture_output: bool = False, timeout: float | None = None,
@@ -280,40 +307,69 @@ def _fork_run(request: dict[str, Any], fds: list[int], sock: socket.socket) -> i
     read_pid, write_pid = os.pipe()
     middle = os.fork()
     if middle == 0:  # the middle process: start the run, say its pid, leave
+        said = False
         try:
             os.close(read_pid)
             if request["new_session"]:
                 os.setsid()
             run_pid = os.fork()
             if run_pid == 0:
-                os.close(write_pid)
-                sock.close()
-                _exec_script(request, fds)  # never returns
+                _run(request, fds, closing=(write_pid, sock.fileno()))  # never returns
             os.write(write_pid, str(run_pid).encode())
+            said = True
         finally:
-            os._exit(0)
+            # 0 only once the pid is said. The run never gets here (it ends in its own os._exit): a
+            # run that fell into this code would exit with the middle's status, not its own.
+            os._exit(0 if said else 1)
     os.close(write_pid)
     with os.fdopen(read_pid, "rb") as f:
         pid = f.read()
-    os.waitpid(middle, 0)  # the run's parent is gone: it is the test process's child now
-    if not pid:
-        raise OSError("the fork of the run failed")
+    _, status = os.waitpid(middle, 0)  # the run's parent is gone: it is the test process's child now
+    if not pid or status != 0:
+        raise OSError(f"the fork of the run failed (middle process status {status})")
     return int(pid)
 
 
-def _exec_script(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked run: what ``python script args`` does, then exit with its status."""
-    import runpy
-    import signal
-    import traceback
-
-    code = 1
+def _run(request: dict[str, Any], fds: list[int], closing: tuple[int, ...]) -> NoReturn:
+    """The forked run from start to end, ``python script args``. Whatever raises in it, even while it
+    reports an error or runs its exit hooks, it ends here in ``os._exit`` with the status python would
+    give: the script's own exit code, 1 for an exception that escaped, or death by SIGINT."""
+    code = 1  # something escaped before the script's status was known: python's code for it
     try:
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)  # stdin, stdout, stderr (dup2 clears close-on-exec)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
+        for fd in closing:
+            os.close(fd)
+        code = _exec_script(request, fds)
+        _exit_functions()
+        if code < 0:  # as python does after a KeyboardInterrupt: die of SIGINT, once finalised
+            _flush_std()
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            code = 128 - code
+    except BaseException:
+        with contextlib.suppress(BaseException):  # stderr may be the thing that failed
+            traceback.print_exc()
+    finally:
+        _flush_std()
+        os._exit(code & 0xFF)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):  # a closed pipe: nothing more to say
+            stream.flush()
+
+
+def _exec_script(request: dict[str, Any], fds: list[int]) -> int:
+    """In the forked run: what ``python script args`` does up to its exit; returns its exit code
+    (minus the signal number for a KeyboardInterrupt: python then dies of SIGINT)."""
+    import runpy
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)  # stdin, stdout, stderr (dup2 clears close-on-exec)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    try:
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -325,26 +381,20 @@ def _exec_script(request: dict[str, Any], fds: list[int]) -> None:
         _refuse_shadowing(request["extra_path"])
         # sys.stdin/stdout/stderr still wrap fds 0-2: fresh buffers, since the zygote flushed before the fork
         runpy.run_path(script, run_name="__main__")
-        code = 0
+        return 0
     except SystemExit as exc:
         if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except KeyboardInterrupt:  # as Python does: the traceback, then die of SIGINT
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        print(exc.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # as python does: the traceback, then (in _run) die of SIGINT
         traceback.print_exc()
-        _exit_functions()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        return -signal.SIGINT
     except BaseException:
         traceback.print_exc()
-        code = 1
-    finally:
-        _exit_functions()
-        os._exit(code & 0xFF)
+        return 1
 
 
 def _refuse_shadowing(folders: list[str]) -> None:
@@ -361,11 +411,11 @@ def _exit_functions() -> None:
     """What the interpreter runs when a script ends, in its order: threading's shutdown first (it
     joins non-daemon threads and runs ``threading._register_atexit`` hooks, e.g. joblib/loky and
     concurrent.futures stopping their worker processes; without it they idle out after 300 s),
-    then the atexit functions."""
+    then the atexit functions. An exception in threading's shutdown is printed and the exit goes
+    on with the script's status, as python's ``Py_FinalizeEx`` does; ``atexit`` prints its own."""
     try:
         threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
-                stream.flush()
+    except BaseException:
+        print(f"Exception ignored in: {threading!r}", file=sys.stderr)
+        traceback.print_exc()
+    atexit._run_exitfuncs()

@@ -70,12 +70,12 @@ variable "image" {
 }
 
 variable "nvidia_driver" {
-  description = "Ubuntu NVIDIA driver branch the startup script installs with `ubuntu-drivers install --gpgpu nvidia:<branch>` when the image has no driver >= 580 (the GPU lock's torch 2.13.0 is a CUDA 13.0 build). Use a -open variant (e.g. 580-server-open) on GPUs that need NVIDIA's open kernel modules (Blackwell)."
+  description = "Ubuntu NVIDIA driver branch the startup script installs with `ubuntu-drivers install --gpgpu nvidia:<branch>` when the image has no driver >= 580 (the GPU lock's torch 2.11.0 is a CUDA 13.0 build). Use a -open variant (e.g. 580-server-open) on GPUs that need NVIDIA's open kernel modules (Blackwell)."
   type        = string
   default     = "580-server"
   validation {
     condition     = can(regex("^[0-9]{3}(-server)?(-open)?$", var.nvidia_driver)) && try(tonumber(substr(var.nvidia_driver, 0, 3)) >= 580, false)
-    error_message = "nvidia_driver must be an Ubuntu driver branch of 580 or newer, such as 580-server or 580-server-open: torch 2.13.0 of requirements/gpu.txt is a CUDA 13.0 build, which needs driver 580+."
+    error_message = "nvidia_driver must be an Ubuntu driver branch of 580 or newer, such as 580-server or 580-server-open: torch 2.11.0 of requirements/gpu.txt is a CUDA 13.0 build, which needs driver 580+."
   }
 }
 

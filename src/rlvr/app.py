@@ -12,6 +12,7 @@ from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import run_dir_of
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.pipeline.wiring import TRAINING
+from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
@@ -19,11 +20,14 @@ from rlvr.stages import Stage
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
 
+# strict=true and a run that completed with warnings about what it learned (rlvr.records.learning)
+WARNINGS_EXIT_CODE = 3
+
 
 def objective(result: object) -> float | None:
     """What ``run_pipeline.py`` returns to Hydra: the final held-out accuracy of a completed training
     run (a sweeper maximises it), None for anything else (validate_only, the benchmark app)."""
-    if isinstance(result, RunResult) and result.status == "COMPLETED":
+    if isinstance(result, RunResult) and result.status in COMPLETED_STATUSES:
         final = [e for e in result.evaluations if e.label == Stage.FINAL]
         return final[-1].accuracy if final else None
     return None
@@ -68,9 +72,18 @@ def train(cfg: DictConfig) -> RunResult | None:
         if lock.taken_over():
             print(f"warning: {lock.taken_over()}", file=sys.stderr)
         orchestrator.build()
-        return _run(orchestrator, lock)
+        result = _run(orchestrator, lock)
     finally:
         lock.release()
+    if cfg.strict and result.warnings:
+        print(
+            f"\nstrict=true: the run completed with {len(result.warnings)} warning(s) about what it did not "
+            f"learn (above, and in {orchestrator.run_dir}/report.md); exit {WARNINGS_EXIT_CODE}. Fix the "
+            "cause, or set strict=false to exit 0 with the warnings in the report",
+            file=sys.stderr,
+        )
+        raise SystemExit(WARNINGS_EXIT_CODE)
+    return result
 
 
 # What the config gate builds and judges for this app (rlvr.config.gate.check).

@@ -77,6 +77,51 @@ class EvalResult:
         }
 
 
+def as_text(value: Any) -> str:
+    """A prompt or completion as text: a string as it is; a conversation (TRL's conversational
+    format, a list of ``{"role", "content"}`` messages) as its messages, one ``role: content`` each."""
+    if isinstance(value, str):
+        return value
+    return "\n".join(f"{m['role']}: {m['content']}" for m in value or [])
+
+
+@dataclass(frozen=True)
+class CompletionRow:
+    """One completion as a completions table shows it (W&B ``completions/...``, completions.jsonl)."""
+
+    prompt: str
+    completion: str
+    task: str | None
+    reference: str | None  # the gold answer, where the data has one
+    answer: str | None  # the answer extracted from the completion, where it was scored by the verifier
+    rewards: dict[str, float | None]  # each reward term's own (unweighted) value; {} for evaluations
+    score: float  # GRPO: the weighted total reward; an evaluation: the verifier's score
+    correct: bool | None  # the verifier's verdict at its full score; None where no term ran it
+
+
+@dataclass(frozen=True)
+class Completions:
+    """Rows sampled (by seed) from one GRPO step's rollouts or from one evaluation by the component that
+    scored them (the reward set, the evaluator), for the trackers' completions tables."""
+
+    source: str  # "grpo" | "eval/<label>"
+    step: int
+    rows: list[CompletionRow]
+
+    @staticmethod
+    def pick(count: int, n: int, seed: int, key: str) -> list[int]:
+        """``n`` of ``range(count)`` (all when fewer), in order, the same for the same seed and key.
+
+        >>> Completions.pick(10, 3, 42, "grpo/1") == Completions.pick(10, 3, 42, "grpo/1")
+        True
+        >>> Completions.pick(2, 3, 42, "x")
+        [0, 1]
+        """
+        import random
+
+        return sorted(random.Random(f"{seed}/{key}").sample(range(count), min(n, count)))
+
+
 @dataclass(frozen=True)
 class PhaseEnd:
     """A training phase stopped: finished, or stopped early by a preemption signal (``steps`` <
@@ -139,18 +184,20 @@ class RunResult:
     the paired change of each stage, what to read into those changes (``notes``) and the files
     worth opening (name -> path)."""
 
-    status: str  # COMPLETED | FAILED | INTERRUPTED | PREEMPTED
+    status: str  # COMPLETED | COMPLETED_WITH_WARNINGS | FAILED | INTERRUPTED | PREEMPTED
     run_dir: Path
     evaluations: list[EvalResult] = field(default_factory=list)
     changes: list[StageChange] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # what the run did not learn (rlvr.records.learning): among the notes, and the end status says so
+    warnings: list[str] = field(default_factory=list)
     # per phase: tokens/s and MFU on the device (rlvr.training_loop.throughput), once reported
     throughput: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class PipelineEnd:
-    status: str  # COMPLETED | FAILED | INTERRUPTED | PREEMPTED
+    status: str  # COMPLETED | COMPLETED_WITH_WARNINGS | FAILED | INTERRUPTED | PREEMPTED
     seconds: float
     result: RunResult | None = None  # None when the run ended before it had one

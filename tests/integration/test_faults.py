@@ -147,7 +147,11 @@ def test_a_run_killed_at_each_phase_boundary_and_in_its_last_stages_ends_as_if_u
     assert attempts[-1] == []  # nothing trained in the last attempts: the weights came from checkpoint-4
     assert_same_run(uninterrupted, run_dir)
     statuses = [a["status"] for a in json.loads((run_dir / "attempts.json").read_text())]
-    assert statuses == ["KILLED", "KILLED", "KILLED", "COMPLETED"]
+    # the uninterrupted run's own end (its tiny GRPO groups may carry no reward variance: then
+    # COMPLETED_WITH_WARNINGS, rlvr.records.learning), the same verdict after three kills
+    [*_, ended] = [a["status"] for a in json.loads((uninterrupted / "attempts.json").read_text())]
+    assert ended in ("COMPLETED", "COMPLETED_WITH_WARNINGS")
+    assert statuses == ["KILLED", "KILLED", "KILLED", ended]
 
     # resume=auto on the completed run: says so, changes nothing.
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "run_pipeline.log"}
@@ -208,11 +212,10 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
     # The resume command the stopped run printed runs as printed: its overrides came with it.
     printed = next(x for x in out.splitlines() if "Resume with: " in x).split("Resume with: ")[1]
     args = shlex.split(printed)
-    assert args[:2] == ["python", "run_pipeline.py"] and "training_loop.grpo.max_steps=100000" in args
-    check = launcher.run(
-        [sys.executable, str(ROOT / args[1]), *args[2:], "validate_only=true"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    # with the interpreter that ran it, not a bare `python` (which outside the venv has no hydra)
+    assert args[:2] == [sys.executable, str(ROOT / "run_pipeline.py")]
+    assert "training_loop.grpo.max_steps=100000" in args
+    check = launcher.run([*args, "validate_only=true"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
 
 

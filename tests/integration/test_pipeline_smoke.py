@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
@@ -21,6 +24,9 @@ def run_pipeline(tmp_path: Path, *overrides: str, fresh: bool = False) -> subpro
     return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600, fresh=fresh)
 
 
+GRPO_ROWS, EVAL_ROWS = 5, 3
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("smoke")
@@ -32,6 +38,9 @@ def smoke_run(tmp_path_factory):
         "training_loop.grpo.max_steps=3",
         "training_loop.grpo.gradient_accumulation_steps=2",
         "observers.console.log_every=2",
+        # Fewer rows than a GRPO step's 16 rollouts and an evaluation's 16 questions: sampled, not all.
+        f"completions.per_grpo_step={GRPO_ROWS}",
+        f"completions.per_evaluation={EVAL_ROWS}",
         fresh=True,  # a fresh interpreter: what the libraries print while they are imported is console noise too
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -166,3 +175,130 @@ def test_validate_only_loads_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "configuration OK" in proc.stdout
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_each_grpo_step_records_its_rollout_time_and_tokens(smoke_run):
+    """rlvr.training_loop.rollout_clock: every GRPO step's metrics carry the rollout's seconds and the
+    completion tokens it made: TRL's own mean completion length times the step's rows (read from the
+    run's config), and tokens/s is the one over the other."""
+    run_dir, _ = smoke_run
+    cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
+    grpo = cfg.training_loop.grpo
+    rows = grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps  # completions a step
+    steps = [
+        json.loads(line)["metrics"]
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"train_step"' in line and '"phase": "grpo"' in line
+    ]
+    assert len(steps) == 3, steps
+    for m in steps:
+        assert 0 < m["grpo/rollout/seconds"] <= m["grpo/step_seconds"], m
+        assert m["grpo/rollout/tokens"] == pytest.approx(rows * m["grpo/completions/mean_length"]), m
+        assert m["grpo/rollout/tokens_per_second"] == pytest.approx(
+            m["grpo/rollout/tokens"] / m["grpo/rollout/seconds"]
+        ), m
+
+
+@contextlib.contextmanager
+def _rebuilt(run_dir: Path) -> Iterator[tuple[Any, dict[str, dict[str, Any]]]]:
+    """The run's reward set built anew from its resolved config, and its training rows by prompt text."""
+    from rlvr import events as ev
+    from rlvr.pipeline.wiring import build
+
+    cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
+    built: dict[str, Any] = {}
+    for key in ("prompts", "verifier", "data", "reward"):
+        built[key] = build(key, cfg[key], built)
+    try:
+        train = built["data"].load(built["prompts"]).train
+        yield built["reward"], {ev.as_text(row["prompt"]): row for row in train}
+    finally:
+        built["verifier"].close()
+
+
+def _values(rewards: Any, row: dict[str, Any], data: dict[str, Any]) -> tuple[dict, float, dict]:
+    """Each term's value for ``row``'s completion of training row ``data``, called as TRL calls it,
+    and their weighted total."""
+    completions = [[{"role": "assistant", "content": row["completion"]}]]
+    columns = {"task": [data["task"]], "entry": [data["entry"]], "answer": [data["answer"]]}
+    values = {name: term(completions, **columns)[0] for name, term in rewards.terms.items()}
+    return values, sum(rewards.terms[n].weight * v for n, v in values.items()), data
+
+
+def test_completions_jsonl_holds_the_sampled_rows_of_each_grpo_step_and_each_evaluation(smoke_run):
+    """completions.jsonl: ``completions.per_grpo_step`` rollouts of every GRPO step and
+    ``completions.per_evaluation`` questions of every evaluation (the same questions each time), and
+    each GRPO row's term values are what the run's reward set gives that completion."""
+    run_dir, _ = smoke_run
+    rows = [json.loads(line) for line in (run_dir / "completions.jsonl").read_text().splitlines()]
+    counts: dict[tuple[str, int], int] = {}
+    for row in rows:
+        counts[(row["source"], row["step"])] = counts.get((row["source"], row["step"]), 0) + 1
+    evals = {re.fullmatch(r"(\w+)_step(\d+)\.json", p.name).groups() for p in (run_dir / "eval").iterdir()}
+    expected = {("grpo", step): GRPO_ROWS for step in (1, 2, 3)}
+    expected.update({(f"eval/{label}", int(step)): EVAL_ROWS for label, step in evals})
+    assert counts == expected
+    asked: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        if row["source"] != "grpo":
+            asked.setdefault((row["source"], row["step"]), set()).add(row["prompt"])
+    assert len({frozenset(questions) for questions in asked.values()}) == 1, (
+        "each evaluation, the same questions"
+    )
+
+    grpo = [r for r in rows if r["source"] == "grpo"]
+    with _rebuilt(run_dir) as (rewards, train):
+        values = [_values(rewards, row, train[row["prompt"]]) for row in grpo]
+    for row, value in zip(grpo, values, strict=True):
+        terms, total, data = value
+        assert row["rewards"] == pytest.approx(terms), row
+        assert row["score"] == pytest.approx(total)
+        assert row["reference"] == data["answer"] and row["task"] == data["task"]
+    # the length term tells the completions apart: a row whose values belonged to another completion fails
+    assert len({r["rewards"]["length"] for r in grpo}) > 1
+
+
+def test_trackers_of_a_run_hold_the_completions_tables_and_tags_named_once(tmp_path, monkeypatch):
+    """observers=all, W&B offline: a ``completions/grpo`` table per GRPO step and a
+    ``completions/eval/<label>`` table per evaluation, each with the rows completions.jsonl holds;
+    TensorBoard tags are ``phase/metric`` once."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    proc = run_pipeline(
+        tmp_path,
+        "experiment=smoke",
+        "training_loop.sft.max_steps=2",
+        "training_loop.grpo.max_steps=2",
+        "observers=all",
+        "completions.per_grpo_step=2",
+        "completions.per_evaluation=2",
+        # a fresh interpreter: W&B's service process, started from a fork of the test launcher's
+        # pre-imported interpreter, wrote no media in two full-suite runs (it did alone)
+        fresh=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [offline] = (tmp_path / "wandb").glob("offline-run-*")
+    media = offline / "files" / "media" / "table" / "completions"
+    tables: dict[str, list] = {}
+    for path in sorted(media.rglob("*.table.json")):
+        tables.setdefault(str(path.relative_to(media)).rsplit("_", 2)[0], []).append(
+            json.loads(path.read_text())
+        )
+    rows = [json.loads(line) for line in (tmp_path / "completions.jsonl").read_text().splitlines()]
+    sources = {r["source"] for r in rows}
+    assert "grpo" in sources and "eval/baseline" in sources and "eval/final" in sources
+    assert set(tables) == sources, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for source, logged in tables.items():
+        table_rows = sorted((d[0], d[2], d[3]) for t in logged for d in t["data"])  # step, prompt, completion
+        file_rows = sorted((r["step"], r["prompt"], r["completion"]) for r in rows if r["source"] == source)
+        assert table_rows == file_rows, source
+    assert len(tables["grpo"]) == 2  # one table a GRPO step
+    assert [c for c in tables["grpo"][0]["columns"] if c.startswith("reward/")] == [
+        "reward/correctness", "reward/format", "reward/length",
+    ]  # fmt: skip
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert "grpo/loss" in tags and "sft/loss" in tags
+    assert not [t for t in tags if re.match(r"(\w+)/\1/", t)], tags

@@ -250,12 +250,17 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     assert [r[0] for r in rows(report)] == ["after SFT", "final"]  # BASE turns the baseline off
     assert rows(report) == rows(full)
     assert report["steps"] == full["steps"] == {"sft": 2, "grpo": 4}
-    assert [a["status"] for a in report["attempts"]] == ["PREEMPTED", "COMPLETED"]
+    # the uninterrupted run's own end (COMPLETED, or COMPLETED_WITH_WARNINGS when its tiny GRPO groups
+    # carried no reward variance: rlvr.records.learning), the same verdict and warnings after the requeue
+    ended = full["attempts"][-1]["status"]
+    assert ended in ("COMPLETED", "COMPLETED_WITH_WARNINGS")
+    assert [a["status"] for a in report["attempts"]] == ["PREEMPTED", ended]
+    assert report.get("warnings") == full.get("warnings")
     assert report["wall_seconds"] >= max(a["seconds"] for a in report["attempts"]) > 0
     from rlvr.records.sweep_report import collect
 
     (point,) = collect(sweep)
-    assert point.status == "COMPLETED" and point.attempts == 2
+    assert point.status == ended and point.attempts == 2
     after_sft = next(a for a in full["accuracy"] if a["stage"] == "after SFT")
     assert point.accuracy["after SFT"] == {k: after_sft[k] for k in ("accuracy", "ci_low", "ci_high", "n")}
     assert point.steps == {"sft": 2, "grpo": 4} and point.wall_seconds == report["wall_seconds"]

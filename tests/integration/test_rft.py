@@ -157,6 +157,22 @@ def test_rft_rounds_keep_only_verified_samples(rft_uninterrupted):
         assert steps[8 if r["index"] else 1]["rft/round/kept"] == r["stats"]["kept"]
 
 
+def test_rft_rounds_without_padding_train_the_padded_runs_losses(rft_uninterrupted, tmp_path):
+    """``training_loop.rft.padding_free=true``: every round's rows concatenated without padding (TRL's
+    collator, position ids restarting at each row) give each step the padded run's loss, to rounding
+    (bf16 autocast on this CPU: within 3e-5 of the loss). Mutation: TRL's collator with position ids
+    counting on across rows, and the probe that refuses it switched off -> the first step's loss moves
+    by 7e-4 of it, the last by 8e-3 -> red."""
+    data, full_dir = rft_uninterrupted
+    free = run(tmp_path / "free", *rft_overrides(data), "training_loop.rft.padding_free=true",
+               "training_loop.rft.max_length=null")  # fmt: skip
+    assert free.returncode == 0, free.stdout[-3000:] + free.stderr[-3000:]
+    padded, unpadded = rft_steps(full_dir), rft_steps(tmp_path / "free")
+    assert sorted(unpadded) == sorted(padded) == list(range(1, 9))
+    for step in padded:
+        assert unpadded[step]["rft/loss"] == pytest.approx(padded[step]["rft/loss"], rel=2e-4), step
+
+
 def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
     """Killed after checkpoint 2 (in round 0), resumed: round 1 is sampled from the same weights and
     every later step (loss, learning rate) and the final weights equal the uninterrupted run's."""
@@ -170,7 +186,14 @@ def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    wait_for((run_dir / "checkpoints" / "rft" / "checkpoint-2" / "COMPLETE").exists, proc, timeout=600)
+    # every 10 ms: a tiny model's RFT steps take less than the default 0.2 s poll, and a kill that
+    # lands after checkpoint-4 (the round boundary) leaves nothing inside round 0 to resume
+    wait_for(
+        (run_dir / "checkpoints" / "rft" / "checkpoint-2" / "COMPLETE").exists,
+        proc,
+        timeout=600,
+        interval=0.01,
+    )
     proc.kill()
     proc.wait()
     assert not (run_dir / "final").exists()
@@ -198,3 +221,40 @@ def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
         load_file(run_dir / "final" / "model.safetensors"),
     )
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def test_an_rft_phase_that_kept_nothing_says_so_and_strict_makes_it_fail(rft_uninterrupted, tmp_path):
+    """Answer markers the tiny model never writes: no sample is verified, RFT trains 0 steps. The
+    run completes, but its status, report, console and (strict=true) exit code say it learned nothing."""
+    data, _ = rft_uninterrupted
+    over = [
+        o for o in rft_overrides(data) if not o.startswith(("prompts.answer_", "training_loop.rft.rounds"))
+    ]
+    run_dir = tmp_path / "nothing"
+    over += ["prompts.answer_start=zqxjv", "prompts.answer_end=vjxqz", "training_loop.rft.rounds=1"]
+    done = run(run_dir, *over, "strict=true")
+    console = done.stdout + done.stderr
+    assert done.returncode == 3, console[-3000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "COMPLETED_WITH_WARNINGS" and report["steps"] == {"rft": 0}
+    (warning,) = report["warnings"]
+    assert warning.startswith("RFT stopped at step 0 of 4: round 0 kept none of its 32 samples")
+    assert report["notes"][0] == warning
+    assert f"- {warning}" in (run_dir / "report.md").read_text()
+    assert "Warning: RFT stopped at step 0 of 4" in console
+    assert (
+        "pipeline COMPLETED_WITH_WARNINGS" in console
+        and "strict=true: the run completed with 1 warning" in console
+    )
+    assert events(run_dir)[-1] == {
+        **events(run_dir)[-1],
+        "event": "pipeline_end",
+        "status": "COMPLETED_WITH_WARNINGS",
+    }
+    assert json.loads((run_dir / "attempts.json").read_text())[-1]["status"] == "COMPLETED_WITH_WARNINGS"
+    assert report["attempts"][-1]["status"] == "COMPLETED_WITH_WARNINGS"
+    # it completed all the same: resume=auto has nothing to redo
+    again = run(run_dir, *over, "resume=auto")
+    assert again.returncode == 0 and "nothing to resume, nothing changed" in again.stdout, again.stdout[
+        -2000:
+    ]

@@ -95,6 +95,7 @@ def test_a_fresh_run_cannot_take_over_another_runs_checkpoints(tmp_path):
     write_fingerprint(run_dir, fingerprint(compose_config(list(FAST))))
     ckpt = run_dir / "checkpoints" / "grpo" / "checkpoint-1"
     ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"global_step": 1}')  # as transformers saves it
     mark_complete(ckpt)
     before = (run_dir / FINGERPRINT).read_text()
 

@@ -171,7 +171,7 @@ def test_images_meet_the_gpu_lock():
         r"^FROM nvidia/cuda:(\d+)\.(\d+)\.\d+-cudnn-runtime-ubuntu(\d+\.\d+)", dockerfile, re.MULTILINE
     )
     assert base, "the Dockerfile's base must be an nvidia/cuda cudnn-runtime image"
-    # torch 2.13.0 of requirements/gpu.txt is a CUDA 13.0 build; Ubuntu 24.04's python3 is 3.12.
+    # torch 2.11.0 of requirements/gpu.txt is a CUDA 13.0 build; Ubuntu 24.04's python3 is 3.12.
     assert (base.group(1), base.group(2), base.group(3)) == ("13", "0", "24.04")
 
 

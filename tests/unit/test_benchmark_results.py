@@ -244,6 +244,7 @@ def test_write_reports_files_and_contents(tmp_path: Path) -> None:
     assert [p.name for p in paths] == [
         "results_basic_arithmetic.json",
         "results_leg_counting.json",
+        "paired_comparison.md",
         "results_all_tasks.json",
     ]
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
@@ -343,3 +344,60 @@ def test_the_benchmark_console_table_gives_each_cell_its_accuracy_interval_and_n
     )
     row_b = next(line for line in out.splitlines() if "│ b " in line)
     assert "100.0% [34%-100%] n=2!" in row_b and row_b.count(" - ") == 2  # no t2 cell, so no mean
+
+
+def binary_cell(model: str, task: str, right: list[int]) -> CellResult:
+    return make_cell(model, task, [[float(r)] for r in right])
+
+
+def test_the_average_gets_a_bootstrap_interval_from_the_per_question_records(tmp_path: Path) -> None:
+    """The interval is recomputed from each cell's questions: wide for 10 questions, narrow for 400,
+    and around the average, so a lying summary cannot narrow it."""
+    few = [binary_cell("m/few", t, [1] * 5 + [0] * 5) for t in ("a", "b")]
+    many = [binary_cell("m/many", t, [1] * 200 + [0] * 200) for t in ("a", "b")]
+    _, report = build_reports([*few, *many], STAMP)
+    ci = report["average_ci"]
+    assert report["average"] == {"m/few": 0.5, "m/many": 0.5}
+    few_lo, few_hi = ci["m/few"]["ci_low"], ci["m/few"]["ci_high"]
+    many_lo, many_hi = ci["m/many"]["ci_low"], ci["m/many"]["ci_high"]
+    assert few_lo < many_lo < 0.5 < many_hi < few_hi
+    # 20 questions of p=0.5: sd of the mean 0.112, so a 95% interval about +-0.22
+    assert few_hi - few_lo == pytest.approx(0.44, abs=0.06)
+    assert many_hi - many_lo == pytest.approx(0.069, abs=0.01)  # 800 questions: sd 0.0177
+
+
+def test_each_pair_of_models_is_compared_on_the_same_questions_with_mcnemar(tmp_path: Path) -> None:
+    """b - a in points, its paired CI and the exact McNemar p: the training report's paired change
+    (rlvr.evaluation.metrics.paired_change), not a second implementation."""
+    from rlvr.evaluation.metrics import paired_change
+
+    a = [1] * 14 + [0] * 4 + [1] * 100 + [0] * 82
+    b = [0] * 14 + [1] * 4 + [1] * 100 + [0] * 82
+    cells = [binary_cell("m/a", "t", a), binary_cell("m/b", "t", b), binary_cell("m/c", "t", a)]
+    paths = write_reports(cells, tmp_path, STAMP)
+    report = json.loads((tmp_path / "results_t.json").read_text())
+    pairs = {(r["a"], r["b"]): r for r in report["paired"]}
+    assert list(pairs) == [("m/a", "m/b"), ("m/a", "m/c"), ("m/b", "m/c")]
+    ab = pairs[("m/a", "m/b")]
+    assert ab == {"a": "m/a", "b": "m/b", **paired_change(a, b).to_dict()}
+    assert (ab["right_to_wrong"], ab["wrong_to_right"], round(ab["p_value"], 4)) == (14, 4, 0.0309)
+    assert pairs[("m/a", "m/c")]["delta"] == 0.0 and pairs[("m/a", "m/c")]["p_value"] == 1.0
+    md = (tmp_path / "paired_comparison.md").read_text()
+    assert tmp_path / "paired_comparison.md" in paths
+    assert "| t | m/a | m/b | 57.0% | 52.0% | -5.0 | [-9.1, -0.9] | 14 | 4 | 0.0309 | 200 |" in md
+    assert md.count("\n| t |") == 3
+
+
+def test_models_on_different_questions_are_not_paired(tmp_path: Path) -> None:
+    cells = [binary_cell("m/a", "t", [1, 0, 1]), binary_cell("m/b", "t", [1, 0])]
+    task, _ = build_reports(cells, STAMP)
+    (row,) = task["t"]["paired"]
+    assert row["note"].startswith("not paired: a paired change needs the same questions")
+    assert "delta" not in row
+
+
+def test_one_model_writes_no_paired_table_and_removes_a_stale_one(tmp_path: Path) -> None:
+    write_reports([binary_cell("m/a", "t", [1, 0]), binary_cell("m/b", "t", [0, 0])], tmp_path, STAMP)
+    assert (tmp_path / "paired_comparison.md").is_file()
+    write_reports([binary_cell("m/a", "t", [1, 0])], tmp_path, STAMP)
+    assert not (tmp_path / "paired_comparison.md").exists()

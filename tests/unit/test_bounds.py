@@ -169,6 +169,40 @@ def test_a_data_row_nested_two_million_levels_is_refused_before_any_parser_sees_
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_data_file_replaced_after_its_check_is_not_what_gets_read(tmp_path, monkeypatch, suffix):
+    """One open of a data file for check and read: a file swapped in at the path between the check and
+    the parser (there, one nested two million levels crashed the process) is never read. The swap
+    happens inside the check step here. Mutation: ``load_source`` handing ``datasets`` the path
+    (``data_files=str(local)``) instead of the checked copy -> red (the swapped questions are read)."""
+    import rlvr.data.files as files
+
+    def write(path: Path, prefix: str) -> None:
+        rows = [{"question": f"{prefix} {i}?", "answer": str(i)} for i in range(6)]
+        if suffix == ".csv":
+            path.write_text("question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in rows))
+        else:
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    path = tmp_path / f"data{suffix}"
+    write(path, "checked")
+    real_read = files.read_once
+
+    def read_then_swap(local):
+        read = real_read(local)
+        swapped = tmp_path / f"swapped{suffix}"
+        write(swapped, "swapped")
+        swapped.replace(path)  # a new file at the path, as an attacker's rename would leave it
+        return read
+
+    monkeypatch.setattr(files, "read_once", read_then_swap)
+    questions = [item.question for item in file_data(path).items()]
+    assert path.read_text().startswith(
+        "question,answer\nswapped" if suffix == ".csv" else '{"question": "swapped'
+    )
+    assert questions and all(q.startswith("checked") for q in questions), questions
+
+
 def test_brackets_inside_json_strings_are_text_not_nesting(tmp_path):
     """A question that quotes brackets is not refused. Mutation: no string stripping -> red."""
     from rlvr.data.files import check_nesting
@@ -239,6 +273,36 @@ def test_max_rounds_has_a_ceiling():
     assert issue.key == "training_loop.signal.max_rounds" and f"between 1 and {MAX_ROUNDS}" in issue.problem
 
 
+def test_rft_sizes_have_ceilings_checked_before_any_work(tmp_path):
+    """RFT's rounds, prompts per round and samples per prompt at 1e9 passed validate_only and the run
+    grew to GBs (issue 45): the gate (what validate_only runs) names each. Mutations: the per-field
+    ``most`` check removed -> red; the per-round product check removed -> red."""
+    from rlvr.config.gate import checked_config, component_issues
+    from rlvr.training_loop.rft import MAX_ROUND_SAMPLES
+
+    def rft_issues(*overrides: str) -> dict:
+        cfg = checked_config(compose_config(["experiment=smoke", "training_loop=rft", *overrides]))
+        found = component_issues(cfg, tmp_path / "run")
+        return {i.key: i for i in found if i.key.startswith("training_loop.rft")}
+
+    assert rft_issues() == {}
+    sizes = ("rounds", "prompts_per_round", "samples_per_prompt")
+    issues = rft_issues(*[f"training_loop.rft.{k}=1000000000" for k in sizes])
+    assert {k: (i.value, i.problem) for k, i in issues.items()} == {
+        "training_loop.rft.rounds": (10**9, "must be at most 1,000"),
+        "training_loop.rft.prompts_per_round": (10**9, "must be at most 100,000"),
+        "training_loop.rft.samples_per_prompt": (10**9, "must be at most 1,024"),
+    }
+    assert issues["training_loop.rft.rounds"].fix == "set training_loop.rft.rounds to at most 1000"
+    # each within its own ceiling, together past what one round may sample
+    [issue] = rft_issues(
+        "training_loop.rft.prompts_per_round=100000", "training_loop.rft.samples_per_prompt=1024"
+    ).values()
+    assert issue.key == "training_loop.rft.samples_per_prompt" and issue.value == 1024
+    assert "= 102,400,000 completions a round" in issue.problem and f"{MAX_ROUND_SAMPLES:,}" in issue.problem
+    assert issue.fix == "lower training_loop.rft.samples_per_prompt or training_loop.rft.prompts_per_round"
+
+
 # -- 14. plugin reward terms ----------------------------------------------------------------------
 
 RELEASE = threading.Event()
@@ -268,7 +332,9 @@ def test_a_hanging_plugin_reward_times_out_scores_zero_and_is_counted(released, 
         "mine": FunctionReward(partial(hanging_reward), 1.0, prompt=PROMPT),
         "format": FormatReward(0.5, prompt=PROMPT),
     }
-    rewards = RewardSet(terms, plugin_timeout_s=0.3, prompt=PROMPT, scorer=None)
+    rewards = RewardSet(
+        terms, plugin_timeout_s=0.3, completions_per_step=0, seed=0, prompt=PROMPT, scorer=None
+    )
     mine, fmt = rewards.functions
     assert fmt.deadline is None  # rlvr's own term runs as it is
     started = time.monotonic()
@@ -280,7 +346,9 @@ def test_a_hanging_plugin_reward_times_out_scores_zero_and_is_counted(released, 
     assert "reward.terms.mine" in caplog.text and "reward.plugin_timeout_s" in caplog.text
     data = __import__("datasets").Dataset.from_dict({"answer": ["1"], "task": ["t"]})
     with pytest.raises(RuntimeError, match="reward.terms.mine did not return within reward.plugin_timeout_s"):
-        RewardSet({"mine": terms["mine"]}, plugin_timeout_s=0.3, prompt=PROMPT).check_on_gold(data)
+        RewardSet(
+            {"mine": terms["mine"]}, plugin_timeout_s=0.3, completions_per_step=0, seed=0, prompt=PROMPT
+        ).check_on_gold(data)
 
 
 def test_a_plugin_reward_that_returns_in_time_is_scored_as_it_says(released):
@@ -289,7 +357,11 @@ def test_a_plugin_reward_that_returns_in_time_is_scored_as_it_says(released):
 
     RELEASE.set()
     rewards = RewardSet(
-        {"mine": FunctionReward(hanging_reward, 1.0, prompt=PROMPT)}, plugin_timeout_s=5, prompt=PROMPT
+        {"mine": FunctionReward(hanging_reward, 1.0, prompt=PROMPT)},
+        plugin_timeout_s=5,
+        completions_per_step=0,
+        seed=0,
+        prompt=PROMPT,
     )
     assert rewards.functions[0](["a", "b"]) == [1.0, 1.0]
     assert rewards.counters()["reward/plugin_timeouts"] == 0.0

@@ -76,6 +76,7 @@ def _checkpoint_of_run(run: Path, fingerprint: dict | None) -> Path:
 
     ckpt = run / "checkpoints" / "grpo" / "checkpoint-2"
     ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"global_step": 2}')  # as transformers saves it
     mark_complete(ckpt)
     if fingerprint is not None:
         write_fingerprint(run, fingerprint)
@@ -152,8 +153,27 @@ def test_guard_holds_the_warning_signal_back_from_the_previous_handler():
         signal.signal(signal.SIGTERM, before_term)
 
 
-def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_default():
+def _library_loop(kill: bool = True) -> list[str]:
+    """Library code as some is written: a bare ``except:`` around its work. What it swallowed."""
     import os
+    import signal
+    import time
+
+    swallowed = []
+    for _ in range(3):
+        try:
+            if kill:
+                os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+        except:  # noqa: E722 - the point of the test
+            swallowed.append("swallowed")
+        kill = False
+    return swallowed
+
+
+def test_a_stop_request_cannot_be_swallowed_by_library_code_and_stops_at_the_next_boundary():
+    """The handler records the request and raises nothing (a bare ``except:`` in a library caught the
+    old ``Preempted``, and no later SIGTERM stopped the run); the pipeline stops before its next stage."""
     import signal
 
     from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard
@@ -163,15 +183,111 @@ def test_guard_outside_training_stops_at_once_and_has_nothing_to_hand_over_by_de
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # no stop: the default action is back
     try:
         with PreemptionGuard() as guard:
-            with pytest.raises(Preempted, match="SIGTERM received outside training"):
-                os.kill(os.getpid(), signal.SIGTERM)
+            assert _library_loop() == []  # nothing raised into the library's code
+            assert guard.requested and guard.signum == signal.SIGTERM
+            with pytest.raises(
+                Preempted, match="SIGTERM received outside training; stopped before the train"
+            ):
+                guard.stop_if_requested("train")
             assert guard.hand_over() is None  # the default SIGTERM action is not a handler to call
         # On its way to exit code 75 the process ignores a later SIGTERM (SLURM's, after its warning)
         # instead of dying of it.
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-        os.kill(os.getpid(), signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+SECOND_SIGNAL = """
+import os, signal, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from tests.unit.test_checkpoints import _library_loop
+from rlvr.training_loop.checkpoints import PreemptionGuard
+with PreemptionGuard() as guard:
+    _library_loop()  # the first request: recorded
+    print("first recorded", guard.requested, flush=True)
+    _library_loop()  # the second, outside training: the process ends of it, whatever the library does
+    print("survived a second SIGTERM", flush=True)
+"""
+
+
+def test_a_second_sigterm_outside_training_ends_the_process_at_once():
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SECOND_SIGNAL, str(ROOT / "src"), str(ROOT)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.stdout.splitlines() == ["first recorded True"], proc.stdout + proc.stderr
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+
+
+def test_a_launchers_stop_cannot_be_swallowed_by_library_code_and_stops_at_the_next_boundary():
+    """Under a multi-process launcher SIGTERM is LauncherStop's: its handler raised StoppedByLauncher,
+    which a library's bare ``except:`` swallowed. It now only records the request; rlvr's code stops
+    training at the end of the step (no checkpoint: ranks cannot agree on one) and before the next
+    stage. Mutation: ``LauncherStop._handle`` raising StoppedByLauncher again -> red (swallowed)."""
+    import signal
+    from types import SimpleNamespace
+
+    from rlvr.runtime.distributed import LauncherStop, StoppedByLauncher
+    from rlvr.training_loop.checkpoints import PreemptionGuard
+    from rlvr.training_loop.loop import TrainOutcome, _stop_if_preempted
+
+    guard = PreemptionGuard()
+    try:
+        with LauncherStop(guard) as stop:
+            assert _library_loop() == []  # nothing raised into the library's code
+            assert stop.requested and guard.stopping and not guard.requested
+            control = guard.on_step_end(
+                None, None, SimpleNamespace(should_save=False, should_training_stop=False)
+            )
+            assert control.should_training_stop and not control.should_save
+            with pytest.raises(
+                StoppedByLauncher, match="stopped by the launcher .*before the evaluate stage"
+            ):
+                stop.stop_if_requested("evaluate")
+            with pytest.raises(StoppedByLauncher, match="before the evaluate stage"):
+                guard.stop_if_requested("evaluate")  # the orchestrator's check between stages
+            with pytest.raises(StoppedByLauncher, match="grpo stopped at step 3"):
+                _stop_if_preempted(guard, "grpo", TrainOutcome(model=None, steps={"grpo": 3}))
+            stop.finished = True  # completed: a SIGTERM now changes nothing
+            assert _library_loop() == []
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+SECOND_LAUNCHER_SIGNAL = """
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from tests.unit.test_checkpoints import _library_loop
+from rlvr.runtime.distributed import LauncherStop
+with LauncherStop() as stop:
+    _library_loop()  # the first request: recorded
+    print("first recorded", stop.requested, flush=True)
+    _library_loop()  # the second: the process ends of it, whatever the library does
+    print("survived a second SIGTERM", flush=True)
+"""
+
+
+def test_a_second_launcher_sigterm_ends_the_process_at_once():
+    """Mutation: a second SIGTERM only recorded in ``LauncherStop._handle`` -> red (the process survives)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SECOND_LAUNCHER_SIGNAL, str(ROOT / "src"), str(ROOT)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.stdout.splitlines() == ["first recorded True"], proc.stdout + proc.stderr
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
 
 
 def test_warning_signal_follows_submitit_inside_a_submitit_job(monkeypatch):

@@ -159,3 +159,109 @@ def test_shipped_configs_widen_nothing():
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose(name)
         assert code_setting_issues(OmegaConf.to_container(cfg, resolve=False), set()) == []
+
+
+# -- settings a library decodes from a JSON string (SECURITY.md "Code shipped with a model") --------
+_GRPO = "training_loop.grpo"
+JSON_STRINGS = {
+    "a JSON object": ("model_init_kwargs", '{"trust_remote_code": true}'),
+    "a string 'true' (transformers makes it a boolean)": (
+        "model_init_kwargs",
+        '{"trust_remote_code": "true"}',
+    ),
+    "key in another case, with spaces": ("generation_kwargs", '{" Trust_Remote_Code ": true}'),
+    "JSON inside JSON": ("model_init_kwargs", '{"x": "{\\"trust_remote_code\\": true}"}'),
+    "deep under a list of mappings": ("chat_template_kwargs", '[{"a": [{"b": {"code_revision": "abc"}}]}]'),
+    "leading space": ("lr_scheduler_kwargs", '  {"use_safetensors": false}'),
+    "a field the library does not decode": ("some_other_field", '{"trust_remote_code": true}'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JSON_STRINGS))
+def test_a_json_string_that_decodes_to_a_code_setting_is_refused(tmp_path, case):
+    field, text = JSON_STRINGS[case]
+    body = f"training_loop:\n  grpo:\n    {field}: '{text}'\n"
+    conf = _config_dir(tmp_path, {"experiment/theirs.yaml": "# @package _global_\n" + body})
+    argv = ["--config-dir", conf, "experiment=theirs", "model=hf", "model.name_or_path=org/m"]
+    issue = _refused(argv)[f"{_GRPO}.{field}"]
+    assert issue.value == text  # the key and the value as written
+    assert "this JSON string decodes to" in issue.problem and "only your own command line" in issue.problem
+    assert f"{conf}/experiment/theirs.yaml" in issue.problem  # where it came from
+    assert f"type the whole value on the command line: {_GRPO}.{field}=" in issue.fix
+
+
+def test_a_json_string_typed_on_the_command_line_passes():
+    argv = [
+        "model=hf",
+        "model.name_or_path=org/m",
+        f"+{_GRPO}.model_init_kwargs=" + "'{\"trust_remote_code\": true}'",
+    ]
+    assert preflight(argv, SCRIPT, "conf", "config") == []
+
+
+@pytest.mark.parametrize("text", ["{use_reentrant: false}", "not json", '"a string"', '{"a": ' * 3])
+def test_a_library_dict_field_whose_string_does_not_decode_is_refused(tmp_path, text):
+    body = f"training_loop:\n  grpo:\n    gradient_checkpointing_kwargs: '{text}'\n"
+    conf = _config_dir(tmp_path, {"experiment/theirs.yaml": "# @package _global_\n" + body})
+    issue = _refused(["--config-dir", conf, "experiment=theirs"])[f"{_GRPO}.gradient_checkpointing_kwargs"]
+    assert issue.value == text
+    assert "a library decodes a string here into settings" in issue.problem
+    assert "as a YAML mapping" in issue.fix
+
+
+def test_a_sweepers_params_cannot_sweep_a_json_string_on(tmp_path):
+    conf = _config_dir(
+        tmp_path,
+        {
+            "experiment/theirs.yaml": "# @package _global_\nhydra:\n  sweeper:\n    params:\n"
+            f"      +{_GRPO}.model_init_kwargs: \"'{{}}','{{\\\"trust_remote_code\\\": true}}'\"\n"
+        },
+    )
+    argv = ["-m", "--config-dir", conf, "experiment=theirs", "model=hf", "model.name_or_path=org/m"]
+    issue = _refused(argv)[f"{_GRPO}.model_init_kwargs"]
+    assert "hydra.sweeper.params" in issue.problem and "trust_remote_code=true" in issue.problem
+
+
+def test_inside_a_job_an_interpolation_that_builds_the_json_string_is_refused():
+    """The check before Hydra sees ``${a}``; the job's check sees the resolved string."""
+    from rlvr.security.hydra_policy import job_code_issues
+
+    raw = {"a": '{"trust_remote_code": true}', "training_loop": {"grpo": {"model_init_kwargs": "${a}"}}}
+    container = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=["model=hf", "model.name_or_path=org/m"], return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        keys = [i.key for i in job_code_issues(container)]
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    assert f"{_GRPO}.model_init_kwargs" in keys  # (and "a": any string that decodes is judged)
+
+
+def test_the_decoded_fields_are_every_dict_field_the_installed_libraries_decode():
+    import importlib
+    import pkgutil
+
+    import transformers
+    import trl.trainer
+
+    from rlvr.security.trust import LIBRARY_DICT_FIELDS
+
+    fields = set(transformers.TrainingArguments._VALID_DICT_FIELDS)
+    for module in pkgutil.iter_modules(trl.trainer.__path__):
+        if module.name.endswith("_config"):
+            for obj in vars(importlib.import_module(f"trl.trainer.{module.name}")).values():
+                fields |= set(getattr(obj, "_VALID_DICT_FIELDS", []) if isinstance(obj, type) else [])
+    assert fields <= LIBRARY_DICT_FIELDS
+
+
+def test_a_credential_inside_a_json_string_is_refused_unechoed():
+    """The gate judges credential keys on the decoded config too (SECURITY.md "Secrets")."""
+    from rlvr.config.gate import checked_config
+
+    secret = "hf_" + "q" * 34
+    cfg = OmegaConf.create({"training_loop": {"grpo": {"model_init_kwargs": f'{{"Hub_Token": "{secret}"}}'}}})
+    with pytest.raises(ConfigValidationError) as exc:
+        checked_config(cfg)
+    assert [i.key for i in exc.value.issues] == [f"{_GRPO}.model_init_kwargs.Hub_Token"]
+    assert secret not in str(exc.value)

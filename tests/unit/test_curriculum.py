@@ -297,7 +297,12 @@ def test_values_outside_the_signature_are_named_by_the_gate(override, words):
 
 def test_a_curriculum_needs_a_term_that_runs_the_verifier():
     format_only = RewardSet(
-        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+        {"format": FormatReward(1.0, prompt=PROMPT)},
+        plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
+        prompt=PROMPT,
+        scorer=None,
     )
     issues = success_term_issues(data(), format_only)
     assert [i.key for i in issues] == ["reward.terms"] and "correctness" in issues[0].fix
@@ -309,7 +314,12 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
 
 def test_grpo_step_metrics_carry_the_difficulty():
     rewards = RewardSet(
-        {"format": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None
+        {"format": FormatReward(1.0, prompt=PROMPT)},
+        plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
+        prompt=PROMPT,
+        scorer=None,
     )
     phase = GRPOPhase({}, 0, lambda: None, rewards, SIGNAL)
     source = (

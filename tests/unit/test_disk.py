@@ -16,7 +16,7 @@ def make_run(root: Path) -> Path:
             ckpt = root / "checkpoints" / phase / f"checkpoint-{step}"
             ckpt.mkdir(parents=True)
             (ckpt / "optimizer.pt").write_bytes(b"x" * 1000)
-            (ckpt / "trainer_state.json").write_text("{}")
+            (ckpt / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
             if (phase, step) != ("grpo", 6):  # the newest GRPO save was cut off: no marker
                 (ckpt / MARKER).write_text("ok\n")
     (root / "final").mkdir()
@@ -52,7 +52,7 @@ def test_size_line_and_symlinks_not_followed(tmp_path):
     (run / "checkpoints" / "grpo" / "ext").symlink_to(outside, target_is_directory=True)
     line = finish_run_dir(run, "last")
     assert (outside / "big").is_file()  # pruning never deletes through a link
-    assert dir_size(run) == 1000 + 2 + 3 + 500
+    assert dir_size(run) == 1000 + len('{"global_step": 4}') + 3 + 500
     assert line == f"{run} (1.5 KB; 4 checkpoint dir(s) deleted (keep_checkpoints=last))"
 
 

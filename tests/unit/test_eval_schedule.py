@@ -32,6 +32,9 @@ class Evaluator:
         self.generated.append((label, step))
         return make_eval_result(label, step, 1, 2)
 
+    def completions(self, result, dataset):
+        return None
+
     def sampled_view(self):
         return None
 

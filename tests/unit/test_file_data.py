@@ -161,7 +161,8 @@ def test_malformed_row_is_reported_with_its_number(tmp_path):
 
 def test_conf_groups_compose_and_instantiate(gsm8k_file, tmp_path):
     for group, path in (("gsm8k", gsm8k_file), ("finqa", write_json(tmp_path / "f.json", finqa_rows(30)))):
-        cfg = compose_config([f"data={group}", f"data.path={path}"])
+        # eval_size=null: the groups' 200 held-out questions are more than these small files hold
+        cfg = compose_config([f"data={group}", f"data.path={path}", "data.eval_size=null"])
         assert check_targets(cfg, runtime_args(cfg)) == []
         data = instantiate(cfg.data, _convert_="all")
         assert data.validate() == [] and data.name == group
@@ -194,3 +195,47 @@ def test_own_processor_from_a_plugin_package(monkeypatch, tmp_path):
     data = instantiate(cfg.data, _convert_="all").load(PROMPT)
     assert len(data.train) + len(data.eval) == 40
     assert json.loads(data.eval["entry"][0])["metadata"]["topic"] == "geo"
+
+
+def test_validate_names_a_size_the_split_of_the_file_cannot_give(tmp_path):
+    """``validate_only`` passed ``data.eval_size=6`` on a 20-row file and the run then failed in the
+    data stage (issue 45, item 13). Mutation: ``validate`` returning [] instead of ``size_issues``
+    -> red."""
+    rows = gsm8k_rows(20)
+    source = write_jsonl(tmp_path / "small.jsonl", rows)
+    test_side = len({r["question"] for r in rows if identity.split_of("gsm8k", r["question"]) == "test"})
+    train_side = len(rows) - test_side
+    assert gsm8k_data(source, eval_size=test_side, train_size=train_side).validate() == []
+    issues = {
+        i.key: i for i in gsm8k_data(source, eval_size=test_side + 1, train_size=train_side + 5).validate()
+    }
+    assert sorted(issues) == ["data.eval_size", "data.train_size"]
+    assert (
+        issues["data.eval_size"].value == test_side + 1 and issues["data.train_size"].value == train_side + 5
+    )
+    assert f"has only {test_side} test-side questions for 'gsm8k'" in issues["data.eval_size"].problem
+    assert "fixed share of the questions by content hash" in issues["data.train_size"].problem
+    assert issues["data.eval_size"].fix == "lower data.eval_size, or set it to null for all of them"
+    # an extra evaluation set's size, named under its own key
+    extra = gsm8k_data(source, eval_sets={"small": gsm8k_data(source, eval_size=test_side + 1)})
+    assert [i.key for i in extra.validate()] == ["data.eval_sets.small.eval_size"]
+
+
+def test_validate_only_names_a_reasoning_gym_size_the_task_cannot_give(tmp_path):
+    """A held-out size larger than the task's question space passed ``validate_only``; the gate now
+    draws each side there (a run's data stage draws them itself). Mutation: the gate not calling
+    ``drawn_size_issues`` -> red."""
+    from rlvr.config.gate import checked_config, component_issues
+
+    def issues(*overrides: str) -> dict:
+        small = ["experiment=smoke", "data.task_params.basic_arithmetic.max_terms=2", *overrides]
+        return {i.key: i for i in component_issues(checked_config(compose_config(small)), tmp_path / "run")}
+
+    assert issues("validate_only=true") == {}
+    [issue] = issues("validate_only=true", "data.eval_size=1000").values()
+    assert (issue.key, issue.value) == ("data.eval_size", 1000)
+    assert (
+        "task 'basic_arithmetic' gave only" in issue.problem
+        and "distinct test-side questions" in issue.problem
+    )
+    assert issue.fix.startswith("lower data.eval_size")

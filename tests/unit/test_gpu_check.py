@@ -259,6 +259,25 @@ def test_offline_install_takes_only_what_the_machine_lacks_and_skips_absent_gpu_
     assert missing == ["nvidia-cublas==13.1"]  # required (via nvidia-cudnn), not in the folder
 
 
+def test_the_gpu_lock_installs_its_vllm_beside_the_torch_gpu_images_carry(tmp_path):
+    """Issue 46 item 1: on an image with torch 2.11.0+cu130, transformers 5.17.0 and accelerate 1.15.0
+    (the lent GPU machine's), `make gpu-check WHEELS=<dir>` keeps the image's stack and installs the
+    locked vLLM from the folder; the lock's torch is the image's version, the one vLLM 0.26.0 pins."""
+    text = (ROOT / "requirements" / "gpu.txt").read_text()
+    image = {"torch": "2.11.0+cu130", "transformers": "5.17.0", "accelerate": "1.15.0"}
+    locked = {name: version for name, version, *_ in offline_lock.entries(text)}
+    assert locked["torch"] == image["torch"].split("+")[0]
+    assert all(locked[n] == image[n] for n in ("transformers", "accelerate"))
+    for name, version, *_ in offline_lock.entries(text):  # both versions of a package locked twice
+        if name not in image:
+            (tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    body, notes, missing = offline_lock.only_missing(text, image, offline_lock.in_folder(tmp_path))
+    kept = {line.split("==")[0]: line.split("==")[1].split()[0] for line in body.splitlines() if "==" in line}
+    assert missing == []
+    assert kept["vllm"] == "0.26.0" and kept["torchvision"] == "0.26.0" and kept["torchaudio"] == "2.11.0"
+    assert "torch" not in kept and "torch==2.11.0: left out (installed: 2.11.0+cu130)" in notes
+
+
 def test_the_offline_gpu_check_runs_nothing_that_no_locked_hash_covers():
     """`make gpu-check WHEELS=`: every pip install is hash-checked and takes wheels only, so no build
     backend (a folder's poetry-core or setuptools) ever runs; rlvr is put on the path, not built."""
@@ -267,3 +286,54 @@ def test_the_offline_gpu_check_runs_nothing_that_no_locked_hash_covers():
     installs = [line for line in recipe.splitlines() if "pip install" in line]
     assert installs and all("--require-hashes" in line and "--only-binary=:all:" in line for line in installs)
     assert "-e ." not in recipe and "rlvr-src.pth" in recipe
+
+
+def _no_run_main(monkeypatch, argv: list[str]) -> int:
+    """gpu_check.main with the machine probe and the model check stubbed and no check selected."""
+    import rlvr.model.embedded as embedded
+
+    monkeypatch.setattr(embedded, "is_ready", lambda: True)
+    probe = {**PROBE, "cuda": False, "cpu": "test CPU", "versions": {"torch": "0"}}
+    monkeypatch.setattr(gc, "probe_machine", lambda: probe)
+    return gc.main([*argv, "--only", "no check has this name"])
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_results_table_goes_beside_the_runs_not_over_the_tracked_record(monkeypatch, tmp_path, device):
+    """Issue 46 item 7: by default the table is written under --out (outputs/gpu_check/<time>), and the
+    repository's benchmarks/gpu_check*.md are left as they are."""
+    records = {p: p.read_bytes() for p in (ROOT / "benchmarks").glob("gpu_check*.md")}
+    assert _no_run_main(monkeypatch, ["--device", device, "--out", str(tmp_path / "runs")]) == 3
+    name = "gpu_check.md" if device == "cuda" else "gpu_check_cpu.md"
+    assert (tmp_path / "runs" / name).read_text().startswith("# `make gpu-check")
+    assert {p: p.read_bytes() for p in (ROOT / "benchmarks").glob("gpu_check*.md")} == records
+    assert gc.default_results(ROOT / "outputs" / "gpu_check" / "t", device).is_relative_to(ROOT / "outputs")
+
+
+def test_results_go_where_the_user_names(monkeypatch, tmp_path):
+    target = tmp_path / "somewhere" / "table.md"
+    assert _no_run_main(monkeypatch, ["--out", str(tmp_path / "runs"), "--results", str(target)]) == 3
+    assert "scripts/gpu_check.py, --device cuda" in target.read_text()
+    assert not (tmp_path / "runs" / "gpu_check.md").exists()
+
+
+@pytest.mark.parametrize(
+    "stray", ["notes.whl", "numpy-2.4.1.whl", "dir-1.0-py3-none-any.whl", "a\x1b[2J.whl"]
+)
+def test_a_stray_non_wheel_in_the_wheel_folder_is_named_in_one_message(tmp_path, capsys, stray):
+    """SECURITY.md "Faults end in one message": a `.whl` entry that is no wheel (a ValueError
+    traceback from unpacking its name before). Mutation: main without folder_problem -> red."""
+    (tmp_path / "numpy-2.4.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    if stray.startswith("dir-"):
+        (tmp_path / stray).mkdir()
+    else:
+        (tmp_path / stray).write_bytes(b"")
+    lock = tmp_path / "lock.txt"
+    lock.write_text(LOCK)
+    assert offline_lock.main([str(lock), f"--wheels={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ascii(stray) in err[0] and "Fix: move it out of the folder" in err[0]
+    assert "\x1b" not in err[0]
+    (tmp_path / "absent").write_text("")
+    assert offline_lock.main([str(lock), f"--wheels={tmp_path / 'absent'}"]) == 2
+    assert "is not a folder" in capsys.readouterr().err

@@ -89,7 +89,7 @@ def test_the_gpu_experiment_runs_on_a_24_gb_card_and_is_refused_there_without_ch
     refusals, _ = memory.run_checks(model, loop, None, lengths)
     assert refusals == []
     measured = dict((c.label, peak) for c, peak in _measured_cases())
-    shape, plan, _ = memory._estimate_inputs(model, loop, None, 1, lengths)
+    shape, plan, _, _ = memory._estimate_inputs(model, loop, None, 1, lengths)
     estimate = memory.peak(memory.estimate(shape, plan, 24.0))
     assert measured["qwen2_5_1_5b bfloat16 lora+GC grpo b16 p192+c512"] <= estimate <= 24.0
 

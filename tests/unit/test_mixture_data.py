@@ -197,7 +197,13 @@ def test_report_has_a_row_per_task_and_set(tmp_path):
 
 
 def test_reward_set_reports_the_mean_reward_per_task():
-    rs = RewardSet({"fmt": FormatReward(2.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT)
+    rs = RewardSet(
+        {"fmt": FormatReward(2.0, prompt=PROMPT)},
+        plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
+        prompt=PROMPT,
+    )
     batch = ["<answer>1</answer>", "no", "<answer>2</answer>", "<answer>3</answer>"]
     for fn in rs.functions:
         fn(batch, task=["a", "a", "b", "b"])
@@ -207,7 +213,13 @@ def test_reward_set_reports_the_mean_reward_per_task():
     for fn in rs.functions:  # a later batch of one task still reports it: the run mixes tasks
         fn(batch[:2], task=["a", "a"])
     assert rs.counters()["reward/task/a/mean"] == 1.0
-    single = RewardSet({"fmt": FormatReward(1.0, prompt=PROMPT)}, plugin_timeout_s=60.0, prompt=PROMPT)
+    single = RewardSet(
+        {"fmt": FormatReward(1.0, prompt=PROMPT)},
+        plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
+        prompt=PROMPT,
+    )
     for fn in single.functions:
         fn(batch, task=["a"] * 4)
     assert not [k for k in single.counters() if k.startswith("reward/task/")]

@@ -24,7 +24,7 @@ WAITING = {
     # models are composed model nodes, HFModel's arguments lose their defaults too.
     "rlvr.model.loader.HFModel": {
         "dtype", "trust_remote_code", "use_safetensors", "gguf_file", "lora", "quantization",
-        "gradient_checkpointing",
+        "gradient_checkpointing", "attn_implementation",
     },
     "rlvr.prompts.PromptTemplate": {
         "system", "answer_start", "answer_end", "reasoning_start", "reasoning_end", "family",

@@ -227,7 +227,7 @@ def test_cli_rejects_bad_rename_and_output(tmp_path: Path, capsys: pytest.Captur
     bad_map = write(tmp_path / "m.json", ["a", "b"])
     assert f"--rename-file {bad_map}" in run_failing([str(src), "--rename-file", str(bad_map)], capsys)
     err = run_failing([str(src), str(src), "--output", str(tmp_path / "one.png")], capsys)
-    assert "names one PNG but 2 files were given" in err
+    assert "names one chart but 2 files were given" in err
 
 
 def test_cli_refuses_a_rename_of_a_name_no_file_holds(
@@ -250,3 +250,68 @@ def test_module_entry_point(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert_png(tmp_path / "o.png")
+
+
+@pytest.mark.parametrize(
+    ("name", "magic"), [("chart.png", b"\x89PNG"), ("chart.svg", b"<?xml"), ("chart.PDF", b"%PDF")]
+)
+def test_cli_writes_the_format_the_output_suffix_names(tmp_path: Path, name: str, magic: bytes) -> None:
+    src = write(tmp_path / "r.json", ALL_REPORT)
+    assert main([str(src), "--output", str(tmp_path / name)]) == 0
+    assert (tmp_path / name).read_bytes().startswith(magic)
+
+
+def test_cli_format_for_several_files_into_a_directory(tmp_path: Path) -> None:
+    a, b = write(tmp_path / "a.json", TASK_REPORT), write(tmp_path / "b.json", ALL_REPORT)
+    assert main([str(a), str(b), "--output", str(tmp_path / "out"), "--format", "svg"]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.svg", "b.svg"]
+    assert (tmp_path / "out" / "a.svg").read_bytes().startswith(b"<?xml")
+
+
+def test_cli_refuses_an_unsupported_suffix_by_value_and_names_the_allowed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path / "r.json", TASK_REPORT)
+    err = run_failing([str(src), "--output", str(tmp_path / "chart.jpg")], capsys)
+    assert (
+        f"--output {tmp_path / 'chart.jpg'}: suffix '.jpg' is not a chart format; use .png, .svg or .pdf"
+        in err
+    )
+    assert not (tmp_path / "chart.jpg").exists()
+
+
+def test_the_average_bar_carries_the_reports_interval() -> None:
+    report = {
+        **ALL_REPORT,
+        "average_ci": {
+            "org/model-a": {"ci_low": 0.5, "ci_high": 0.7},
+            "org/model-b": {"ci_low": 0.12, "ci_high": 0.29},
+        },
+    }
+    fig = all_tasks_chart(report)
+    (ax,) = fig.axes
+    # one errorbar per model; the average group is x == 2 (after the two tasks)
+    segments = [seg for c in ax.containers if hasattr(c, "lines") for seg in c.lines[2][0].get_segments()]
+    average = sorted((round(s[0][1], 6), round(s[1][1], 6)) for s in segments if s[0][0] > 1.5)
+    assert average == [(12.0, 29.0), (50.0, 70.0)]
+
+
+def test_an_average_interval_that_does_not_hold_the_average_is_refused() -> None:
+    report = {**ALL_REPORT, "average_ci": {"org/model-a": {"ci_low": 0.7, "ci_high": 0.8}}}
+    with pytest.raises(ReportError, match=r"average_ci\['org/model-a'\]: needs 0 <= ci_low <= average"):
+        all_tasks_chart(report)
+
+
+def test_cli_prints_the_paired_comparisons_of_a_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pair = {"a": "org/model-a", "b": "org/model-b", "n": 50, "before": 0.42, "after": 0.1, "delta": -0.32}
+    pair |= {"ci_low": -0.45, "ci_high": -0.19, "right_to_wrong": 17, "wrong_to_right": 1}
+    pair |= {"p_value": 0.000137, "binary": True}
+    report = {**TASK_REPORT, "paired": [pair]}
+    main([str(write(tmp_path / "r.json", report)), "--output", str(tmp_path / "c.png")])
+    out = capsys.readouterr().out
+    assert (
+        "| gsm8k | org/model-a | org/model-b | 42.0% | 10.0% | -32.0 | [-45.0, -19.0] | 17 | 1 | 0.000137 | 50 |"
+        in out
+    )

@@ -147,6 +147,20 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     assert isinstance(args, trl.SFTConfig) and plan.prompt + plan.completion == 256
 
 
+def test_packed_sft_rows_are_bins_of_max_length_tokens():
+    """Packing fills each row of the micro-batch to max_length with whole rows: the plan counts full
+    bins, not the data's longest prompt and answer. Mutation: no packing branch in plan_of -> red."""
+    from rlvr.runtime import memory as preflight
+
+    model, loop = _components("cuda", grpo=False)
+    short = (40, 6)  # the data's longest prompt and answer, in tokens
+    padded = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=short)
+    assert padded.prompt + padded.completion == 40 + 6 + preflight.ANSWER_MARKERS
+    loop.sft_phase.fields.update(packing=True, max_length=1024)
+    packed = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=short)
+    assert packed.prompt + packed.completion == 1024
+
+
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_swap_can_hold_it(monkeypatch):
     from rlvr.runtime import memory as preflight
 
@@ -232,7 +246,7 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     plans = []
-    monkeypatch.setattr(preflight, "check", lambda shape, plan, *a: plans.append(plan) or ([], []))
+    monkeypatch.setattr(preflight, "check", lambda shape, plan, *a, **k: plans.append(plan) or ([], []))
     preflight.run_checks(model, loop, setup)
     assert plans[0].shard == shard and plans[0].processes == 8
 
@@ -274,3 +288,166 @@ def test_a_model_directory_with_an_absurd_layer_count_is_refused_on_this_machine
     assert [i.key for i in refusals] == ["model"], refusals
     total = preflight.device_memory_gb("cpu") + preflight.swap_gb()
     assert f"on a {total:.0f} GB cpu (its RAM plus swap)" in refusals[0].problem
+
+
+def test_a_named_card_replaces_this_machines_device_and_its_verdict_is_said_when_it_fits(monkeypatch):
+    """runtime.memory.target: the 7B full fine-tune that this (pretend 1,000 GB) machine would hold is
+    refused for an L4, and the same run as QLoRA fits it, said with the estimate and every term.
+    Mutation: run_checks / summary ignoring ``card`` (this machine's memory again) -> red."""
+    from rlvr.runtime import memory as preflight
+    from rlvr.runtime.cards import CARDS
+
+    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 1000.0)
+    monkeypatch.setattr(preflight, "swap_gb", lambda: 0.0)
+    model, loop = _components("cpu")
+    assert preflight.run_checks(model, loop) == ([], [])
+    refusals, _ = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])
+    (issue,) = refusals
+    assert (
+        issue.problem.startswith("does not fit: estimated peak")
+        and "on the L4-24GB (22.03 GB" in issue.problem
+    )
+    assert "weights 14.2" in issue.problem and "optimizer state 28.4" in issue.problem
+    assert "model.quantization=4bit" in issue.fix
+    model.quantization, model.lora, model.gradient_checkpointing = "4bit", {"r": 16}, True
+    assert preflight.run_checks(model, loop, card=CARDS["L4-24GB"]) == ([], [])
+    line = preflight.summary(model, loop, card=CARDS["L4-24GB"])
+    assert line.startswith(
+        "memory pre-flight: fits on the L4-24GB (22.03 GB as PyTorch reports it): estimated peak"
+    )
+    assert "terms (GB): weights 7.4" in line and "activations" in line and "7.62B parameters" in line
+
+
+def test_the_precision_is_the_one_auto_picks_on_the_card_not_on_this_machine(monkeypatch):
+    """TRL's config is built for this CPU (fp32 here); on an H100 ``precision: auto`` trains in bf16,
+    on a T4 (no bf16) in fp16, and a pinned precision stays. Mutation: no precision replacement for
+    the card -> the plan says fp32 -> red."""
+    from rlvr.runtime import memory as preflight
+    from rlvr.runtime.cards import CARDS
+
+    model, loop = _components("cpu")
+    loop.precision = "auto"
+    assert "tokens in bf16" in preflight.summary(model, loop, card=CARDS["H100-80GB"])
+    assert "tokens in fp16" in preflight.summary(model, loop, card=CARDS["T4-16GB"])
+    loop.precision = "fp32"
+    assert "tokens in fp32" in preflight.summary(model, loop, card=CARDS["H100-80GB"])
+
+
+def test_the_7b_estimate_says_it_is_extrapolated_from_the_measured_shapes():
+    """benchmarks/memory_preflight.md measured shapes up to Qwen2.5-1.5B: a 7B verdict says it goes
+    4.9x beyond them, a 1.5B one that it rests on measurements. Mutation: describe() without the
+    basis -> red."""
+    plan = Plan(dtype="bfloat16", batch=8, prompt=256, completion=256)
+    refusals, _ = check(QWEN["7B"], plan, 24, "cuda")
+    assert "basis: extrapolated (4.9x the largest shape measured)" in refusals[0].problem
+    assert "0.13-1.54B parameters measured on an H200" in refusals[0].problem
+    assert "1.03-1.28x each measured peak" in refusals[0].problem
+    refusals, _ = check(
+        QWEN["1.5B"], Plan(dtype="bfloat16", batch=64, prompt=512, completion=512), 24, "cuda"
+    )
+    assert "basis: training steps of shape models" in refusals[0].problem
+    assert "extrapolated" not in refusals[0].problem
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "gb"),
+    [("H100-80GB", "H100-80GB", 79.18), ("a100-40gb", "A100-40GB", 39.50), (48, "48 GB", 48.0),
+     ("80GB", "80 GB", 80.0), (12.5, "12.5 GB", 12.5), (None, None, None)],
+)  # fmt: skip
+def test_a_target_is_a_known_card_or_a_size_in_gb(value, name, gb):
+    from rlvr.runtime.cards import card_of
+
+    card, issues = card_of(value)
+    assert issues == [] and (card.name, card.memory_gb) == (name, gb) if card else (name is None)
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [("H100", "not a known card"), ("RTX-4090", "not a known card"), (0, "must be > 0"), (True, "not a known card")],
+)  # fmt: skip
+def test_an_unknown_target_is_a_config_error_naming_every_known_card(value, rule):
+    """Mutation: card_of returning None (this machine's device) for a name it does not know -> red."""
+    from rlvr.runtime.cards import CARDS, KEY, card_of
+
+    card, issues = card_of(value)
+    (issue,) = issues
+    assert card is None and issue.key == KEY == "runtime.memory.target" and issue.value == value
+    assert rule in issue.problem
+    assert all(name in issue.fix for name in CARDS) and f"{KEY}=48" in issue.fix
+    if value == "H100":
+        assert "did you mean 'H100-80GB'?" in issue.fix
+
+
+# -- every weight a config declares (SECURITY.md "Run directories and checkpoints") -----------------
+_DENSE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "vocab_size": 1000, "intermediate_size": 128, "tie_word_embeddings": True}  # fmt: skip
+# (config.json additions, the weights of the MLPs and extra layers beyond the dense model's)
+_H, _I, _L = 64, 128, 2
+_ATTN = _H * 16 * (2 * 4 + 2 * 2)
+MOE = {
+    "Mixtral: num_local_experts of intermediate_size, a router": (
+        {"num_local_experts": 8}, _L * 8 * (3 * _H * _I + _H) - _L * 3 * _H * _I),
+    "Qwen-MoE: num_experts of moe_intermediate_size, a shared expert with its gate": (
+        {"num_experts": 6, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 96},
+        _L * (6 * (3 * _H * 32 + _H) + 3 * _H * 96 + _H) - _L * 3 * _H * _I),
+    "DeepSeek: n_routed_experts, n_shared_experts, the first layer dense, one extra layer": (
+        {"n_routed_experts": 4, "n_shared_experts": 2, "moe_intermediate_size": 32, "first_k_dense_replace": 1,
+         "num_nextn_predict_layers": 1},
+        2 * (4 * (3 * _H * 32 + _H) + 2 * 3 * _H * 32) - 3 * _H * _I + _ATTN + 2 * _H * _H),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MOE))
+def test_the_preflight_counts_every_expert_shared_expert_and_extra_layer(tmp_path, case):
+    import json
+
+    from rlvr.runtime.memory import shape_of
+
+    (tmp_path / "config.json").write_text(json.dumps(_DENSE))
+    dense = shape_of(str(tmp_path)).params
+    extra, more = MOE[case]
+    (tmp_path / "config.json").write_text(json.dumps({**_DENSE, **extra}))
+    assert shape_of(str(tmp_path)).params - dense == more
+
+
+def test_a_model_folder_with_160000_experts_is_refused_before_loading(tmp_path):
+    """The probe's model folder: 'configuration OK', then ~21 GB allocated. Mutation: experts not
+    counted (mlp_params returns the dense MLP) -> red."""
+    import json
+
+    from rlvr.runtime import memory as preflight
+
+    config = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+              "vocab_size": 49152, "intermediate_size": 1536, "num_local_experts": 160_000}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model, loop = _components("cpu")
+    model.name_or_path = str(tmp_path)
+    refusals, _ = preflight.run_checks(model, loop)
+    assert [i.key for i in refusals] == ["model"], refusals
+    assert "does not fit" in refusals[0].problem
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"num_medusa_heads": 5}, "num_medusa_heads=5"),
+        ({"kv_lora_rank": 512}, "kv_lora_rank=512"),
+        ({"vision_config": {"hidden_size": 1024}}, "vision_config="),
+        ({"num_experts": "160000"}, "num_experts is '160000'"),
+        ({"num_experts": 1.6e5}, "num_experts is 160000.0"),
+        ({"hidden_size": None}, "hidden_size is None"),
+    ],
+)
+def test_weights_the_preflight_cannot_count_are_refused_with_the_keys(tmp_path, extra, named):
+    import json
+
+    from rlvr.runtime import memory as preflight
+
+    (tmp_path / "config.json").write_text(json.dumps({**_DENSE, **extra}))
+    model, loop = _components("cpu")
+    model.name_or_path = str(tmp_path)
+    refusals, _ = preflight.run_checks(model, loop)
+    assert [i.key for i in refusals] == ["model.name_or_path"], refusals
+    problem = refusals[0].problem
+    assert named in problem and ("cannot count" in problem or "whole number" in problem), problem
+    assert refusals[0].value == str(tmp_path) and "config.json" in refusals[0].fix

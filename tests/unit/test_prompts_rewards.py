@@ -85,6 +85,8 @@ def test_reward_set_exposes_functions_weights_and_names():
         rs = RewardSet(
             {**terms, "fmt": FormatReward(0.25, prompt=PROMPT, scorer=None)},
             plugin_timeout_s=60.0,
+            completions_per_step=0,
+            seed=0,
             prompt=PROMPT,
             scorer=pool,
         )
@@ -93,6 +95,8 @@ def test_reward_set_exposes_functions_weights_and_names():
     zero = RewardSet(
         {"a": FormatReward(0.0, prompt=PROMPT, scorer=None)},
         plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
         prompt=PROMPT,
         scorer=None,
     )
@@ -135,11 +139,15 @@ def test_terms_are_checked_on_gold_answers_before_training():
             "correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool),
             "cols": Columns(1.0, prompt=PROMPT, scorer=pool),
         }
-        RewardSet(good, plugin_timeout_s=60.0, prompt=PROMPT, scorer=pool).check_on_gold(data)
+        RewardSet(
+            good, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, scorer=pool
+        ).check_on_gold(data)
         assert Columns.seen["task"] == ["basic_arithmetic"] * 4 and len(Columns.seen["entry"]) == 4
         broken = RewardSet(
             {"scalar": Scalar(1.0, prompt=PROMPT, scorer=pool)},
             plugin_timeout_s=60.0,
+            completions_per_step=0,
+            seed=0,
             prompt=PROMPT,
             scorer=pool,
         )
@@ -171,7 +179,7 @@ def test_reward_set_counts_groups_without_variance_on_weighted_totals():
         "fmt": FormatReward(0.2, prompt=PROMPT, scorer=None),
         "length": LengthPenalty(0.7, free_chars=18, scale_chars=10, prompt=PROMPT, scorer=None),
     }
-    rs = RewardSet(terms, plugin_timeout_s=60.0, prompt=PROMPT, scorer=None)
+    rs = RewardSet(terms, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, scorer=None)
     rs.group_size = 2
     batch = ["<answer>1</answer>", "<answer>2</answer>", "<answer>1</answer>", "<answer>123456</answer>"]
     for fn in rs.functions:  # TRL calls each term once on the whole generation batch

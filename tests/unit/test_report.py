@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
@@ -189,4 +190,58 @@ def test_training_png_gives_each_phase_its_panel_and_marks_the_boundary_and_samp
     assert list(greedy.lines[0].get_xdata()) == [0, 40, 80, 120, 160]  # grpo step 40 sits at 80 + 40
     (pass_at_1,) = [line for line in acc.lines if line.get_label().startswith("sampled pass@1")]
     assert list(pass_at_1.get_xdata()) == [80, 160]
-    assert list(pass_at_1.get_ydata()) == [7 / 16, 13 / 16]
+    assert list(pass_at_1.get_ydata()) == [100 * 7 / 16, 100 * 13 / 16]  # in %, as the report says
+
+
+def test_training_png_labels_every_axis_and_gives_accuracy_in_percent():
+    from rlvr.records.report import training_figure
+
+    history = [{"step": s, "sft/loss": 1.0 / s} for s in range(1, 81)] + [
+        {"step": s, "grpo/reward/mean": s / 100} for s in range(1, 81)
+    ]
+    fig = training_figure(history, EVALS, [], {"sft": 80, "grpo": 80})
+    sft, grpo, acc = fig.axes
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "training loss",
+        "mean reward per completion",
+        "held-out accuracy (%)",
+    ]
+    greedy = acc.containers[0]
+    assert list(greedy.lines[0].get_ydata()) == [0.0, 15.0, 30.5, 50.0, 65.0]  # the report's 30.5%, not 0.305
+    assert acc.get_ylim() == (-3, 103)
+    assert acc.yaxis.get_major_formatter()(50, 0) == "50%"
+
+
+def axis_share(ax, x0: float, x1: float) -> float:
+    """The part of the axis's drawn width between run steps x0 and x1."""
+    (a, _), (b, _) = ax.transData.transform([(x0, 0), (x1, 0)])
+    return (b - a) / ax.get_window_extent().width
+
+
+def test_phases_take_the_run_axis_in_proportion_to_their_steps_and_a_short_one_is_not_squeezed():
+    from rlvr.records.report import training_figure
+
+    even = training_figure([], EVALS, [], {"sft": 80, "grpo": 80}).axes[0]
+    assert axis_share(even, 0, 80) == pytest.approx(axis_share(even, 80, 160), rel=1e-6)
+    uneven = training_figure([], EVALS, [], {"sft": 300, "grpo": 100}).axes[0]
+    assert axis_share(uneven, 0, 300) == pytest.approx(3 * axis_share(uneven, 300, 400), rel=1e-6)
+    # 10 GRPO steps after 500 SFT steps: 2% of the run, drawn over a quarter of the axis, not at its edge
+    short = training_figure(
+        [], [result("baseline", 0, 0), result("final", 510, 9)], [], {"sft": 500, "grpo": 10}
+    )
+    ax = short.axes[0]
+    assert axis_share(ax, 500, 510) == pytest.approx(0.25 / 1.06, rel=1e-3)
+    assert axis_share(ax, 0, 500) == pytest.approx(0.75 / 1.06, rel=1e-3)
+    assert {500.0, 510.0} <= set(ax.get_xticks())  # the ticks stay real run steps
+
+
+def test_training_chart_is_written_in_the_suffixs_format(tmp_path):
+    from rlvr.records.report import _plot
+
+    for name, magic in (("t.png", b"\x89PNG"), ("t.svg", b"<?xml"), ("t.pdf", b"%PDF")):
+        _plot([], EVALS, [], {"sft": 80, "grpo": 80}, tmp_path / name)
+        assert (tmp_path / name).read_bytes().startswith(magic)
+    with pytest.raises(
+        ValueError, match=r"t.gif: suffix '.gif' is not a chart format; use .png, .svg or .pdf"
+    ):
+        _plot([], EVALS, [], {"sft": 80, "grpo": 80}, tmp_path / "t.gif")

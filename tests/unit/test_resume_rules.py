@@ -10,6 +10,8 @@ import importlib
 import json
 import os
 import shlex
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -101,8 +103,10 @@ def test_the_resume_command_carries_the_runs_overrides(tmp_path):
     (tmp_path / "provenance.json").write_text(json.dumps({"overrides": overrides}))
     line = resume_command(tmp_path, recorded_overrides(tmp_path))
     args = shlex.split(line.split("  (")[0])
+    # the interpreter that ran the run (issue 45): a bare `python` outside the venv has no hydra
+    assert subprocess.run([args[0], "-c", "import hydra"], capture_output=True).returncode == 0
     assert args == [
-        "python",
+        sys.executable,
         "run_pipeline.py",
         "model=tiny",
         "seed=7",
@@ -123,6 +127,7 @@ def test_a_refusal_for_changed_settings_shows_both_values_and_the_runs_own_comma
     write_fingerprint(run, fingerprint(compose_cfg(["model=tiny", "model.hidden_size=32"])))
     ckpt = run / "checkpoints" / "grpo" / "checkpoint-2"
     ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"global_step": 2}')  # as transformers saves it
     mark_complete(ckpt)
     (run / "provenance.json").write_text(json.dumps({"overrides": ["model=tiny", "model.hidden_size=32"]}))
     _, [issue] = resolve_resume(compose_cfg(["model=tiny", "resume=auto"]), run)
@@ -180,3 +185,28 @@ def test_a_full_disk_is_recognised_in_every_shape(tmp_path, error, what):
         "continue with: python run_pipeline.py resume=auto"
     )
     assert disk_fault(ValueError("bad value"), "train", tmp_path, "x") is None
+
+
+def test_the_step_a_checkpoint_reports_is_its_own_trainer_states_checked_against_max_steps(tmp_path):
+    """A folder's name is a claim: renamed checkpoint-1000000000, a 4-step checkpoint reported 10^9
+    steps. The step comes from its trainer_state.json, must match the name and stay within the phase's
+    max_steps; otherwise the checkpoint is passed over (resume=auto) or refused in one message."""
+    from rlvr.runtime.faults import CheckpointDamaged
+    from rlvr.training_loop.checkpoints import resumed_step
+
+    older = make_ckpt(tmp_path, "grpo", 2)
+    newest = make_ckpt(tmp_path, "grpo", 4)
+    assert resumed_step(newest, "grpo", 4) == 4
+    with pytest.raises(
+        CheckpointDamaged, match=r"saved at step 4, past this phase's max_steps \(3\)"
+    ) as past:
+        resumed_step(newest, "grpo", 3)
+    assert "training_loop.grpo.max_steps" in str(past.value)
+    renamed = newest.rename(newest.parent / "checkpoint-1000000000")  # its marker's file list still holds
+    found, [(damaged, why)] = find_checkpoint(tmp_path)
+    assert found == ("grpo", older) and damaged == renamed
+    assert why == "its trainer_state.json records step 4, its folder name says 1000000000"
+    with pytest.raises(ValueError, match="records step 4, its folder name says 1000000000"):
+        phase_of(renamed)  # resume=<that path>
+    with pytest.raises(CheckpointDamaged, match="folder name says 1000000000"):
+        resumed_step(renamed, "grpo", 10**9)

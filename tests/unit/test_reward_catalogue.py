@@ -267,7 +267,14 @@ def test_reward_set_sums_weighted_terms_skipping_abstentions():
     fmt = FormatReward(weight=2.0, prompt=PLAIN)
     values = iter([[None, 0.0], [None, 2.0], [None, 1.0]])
     partial = FunctionReward(function=lambda completions, **_: next(values), weight=1.0, prompt=PLAIN)
-    rewards = RewardSet({"format": fmt, "partial": partial}, plugin_timeout_s=60.0, prompt=PLAIN, scorer=None)
+    rewards = RewardSet(
+        {"format": fmt, "partial": partial},
+        plugin_timeout_s=60.0,
+        completions_per_step=0,
+        seed=0,
+        prompt=PLAIN,
+        scorer=None,
+    )
     rewards.group_size = 2
     f, g = rewards.functions
     f(["<answer>1</answer>", "<answer>1</answer>"])

@@ -82,7 +82,14 @@ def test_a_round_keeps_only_verified_distinct_completions_capped_per_prompt():
     )
     with verifier_pool(num_workers=0) as pool:
         correctness = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
-        rewards = RewardSet({"correctness": correctness}, prompt=PROMPT, scorer=pool, plugin_timeout_s=60.0)
+        rewards = RewardSet(
+            {"correctness": correctness},
+            prompt=PROMPT,
+            scorer=pool,
+            plugin_timeout_s=60.0,
+            completions_per_step=0,
+            seed=0,
+        )
         phase = RFTPhase(RFT, 0, lambda: None, PROMPT, rewards)
         order = phase._round_prompts(dataset, 0)["prompt"]  # the round's seeded order of prompts
         replay = Replay([texts[dataset["prompt"].index(m)] for m in order])

@@ -101,6 +101,57 @@ def test_a_lock_file_planted_as_a_link_is_refused_and_not_followed(tmp_path, mon
     target.write_text("keep")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / LOCK_FILE).symlink_to(target)
-    with pytest.raises(ConfigValidationError, match="is a link"):
+    with pytest.raises(ConfigValidationError, match="is a link, not a plain file"):
         RunDirLock(tmp_path / "run").acquire()
     assert target.read_text() == "keep"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_lock_file_that_is_a_fifo_or_a_folder_is_refused_in_one_message(tmp_path, monkeypatch, kind):
+    """Not a traceback (an lseek on a FIFO, EISDIR), and never a wait on a pipe nobody writes."""
+    import threading
+
+    from rlvr.config.errors import ConfigValidationError
+
+    monkeypatch.delenv("RANK", raising=False)
+    path = tmp_path / LOCK_FILE
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    outcome = []
+
+    def take():
+        try:
+            RunDirLock(tmp_path).acquire()
+        except BaseException as exc:  # noqa: BLE001 - the test reads what came out
+            outcome.append(exc)
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "blocked on the lock file"
+    assert len(outcome) == 1 and isinstance(outcome[0], ConfigValidationError), outcome
+    message = str(outcome[0])
+    assert str(path) in message and ("FIFO" if kind == "fifo" else "a folder") in message
+    assert "rm -r" in message and "another hydra.run.dir" in message
+
+
+def test_the_holders_record_is_printed_with_control_characters_escaped(tmp_path, holder, monkeypatch):
+    """A record written by anyone who could write the run directory: no escape sequence or fake
+    line reaches the console, whether the holder is alive (refusal) or gone (take-over)."""
+    monkeypatch.delenv("RANK", raising=False)
+    record = {"host": "\x1b[2J\x1b[Hnode\nrefused: fake line\r", "pid": "\x9b31m7", "started_at": "\x07now"}
+    with open(tmp_path / LOCK_FILE, "r+") as f:  # flock is advisory: the holder keeps it
+        f.truncate(0)
+        f.write(json.dumps(record))
+    with pytest.raises(RunDirBusy) as refused:
+        RunDirLock(tmp_path).acquire()
+    holder.kill()
+    holder.wait()
+    lock = RunDirLock(tmp_path).acquire()
+    try:
+        for shown in (str(refused.value), lock.taken_over()):
+            assert not any(ch in shown for ch in "\x1b\n\r\x07\x9b"), repr(shown)
+            assert (
+                "host \\x1b[2J\\x1b[Hnode\\nrefused: fake line\\r, pid \\x9b31m7, started \\x07now" in shown
+            )
+    finally:
+        lock.release()

@@ -88,7 +88,7 @@ def test_table_formats(tmp_path):
     md = to_markdown(points)
     assert (
         "| 0 | COMPLETED | 1 | 1e-05 | 0.0% | -10.0% - 10.0% | 50.0% | 40.0% - 60.0% | 60.0% | 50.0% - 70.0% "
-        "| sft 4 + grpo 2 | 30.5 |" in md
+        "|  | sft 4 + grpo 2 | 30.5 |" in md
     )
     assert "| 1 | FAILED | 2 |" in md and "| 2 | RUNNING | 3 |" in md
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
@@ -253,3 +253,69 @@ def test_markdown_cells_cannot_forge_rows_or_cells(tmp_path):
         ["| 2", "RUNNING"],
     ]
     assert len(lines[3].replace("\\|", "").split("|")) == len(lines[0].split("|"))  # no extra cells
+
+
+def log_rewards(point: Path, rewards: list[float], first_step: int = 1) -> None:
+    """GRPO steps as the file observer logs them (with other events and metrics around them)."""
+    lines = [
+        {"event": "pipeline_start"},
+        {"event": "train_step", "phase": "sft", "step": 1, "metrics": {"sft/loss": 2.0}},
+    ]
+    lines += [
+        {
+            "event": "train_step",
+            "phase": "grpo",
+            "step": first_step + i,
+            "metrics": {"grpo/loss": 0.0, "grpo/reward/mean": r},
+        }
+        for i, r in enumerate(rewards)
+    ]
+    with (point / "metrics.jsonl").open("a") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_points_that_all_score_zero_are_told_apart_by_their_training_reward(tmp_path):
+    sweep = make_sweep(tmp_path)
+    for num, final in ((1, 0.0), (2, 0.0)):
+        complete(sweep / str(num), final=final)
+    complete(sweep / "0", final=0.0)
+    log_rewards(sweep / "0", [0.0, 0.0])
+    log_rewards(sweep / "1", [0.1, 0.3, 0.5])
+    log_rewards(sweep / "1", [0.9], first_step=3)  # a resumed attempt logs step 3 again: counted once
+    points = collect(sweep)
+    assert [p.train_reward for p in points] == [
+        {"mean": 0.0, "last": 0.0, "steps": 2},
+        {"mean": pytest.approx(1.3 / 3), "last": 0.9, "steps": 3},
+        None,
+    ]
+    md = to_markdown(points)
+    assert "GRPO reward mean (last)" in md.splitlines()[0]
+    assert "| 0.000 (0.000) | sft 4 + grpo 2 |" in md and "| 0.433 (0.900) | sft 4 + grpo 2 |" in md
+    rows = list(csv.DictReader(io.StringIO(to_csv(points))))
+    assert [r["GRPO reward mean (last)"] for r in rows] == ["0.000 (0.000)", "0.433 (0.900)", ""]
+    # the chart: a diamond per point with a reward, on its own axis
+    fig = chart(points)
+    (diamonds,) = fig.axes[1].lines
+    assert list(diamonds.get_xdata()) == [0, 1] and list(diamonds.get_ydata()) == [
+        0.0,
+        pytest.approx(1.3 / 3),
+    ]
+    assert fig.axes[1].get_ylabel() == "GRPO training reward (mean)"
+
+
+@pytest.mark.parametrize(("name", "magic"), [("s.pdf", b"%PDF"), ("s.svg", b"<?xml"), ("s.png", b"\x89PNG")])
+def test_the_chart_is_written_in_the_format_its_name_asks_for(tmp_path, name, magic):
+    sweep = make_sweep(tmp_path)
+    main([str(sweep), "--chart", name])
+    assert (sweep / name).read_bytes().startswith(magic)
+
+
+def test_an_unsupported_chart_suffix_is_refused_before_anything_is_written(tmp_path, capsys):
+    sweep = make_sweep(tmp_path)
+    with pytest.raises(SystemExit):
+        main([str(sweep), "--chart", "s.jpeg"])
+    assert (
+        "--chart s.jpeg: suffix '.jpeg' is not a chart format; use .png, .svg or .pdf"
+        in capsys.readouterr().err
+    )
+    assert not (sweep / "sweep_report.md").exists()

@@ -20,16 +20,17 @@ def _make_recipe(target: str) -> str:
     return match.group(1)
 
 
-def test_ci_runs_the_default_tier_and_then_the_long_tier():
+def test_ci_runs_the_default_tier_then_the_long_tier_then_the_slurm_tier():
     steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     steps = [s for s in steps if s and not s.startswith("#")]
-    assert steps[-2:] == ["make test", "make test-long"]
+    assert steps[-3:] == ["make test", "make test-long", "make test-slurm"]
 
 
 def test_make_test_leaves_out_exactly_what_make_test_long_selects():
     pytest_ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    assert "-m 'not slow and not long'" in pytest_ini["addopts"]
-    assert any(m.startswith("long:") for m in pytest_ini["markers"])
+    assert "-m 'not slow and not long and not slurm'" in pytest_ini["addopts"]
+    assert all(any(m.startswith(f"{name}:") for m in pytest_ini["markers"]) for name in ("long", "slurm"))
     recipe = _make_recipe("test-long")
     assert "-m pytest -m long " in recipe
+    assert "-m pytest -m slurm " in _make_recipe("test-slurm")
     assert "-m pytest -m" not in _make_recipe("test")  # the default tier is addopts' selection, unchanged

@@ -52,13 +52,13 @@ def test_plain_names_inside_the_run_dir_pass(value, tmp_path):
 
 @pytest.mark.parametrize("value", ESCAPES)
 def test_observer_paths_are_refused_at_validation_with_key_value_and_fix(value):
-    [jsonl] = JsonlObserver(path=value).validate()
+    [jsonl] = JsonlObserver(path=value, completions_path="completions.jsonl").validate()
     assert (jsonl.key, jsonl.value) == ("observers.jsonl.path", value) and "run directory" in jsonl.fix
     tb = [i for i in TensorBoardObserver(log_dir=value).validate() if i.key.endswith("log_dir")]
     assert len(tb) == 1 and tb[0].value == value
     assert (
-        JsonlObserver(path="metrics.jsonl").validate() == []
-        and JsonlObserver(path="logs/m.jsonl").validate() == []
+        JsonlObserver(path="metrics.jsonl", completions_path="completions.jsonl").validate() == []
+        and JsonlObserver(path="logs/m.jsonl", completions_path="completions.jsonl").validate() == []
     )
 
 
@@ -74,7 +74,7 @@ def test_jsonl_never_appends_through_a_link_planted_at_its_name(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").symlink_to(victim)
     with pytest.raises(SymlinkRefused):
-        _start(JsonlObserver(path="metrics.jsonl"), run)
+        _start(JsonlObserver(path="metrics.jsonl", completions_path="completions.jsonl"), run)
     assert victim.read_text() == "# shell startup\n"
 
 
@@ -85,7 +85,7 @@ def test_jsonl_never_appends_through_a_linked_parent_folder(tmp_path):
     run.mkdir()
     (run / "logs").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises((SymlinkRefused, PathEscape)):
-        _start(JsonlObserver(path="logs/metrics.jsonl"), run)
+        _start(JsonlObserver(path="logs/metrics.jsonl", completions_path="completions.jsonl"), run)
     assert list(elsewhere.iterdir()) == []
 
 
@@ -94,7 +94,7 @@ def test_jsonl_refuses_an_escaping_path_even_if_validation_was_skipped(tmp_path,
     run = tmp_path / "a" / "run"
     run.mkdir(parents=True)
     with pytest.raises(PathEscape):
-        _start(JsonlObserver(path=value), run)
+        _start(JsonlObserver(path=value, completions_path="completions.jsonl"), run)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "run"]
 
 
@@ -296,3 +296,84 @@ def test_submitits_job_folder_stays_in_the_sweep_directory(tmp_path, folder):
     argv = _experiment(tmp_path, "job", f"hydra:\n  launcher:\n    submitit_folder: {folder}\n")
     assert "hydra.launcher.submitit_folder" in _refused(["-m", *argv, *sweep])
     preflight(["-m", *sweep], SCRIPT, "conf", "config")
+
+
+# -- a run directory that cannot be written (SECURITY.md "Faults end in one message") --------------
+def test_a_run_directory_name_part_over_255_bytes_is_one_message(tmp_path):
+    """Hydra's makedirs raised `OSError: File name too long` with a traceback. Mutation: writable_issue
+    returns None -> red (the traceback comes back at run time; here nothing is refused)."""
+    part = "é" * 130  # 260 bytes in 130 characters: the limit is in bytes
+    issue = _refused([f"hydra.run.dir='{tmp_path}/{part}/run'"])["hydra.run.dir"]
+    assert "260 bytes, more than the 255 bytes a file name may have" in issue.problem
+    assert "choose another hydra.run.dir on the command line" in issue.fix
+    sweep = _refused(["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/{'x' * 256}"])
+    assert "256 bytes" in sweep["hydra.sweep.dir"].problem
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_read_only_run_directory_is_one_message(tmp_path, monkeypatch, exists):
+    """The run directory (or, not made yet, the folder it goes in) read-only. root writes through a
+    mode of 0o555, but not on a read-only file system, which access(2) reports as it does the mode to
+    anyone else: as root the test has access(2) answer as for a read-only mount."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    run_dir = folder if exists else folder / "new-run"
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != folder and real(p, mode, **kw))
+    try:
+        issue = _refused([f"hydra.run.dir={run_dir}"])["hydra.run.dir"]
+    finally:
+        folder.chmod(0o755)
+    assert "cannot be written by this process" in issue.problem
+    assert (str(folder) in issue.problem) is not exists  # the folder it would be made in, named
+    assert "make it writable" in issue.fix
+
+
+def test_a_full_disk_at_start_is_one_message(tmp_path):
+    """A run started on a full disk printed 165 lines (a "--- Logging error ---" traceback per log
+    record, then Hydra's traceback of the lock's ENOSPC) around the one that mattered. Played on a real
+    full 1 MB tmpfs (skipped where mounting is not allowed). Mutation: ``writable_issue`` not calling
+    ``full_disk_issue`` (returning None) -> red (exit 1, tracebacks)."""
+    import subprocess
+    import sys
+
+    disk = tmp_path / "small_disk"
+    disk.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode()[-200:]}")
+    try:
+        with (disk / "filler").open("wb") as filler, pytest.raises(OSError):
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        run_dir = disk / "run"
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), f"hydra.run.dir={run_dir}", "experiment=smoke"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output[-3000:]
+    assert "hydra.run.dir=" in output and "is full (0 KiB free" in output and "Fix: free space" in output
+    assert len(output.strip().splitlines()) <= 3 and "Traceback" not in output, output[-3000:]
+
+
+def test_a_disk_without_free_inodes_is_one_message(tmp_path, monkeypatch):
+    """No inode left is a full disk too (every file the run makes needs one). Mutation: the inode
+    half of ``full_disk_issue`` removed -> red."""
+    real = os.statvfs
+
+    def no_inodes(path):
+        got = real(path)
+        return os.statvfs_result((*got[:6], 0, 0, *got[8:]))  # f_ffree, f_favail: 0
+
+    monkeypatch.setattr(os, "statvfs", no_inodes)
+    issue = _refused([f"hydra.run.dir={tmp_path / 'run'}"])["hydra.run.dir"]
+    assert "is full (no free inode" in issue.problem and issue.fix.startswith("free space")

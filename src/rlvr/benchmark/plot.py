@@ -16,7 +16,6 @@ with tens of thousands took minutes and GBs); ``--only NAME`` picks the models o
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -32,9 +31,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK
+from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK, paired_markdown
 from rlvr.config.errors import suggest
-from rlvr.runtime.io import atomic_write_bytes
+from rlvr.runtime.charts import ChartFormatError, chart_format, save_chart
+from rlvr.runtime.safe_json import JsonRefused, loads
 
 AVERAGE_LABEL = "average"
 # Bars beyond these no longer read as a chart (and drawing cost grows with their product).
@@ -177,8 +177,12 @@ def draw_summary(
     *,
     title: str,
     average_label: str = AVERAGE_LABEL,
+    average_ci: Mapping[str, tuple[float, float]] | None = None,
 ) -> Figure:
-    """Bars grouped by task (one colour per model, legend on the right) plus an average group."""
+    """Bars grouped by task (one colour per model, legend on the right) plus an average group, whose
+    bars carry ``average_ci`` (model -> 95% interval; rlvr.benchmark.results writes a bootstrap over
+    questions, rlvr.evaluation.metrics.average_interval) where it is given."""
+    average_ci = average_ci or {}
     groups = [*tasks, average_label]
     models: list[str] = []
     for scores in tasks.values():
@@ -196,7 +200,9 @@ def draw_summary(
             (g, s) for g, scores in enumerate(tasks.values()) for s in scores if s.label == model
         ]
         if model in average:
-            bars.append((len(groups) - 1, ModelScore(model, average[model])))
+            bars.append(
+                (len(groups) - 1, ModelScore(model, average[model], *average_ci.get(model, (None, None))))
+            )
         if not bars:
             continue
         xs = np.array([g for g, _ in bars], dtype=float) + (j - (n_models - 1) / 2) * width
@@ -233,10 +239,8 @@ def draw_summary(
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 120) -> Path:
-    """Save as PNG atomically (rlvr.runtime.io), so a reader never sees a half-written image."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return atomic_write_bytes(path, buffer.getvalue())
+    """Save in the format of ``path``'s suffix (PNG, SVG or PDF; rlvr.runtime.charts), atomically."""
+    return save_chart(fig, path, dpi)
 
 
 # --- reading report files --------------------------------------------------------------------
@@ -393,13 +397,40 @@ def all_tasks_chart(
             errors.append(too_many)
     else:
         errors.append(f"'average': expected an object of model -> accuracy, got {average_in!r:.80}")
+    average_ci = _average_ci(report.get("average_ci"), average, rename, errors)
     _check(errors, source)
     return draw_summary(
         tasks,
         average,
         title=title or "Accuracy across tasks",
         average_label=rename.get(AVERAGE_LABEL, AVERAGE_LABEL),
+        average_ci=average_ci,
     )
+
+
+def _average_ci(
+    found: Any, average: Mapping[str, float], rename: Mapping[str, str], errors: list[str]
+) -> dict[str, tuple[float, float]]:
+    """The average bars' intervals of a report (``average_ci``: model -> ci_low, ci_high); a file
+    without them (older rlvr) draws the average without an interval."""
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        errors.append(f"'average_ci': expected an object of model -> {{ci_low, ci_high}}, got {found!r:.80}")
+        return {}
+    out = {}
+    for model, entry in found.items():
+        label = rename.get(model, model)
+        if label not in average:
+            continue
+        lo, hi = (_share(entry.get(k)) if isinstance(entry, dict) else None for k in ("ci_low", "ci_high"))
+        if lo is None or hi is None or not lo <= average[label] <= hi:
+            errors.append(
+                f"average_ci[{model!r}]: needs 0 <= ci_low <= average <= ci_high <= 1, got {entry!r:.80}"
+            )
+            continue
+        out[label] = (lo, hi)
+    return out
 
 
 def load_report(path: str | os.PathLike[str]) -> tuple[ReportKind, dict[str, Any]]:
@@ -411,7 +442,9 @@ def load_report(path: str | os.PathLike[str]) -> tuple[ReportKind, dict[str, Any
                 f"{path}: {path.stat().st_size} bytes, more than a results file holds (at most "
                 f"{MAX_REPORT_BYTES}); split it by task"
             )
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = loads(path.read_text(encoding="utf-8"), path)
+    except JsonRefused as e:
+        raise ReportError(str(e)) from None
     except FileNotFoundError:
         raise ReportError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -478,7 +511,9 @@ def parse_renames(pairs: Sequence[str], rename_file: str | os.PathLike[str] | No
     mapping: dict[str, str] = {}
     if rename_file is not None:
         try:
-            data = json.loads(Path(rename_file).read_text(encoding="utf-8"))
+            data = loads(Path(rename_file).read_text(encoding="utf-8"), f"--rename-file {rename_file}")
+        except JsonRefused as e:
+            raise ReportError(str(e)) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ReportError(f"--rename-file {rename_file}: cannot read a JSON object from it ({e})") from e
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
@@ -496,17 +531,22 @@ def parse_renames(pairs: Sequence[str], rename_file: str | os.PathLike[str] | No
     return mapping
 
 
-def _outputs(files: Sequence[Path], output: Path | None) -> list[Path]:
+def _outputs(files: Sequence[Path], output: Path | None, fmt: str | None = None) -> list[Path]:
+    suffix = "." + (fmt or "png")
     if output is None:
-        return [f.with_suffix(".png") for f in files]
+        return [f.with_suffix(suffix) for f in files]
     if len(files) == 1:
+        try:
+            chart_format(output, "--output")
+        except ChartFormatError as e:
+            raise ReportError(str(e)) from None
         return [output]
-    if output.suffix.lower() == ".png":
+    if output.suffix.lower() in (".png", ".svg", ".pdf"):
         raise ReportError(
-            f"--output {output} names one PNG but {len(files)} files were given; "
-            "pass a directory, or omit --output to write each PNG next to its input"
+            f"--output {output} names one chart but {len(files)} files were given; pass a directory "
+            "(and --format for SVG or PDF), or omit --output to write each chart next to its input"
         )
-    outs = [output / f"{f.stem}.png" for f in files]
+    outs = [output / f"{f.stem}{suffix}" for f in files]
     if len(set(outs)) != len(outs):
         raise ReportError(
             f"--output {output}: several inputs share a file name; omit --output to write each next to its input"
@@ -517,7 +557,8 @@ def _outputs(files: Sequence[Path], output: Path | None) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rlvr-plot",
-        description="Draw benchmark results files (per-task or all-tasks JSON) as PNG bar charts.",
+        description="Draw benchmark results files (per-task or all-tasks JSON) as bar charts (PNG, SVG or "
+        "PDF), and print the paired comparison of each pair of models that the files hold.",
     )
     parser.add_argument(
         "files", nargs="+", type=Path, help="results_<task>.json or results_all_tasks.json of a benchmark"
@@ -538,12 +579,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--output",
         "-o",
         type=Path,
-        help="PNG path for one input, a directory for several (default: next to each input, .png)",
+        help="chart path for one input, its suffix picks the format (.png, .svg or .pdf); a directory "
+        "for several (default: next to each input, .png)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("png", "svg", "pdf"),
+        help="format of the charts written next to their inputs or into an --output directory (default: png)",
     )
     args = parser.parse_args(argv)
     try:
         rename = parse_renames(args.rename, args.rename_file)
-        outputs = _outputs(args.files, args.output)
+        outputs = _outputs(args.files, args.output, args.format)
         # Read and check every input before drawing any, so all problems are reported at once.
         loaded, errors = [], []
         for path in args.files:
@@ -570,6 +617,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(e))
     for fig, out in zip(figures, outputs, strict=True):
         print(save_figure(fig, out))
+    for path, (kind, report) in zip(args.files, loaded, strict=True):
+        as_all = report if kind == KIND_ALL_TASKS else {"tasks": {str(report.get("task", "")): report}}
+        try:
+            table = paired_markdown(as_all)
+        except (AttributeError, KeyError, TypeError, ValueError) as e:  # data from elsewhere
+            table = f"{path}: its paired comparisons are malformed ({type(e).__name__}: {e}); not shown\n"
+        if table:
+            print(table)
     return 0
 
 

@@ -9,6 +9,7 @@ is recomputed from the cells the run asked for, so one directory holds one unamb
 
     results_<task>.json                        {"kind": "task", ...}: every model on one task
     results_all_tasks.json                     {"kind": "all_tasks", ...}: every task + per-model average
+    paired_comparison.md                       each pair of models on the same questions (diff, CI, McNemar)
 
 (:func:`rlvr.benchmark.plot.draw_files` draws each beside it as ``.png``.)
 
@@ -29,9 +30,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from rlvr.evaluation.metrics import AccuracySummary
-from rlvr.evaluation.results import Evaluation
-from rlvr.runtime.io import atomic_write_json
+from rlvr.evaluation.metrics import AccuracySummary, average_interval
+from rlvr.evaluation.results import Evaluation, paired, per_question_accuracy
+from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.runtime.safe_json import loads
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +189,7 @@ def read_cell_file(path: str | os.PathLike[str]) -> CellResult:
     """Load one cell file; errors name the file and what is wrong with it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"), path)  # JsonRefused: a ValueError naming the file
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -292,6 +294,60 @@ def model_entry(cell: CellResult) -> dict[str, Any]:
     }
 
 
+def _average_ci(by_task: dict[str, dict[str, CellResult]], model: str) -> tuple[float, float]:
+    """The interval of ``model``'s average over the tasks it has results for, from its per-question records."""
+    per_task = [
+        list(per_question_accuracy(models[model].evaluation).values())
+        for models in by_task.values()
+        if model in models
+    ]
+    return average_interval(per_task)
+
+
+def paired_comparisons(cells: list[CellResult]) -> list[dict[str, Any]]:
+    """Each pair of models of one task (in the given order) on the same questions: ``b`` minus ``a``
+    in accuracy with its 95% CI and the exact McNemar p (rlvr.evaluation.results.paired, the training
+    report's paired change). A pair measured on different questions is listed with a ``note``."""
+    rows = []
+    for i, a in enumerate(cells):
+        for b in cells[i + 1 :]:
+            try:
+                rows.append({"a": a.model, "b": b.model, **paired(a.evaluation, b.evaluation).to_dict()})
+            except ValueError as e:
+                rows.append({"a": a.model, "b": b.model, "note": f"not paired: {e}"})
+    return rows
+
+
+def paired_markdown(all_report: dict[str, Any]) -> str:
+    """The paired comparisons of an all-tasks report as a markdown table (empty with one model)."""
+    lines = [
+        "| task | A | B | A acc | B acc | B - A (points) | 95% CI | A right, B wrong | A wrong, B right "
+        "| McNemar p | n |",
+        "|---" * 11 + "|",
+    ]
+    for task, entry in all_report.get("tasks", {}).items():
+        for r in entry.get("paired", []):
+            if "note" in r:
+                lines.append(
+                    f"| {task} | {r['a']} | {r['b']} | " + " | ".join([""] * 6) + f" | {r['note']} | |"
+                )
+                continue
+            flips = (r["right_to_wrong"], r["wrong_to_right"], f"{r['p_value']:.3g}")
+            lines.append(
+                f"| {task} | {r['a']} | {r['b']} | {r['before']:.1%} | {r['after']:.1%} | "
+                f"{r['delta'] * 100:+.1f} | [{r['ci_low'] * 100:+.1f}, {r['ci_high'] * 100:+.1f}] | "
+                + (" | ".join(map(str, flips)) if r["binary"] else "- | - | - (sample means)")
+                + f" | {r['n']} |"
+            )
+    if len(lines) == 2:
+        return ""
+    head = (
+        "Paired comparison on the same questions: B - A in points with a 95% CI, and the exact McNemar "
+        "test of the questions one model got right and the other wrong.\n\n"
+    )
+    return head + "\n".join(lines) + "\n"
+
+
 def build_reports(
     cells: Iterable[CellResult], timestamp: str
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
@@ -325,6 +381,7 @@ def build_reports(
             "timestamp": timestamp,
             "prompt_hash": hashes.pop(),
             "models": {model: model_entry(cell) for model, cell in models.items()},
+            "paired": paired_comparisons(list(models.values())),
         }
 
     # A model's average covers the tasks it has results for; average_tasks says which.
@@ -337,10 +394,19 @@ def build_reports(
         "format_version": FORMAT_VERSION,
         "timestamp": timestamp,
         "tasks": {
-            task: {"prompt_hash": report["prompt_hash"], "models": report["models"]}
+            task: {
+                "prompt_hash": report["prompt_hash"],
+                "models": report["models"],
+                "paired": report["paired"],
+            }
             for task, report in task_reports.items()
         },
         "average": {model: sum(a for _, a in accs) / len(accs) for model, accs in per_model.items()},
+        # 95% bootstrap interval over questions (rlvr.evaluation.metrics.average_interval)
+        "average_ci": {
+            model: dict(zip(("ci_low", "ci_high"), _average_ci(by_task, model), strict=True))
+            for model in per_model
+        },
         "average_tasks": {model: [t for t, _ in accs] for model, accs in per_model.items()},
         # cells this run did not measure: read back from earlier runs' files, answers re-scored
         "reused": {
@@ -372,4 +438,9 @@ def write_reports(
         for task, report in task_reports.items()
     ]
     written.append(atomic_write_json(out / "results_all_tasks.json", all_report))
+    table = paired_markdown(all_report)
+    if table:
+        written.insert(len(written) - 1, atomic_write_text(out / "paired_comparison.md", table))
+    else:  # one model: no pairs, and no table of an earlier run left to be read as this one's
+        (out / "paired_comparison.md").unlink(missing_ok=True)
     return written

@@ -478,13 +478,15 @@ def run(cfg: DictConfig) -> list[Path]:
                 flush=True,
             )
     reports = write_reports(cells, bench.out)
-    paths = reports + plot.draw_files(reports)
+    paths = reports + plot.draw_files([p for p in reports if p.suffix == ".json"])
     from rich.console import Console
 
     console = Console(highlight=False)
     if not console.is_terminal:  # a log file: the table at its own width, not cut at 80 columns
         console.width = 200
     console.print(results_table(cells))
+    if paired := next((p for p in reports if p.name == "paired_comparison.md"), None):
+        print(paired.read_text(encoding="utf-8"))
     for path in paths:
         print(path)
     return paths

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.validation import check_targets, run_key_issues
 from rlvr.security.hydra_policy import job_code_issues, output_dir_issues
-from rlvr.security.trust import check_resolvers, credential_issues, rebuilt_interpolations
+from rlvr.security.trust import check_resolvers, credential_issues, decoded_json, rebuilt_interpolations
 
 
 def _resolved(cfg: DictConfig) -> Any:
@@ -66,8 +66,12 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     # Resolving records every value oc.env returns (rlvr.runtime.secrets.watch_env_reads): from here on
     # they are masked in every output of this process.
     container = _resolved(cfg)
-    issues = credential_issues(container) + rebuilt_interpolations(container) + output_dir_issues()
-    issues += job_code_issues(container)
+    # String values a library decodes as JSON are judged as what they decode to (SECURITY.md
+    # "Code shipped with a model"); one that does not decode where a library would is refused.
+    decoded, _, json_issues = decoded_json(container)
+    issues = credential_issues(decoded) + json_issues + rebuilt_interpolations(container)
+    issues += output_dir_issues()
+    issues += [i for i in job_code_issues(container) if i not in json_issues]
     if issues:
         refuse(issues)
     resolved = OmegaConf.create(container)
@@ -154,7 +158,11 @@ def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
             ConfigIssue(k, None, "component config missing", f"add '{k}' to the defaults list")
             for k in missing
         ]
+    from rlvr.runtime.cards import KEY, card_of
+
+    card, card_issues = card_of(OmegaConf.select(cfg, KEY, default=None))
     issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _run_dir_issues(cfg, run_dir)
+    issues += card_issues
     built = build_all(cfg, keys, skip=_broken(issues))
     try:
         c = built.components
@@ -162,8 +170,13 @@ def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
             issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()
         ]
         issues += _between_issues(c)
+        validate_only = OmegaConf.select(cfg, "validate_only", default=False) is True
+        if not issues and validate_only:  # a run's data stage draws these itself, once
+            issues += [
+                i for x in c.values() if hasattr(x, "drawn_size_issues") for i in x.drawn_size_issues()
+            ]
         if not issues:
-            issues += _memory_issues(c)
+            issues += _memory_issues(c, card, say=card is not None or validate_only)
     finally:
         for key, component in built.components.items():  # a verifier's workers
             if not key.startswith("observers.") and hasattr(component, "close"):
@@ -197,16 +210,21 @@ def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
     return issues
 
 
-def _memory_issues(c: dict[str, Any]) -> list[ConfigIssue]:
+def _memory_issues(c: dict[str, Any], card: Any, say: bool) -> list[ConfigIssue]:
     """The memory pre-flight with the budget the run assumes before its data is loaded
-    (rlvr.runtime.memory); its warnings are printed, its refusals returned."""
+    (rlvr.runtime.memory), against ``card`` (``runtime.memory.target``) or this machine's device;
+    its warnings are printed, its refusals returned, and with ``say`` (validate_only or a card) a
+    run that fits is told so with its estimate."""
     if "model" not in c or "training_loop" not in c:
         return []
-    from rlvr.runtime.memory import run_checks
+    from rlvr.runtime.memory import run_checks, summary
 
-    issues, warnings = run_checks(c["model"], c["training_loop"], c.get("distributed"))
+    issues, warnings = run_checks(c["model"], c["training_loop"], c.get("distributed"), card=card)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    line = summary(c["model"], c["training_loop"], c.get("distributed"), card) if say else None
+    if line is not None and not any(i.key == "model" and i.value == "(memory)" for i in issues):
+        print(line)
     return issues
 
 

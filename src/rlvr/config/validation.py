@@ -235,6 +235,7 @@ class RunSettings(typing.TypedDict):
     seed: int
     validate_only: bool
     resume_allow_changes: bool
+    strict: bool
 
 
 def run_key_issues(cfg: DictConfig) -> list[ConfigIssue]:

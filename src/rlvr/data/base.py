@@ -74,6 +74,17 @@ def eval_set_issues(eval_sets: dict[str, Any]) -> list[ConfigIssue]:
     return issues
 
 
+def eval_set_drawn_size_issues(eval_sets: dict[str, Any]) -> list[ConfigIssue]:
+    """Each extra set's ``eval_size`` judged by drawing it (``drawn_size_issues``, where a component
+    has one), its key moved under ``data.eval_sets.<name>``."""
+    issues = []
+    for name, component in eval_sets.items():
+        for issue in getattr(component, "drawn_size_issues", lambda eval_only: [])(eval_only=True):
+            key = issue.key.replace("data.", f"data.eval_sets.{name}.", 1)
+            issues.append(ConfigIssue(key, issue.value, issue.problem, issue.fix))
+    return issues
+
+
 def _sets(data: TaskData) -> list[tuple[str, str, Dataset]]:
     """(config key, which set, rows) of every prompt set the run uses."""
     out = [("data", "training questions", data.train)]

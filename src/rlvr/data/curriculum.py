@@ -41,7 +41,7 @@ from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
 from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
-from rlvr.data.base import TaskData, with_eval_sets
+from rlvr.data.base import TaskData, eval_set_drawn_size_issues, with_eval_sets
 from rlvr.data.reasoning_gym import ReasoningGymData, Size, split_entries, to_dataset
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
@@ -431,6 +431,11 @@ class CurriculumData(ReasoningGymData):
             return super().validate()
         finally:
             self.params = dict(self.task_params.get(self.task) or {})
+
+    def drawn_size_issues(self, eval_only: bool = False) -> list[ConfigIssue]:
+        """Only the extra sets' sizes: this task's questions are drawn level by level as the run moves,
+        which a draw at the starting level would not judge."""
+        return eval_set_drawn_size_issues(self.eval_sets)
 
     def _rule_issues(self) -> list[ConfigIssue]:
         """data.lower_at below data.raise_at, and a reasoning-gym range_mode (each threshold's range

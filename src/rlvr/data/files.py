@@ -18,10 +18,13 @@ the file's own train/test split, its order or the seed.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import random
 import re
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +34,7 @@ from pydantic import Field
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
-from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
+from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
 from rlvr.data.processors import Processor, QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
 from rlvr.prompts import PromptTemplate
@@ -64,31 +67,62 @@ class DataFileError(ValueError):
 
 def check_nesting(path: Path, limit: int = MAX_JSON_NESTING) -> None:
     """DataFileError when a JSON/JSONL file nests brackets deeper than ``limit`` (outside strings)."""
-    depth = 0
     with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            # Only brackets outside strings are left; the scan is linear and runs at C speed per line.
-            brackets = _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
-            if not brackets:
-                continue
-            levels = depth + np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)])
-            if int(levels.max()) > limit:
-                raise DataFileError(
-                    f"{path}, line {number}: brackets nested deeper than {limit} levels (the limit for a "
-                    "data file: a question/answer row is a few levels deep)",
-                    "flatten the row's fields (a nested field can be a JSON string), or fix the file",
-                )
-            depth = int(levels[-1])
+        check_nesting_of(lines, str(path), limit)
 
 
-def private_cache(local: Path) -> str | None:
-    """The cache folder for ``local``'s Arrow copy: None (the datasets cache) for a file anyone may
-    read; a 0700 folder of this user's for a private one, so the cache never shares what the file
-    does not (``datasets`` writes its copy world-readable under the default umask)."""
+def check_nesting_of(lines: Iterable[bytes], name: str, limit: int = MAX_JSON_NESTING) -> None:
+    """DataFileError naming ``name`` and the line when ``lines`` nest brackets deeper than ``limit``."""
+    depth = 0
+    for number, line in enumerate(lines, start=1):
+        # Only brackets outside strings are left; the scan is linear and runs at C speed per line.
+        brackets = _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKETS)
+        if not brackets:
+            continue
+        levels = depth + np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)])
+        if int(levels.max()) > limit:
+            raise DataFileError(
+                f"{name}, line {number}: brackets nested deeper than {limit} levels (the limit for a "
+                "data file: a question/answer row is a few levels deep)",
+                "flatten the row's fields (a nested field can be a JSON string), or fix the file",
+            )
+        depth = int(levels[-1])
+
+
+def read_once(local: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of the file at ``local`` and its status, from one open: whatever replaces the path
+    afterwards is not what the checks or the parser see. DataFileError for anything but a regular
+    file (a FIFO would block the reader)."""
+    fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DataFileError(f"{local} is not a regular file", "give a .jsonl/.json/.parquet/.csv file")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read(), info
+    finally:
+        os.close(fd)
+
+
+def snapshot(data: bytes, suffix: str) -> Path:
+    """A copy of ``data`` in this user's private folder, named by its sha256 (written once, atomically):
+    the file the parser reads is the one that was checked, and nobody else can replace it."""
+    folder = private_folder() / "snapshots"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    copy = folder / f"{hashlib.sha256(data).hexdigest()}{suffix}"
+    if not copy.is_file():  # an existing copy keeps its mtime, so the Arrow cache of it is reused
+        partial = folder / f".{copy.name}.{os.getpid()}.part"
+        partial.write_bytes(data)
+        os.replace(partial, copy)
+    return copy
+
+
+def private_folder() -> Path:
+    """This user's 0700 folder under the datasets cache (``rlvr-private-<uid>``), refused when it is a
+    link or someone else's."""
     import datasets
 
-    if local.stat().st_mode & stat.S_IROTH:  # stat follows a link: the target's permissions decide
-        return None
     folder = Path(datasets.config.HF_DATASETS_CACHE) / f"rlvr-private-{os.getuid()}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = folder.lstat()
@@ -98,7 +132,16 @@ def private_cache(local: Path) -> str | None:
             "remove it (rlvr creates it again, 0700)",
         )
     folder.chmod(0o700)
-    return str(folder)
+    return folder
+
+
+def private_cache(info: os.stat_result) -> str | None:
+    """The cache folder for the Arrow copy of a file with status ``info``: None (the datasets cache)
+    for a file anyone may read; the private folder for a private one, so the cache never shares what
+    the file does not (``datasets`` writes its copy world-readable under the default umask)."""
+    if info.st_mode & stat.S_IROTH:  # the status of the opened file: a link's target decides
+        return None
+    return str(private_folder())
 
 
 def field_names(row: dict[str, Any]) -> str:
@@ -119,10 +162,13 @@ def load_source(path: str, split: str | None, subset: str | None) -> Dataset:
         fmt = FILE_FORMATS.get(local.suffix.lower())
         if fmt is None:
             raise ValueError(f"unknown file type {local.suffix!r}; use one of {sorted(FILE_FORMATS)}")
+        # One open for check and read: the checks and the parser see the same bytes, never the path again.
+        data, info = read_once(local)
         if fmt == "json":
-            check_nesting(local)
+            check_nesting_of(io.BytesIO(data), str(local))
+        copy = snapshot(data, local.suffix.lower())
         loaded: Any = datasets.load_dataset(
-            fmt, data_files=str(local), split="train", cache_dir=private_cache(local)
+            fmt, data_files=str(copy), split="train", cache_dir=private_cache(info)
         )
     elif local.is_dir() and any((local / f).is_file() for f in ("dataset_info.json", "dataset_dict.json")):
         loaded = datasets.load_from_disk(str(local))
@@ -243,7 +289,9 @@ class FileData:
         self._items = items
         return items
 
-    def validate(self, key: str = "data") -> list[ConfigIssue]:
+    def validate(self, key: str = "data", sizes: bool = True) -> list[ConfigIssue]:
+        """The path, processor and checker; the rows read; ``train_size`` / ``eval_size`` against what
+        the split gives (``sizes``: a mixture judges its own shares instead)."""
         issues = []
         if not self.path:
             issues.append(
@@ -284,7 +332,12 @@ class FileData:
                     f"answer column in {key}.processor.answer_field",
                 )
             ]
-        return []
+        return self.size_issues(key) if sizes else []
+
+    def drawn_size_issues(self) -> list[ConfigIssue]:
+        """Extra evaluation sets drawn from a generator (reasoning-gym) judged for their ``eval_size``
+        (``validate_only``; this file's own sizes are judged by ``validate``)."""
+        return eval_set_drawn_size_issues(self.eval_sets)
 
     def tasks_without_references(self) -> list[str]:
         """This dataset's name if any of its rows has no reference answer (rlvr.data.references)."""
@@ -304,27 +357,44 @@ class FileData:
         # A parquet or save_to_disk row can hold values JSON cannot (timestamps, bytes, numpy).
         return to_json_safe(entry, f"{self.name} question {item.question[:40]!r}")
 
-    def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
-        """Entries of one side of the content-hash split: ``test`` distinct and in a fixed order
-        (by question id), ``train`` shuffled by ``seed``; ConfigValidationError naming ``key`` if too few."""
+    def _side_items(self, split: str) -> list[QAItem]:
+        """The usable rows on one side of the content-hash split: ``test`` distinct and in a fixed order
+        (by question id), ``train`` shuffled by ``seed``."""
         picked = [it for it in self.items() if identity.split_of(self.name, it.question) == split]
         if split == "test":
             unique = {identity.question_id(self.name, it.question): it for it in picked}
-            picked = [unique[k] for k in sorted(unique)]
-        else:
-            random.Random(self.seed).shuffle(picked)
-        if size is not None and len(picked) < size:
-            raise ConfigValidationError(
-                [
-                    ConfigIssue(
-                        key,
-                        size,
-                        f"{self.path} has only {len(picked)} {split}-side questions for {self.name!r} "
-                        f"(the {split} side is a fixed share of the questions by content hash)",
-                        f"lower {key}, or set it to null for all of them",
-                    )
-                ]
-            )
+            return [unique[k] for k in sorted(unique)]
+        random.Random(self.seed).shuffle(picked)
+        return picked
+
+    def _size_issue(self, split: str, size: int | None, key: str, found: int) -> ConfigIssue | None:
+        if size is None or found >= size:
+            return None
+        return ConfigIssue(
+            key,
+            size,
+            f"{self.path} has only {found} {split}-side questions for {self.name!r} "
+            f"(the {split} side is a fixed share of the questions by content hash)",
+            f"lower {key}, or set it to null for all of them",
+        )
+
+    def size_issues(self, key: str = "data") -> list[ConfigIssue]:
+        """``train_size`` and ``eval_size`` judged against what the split gives (validate_only sees
+        them before the data stage would fail)."""
+        sides = (
+            ("train", self.train_size, f"{key}.train_size"),
+            ("test", self.eval_size, f"{key}.eval_size"),
+        )
+        issues = [self._size_issue(split, size, k, len(self._side_items(split))) for split, size, k in sides]
+        return [issue for issue in issues if issue is not None]
+
+    def side(self, split: str, size: int | None, key: str) -> list[dict[str, Any]]:
+        """Entries of one side of the content-hash split (``_side_items``); ConfigValidationError naming
+        ``key`` if too few."""
+        picked = self._side_items(split)
+        issue = self._size_issue(split, size, key, len(picked))
+        if issue is not None:
+            raise ConfigValidationError([issue])
         return [self._entry(it) for it in picked[:size]]
 
     def eval_split(self, prompt: PromptTemplate, key: str = "data.eval_size") -> Dataset:

@@ -139,7 +139,8 @@ class MixtureData:
                     f"set data.sources.{name}.name={name}",
                 )
             )
-        return issues + _rekey(source.validate(), "data", f"data.sources.{name}")
+        # A source's own train_size / eval_size are not used: the mixture's shares are (data stage).
+        return issues + _rekey(source.validate(sizes=False), "data", f"data.sources.{name}")
 
     def _task_issues(self, name: str) -> list[ConfigIssue]:
         """A reasoning-gym task: its name and data.task_params, as ReasoningGymData checks them."""

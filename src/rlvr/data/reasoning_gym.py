@@ -12,9 +12,9 @@ from datasets import Dataset
 from pydantic import Field
 from reasoning_gym.factory import DATASETS
 
-from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity, references
-from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
+from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
 from rlvr.prompts import PromptTemplate
 from rlvr.verifier.entries import from_json_safe, to_json_safe
 
@@ -134,6 +134,22 @@ class ReasoningGymData:
                 )
             )
         return issues + eval_set_issues(self.eval_sets)
+
+    def drawn_size_issues(self, eval_only: bool = False) -> list[ConfigIssue]:
+        """``eval_size`` and ``train_size`` (only ``eval_size`` for an extra evaluation set) judged by
+        drawing each side as the data stage will, with its seeds: a size the task's question space
+        cannot give is a config issue naming the key. The gate runs it for ``validate_only``, where no
+        data stage follows to find it (rlvr.config.gate)."""
+        sides = [("test", self.eval_size, self.seed, "data.eval_size")]
+        if not eval_only:
+            sides.append(("train", self.train_size, self.seed + 1, "data.train_size"))
+        issues = []
+        for split, size, seed, key in sides:
+            try:
+                split_entries(self.task, self.params, split, size, seed, key)
+            except ConfigValidationError as exc:
+                issues += exc.issues
+        return issues + eval_set_drawn_size_issues(self.eval_sets)
 
     def tasks_without_references(self) -> list[str]:
         """This task if its entries carry no reference answer (rlvr.data.references)."""

@@ -102,6 +102,9 @@ class Evaluator:
             the model, tokenizer and sampling settings before each evaluation.
         sampled: ``{num_samples, temperature, max_examples}`` (:class:`SampledEvaluation`) or None:
             also evaluate the GRPO stage's start and end sampled; greedy accuracy stays the headline.
+        completions_per_eval: questions of each evaluation shown in the completions tables (W&B
+            ``completions/eval/<label>``, ``completions.jsonl``), chosen by ``seed``: the same
+            questions at every evaluation of a run, so a table reads as before/after; 0 = none.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
         scorer: the run's verifier sandbox (rlvr.verifier.VerifierPool).
 
@@ -124,6 +127,7 @@ class Evaluator:
         seed: int,
         generator: EvaluationBackend,
         sampled: Mapping[str, Any] | None,
+        completions_per_eval: Annotated[int, Field(ge=0, examples=[16])],
         prompt: PromptTemplate,
         scorer: Scorer | None,
     ):
@@ -139,6 +143,7 @@ class Evaluator:
         self.seed = seed
         self.generator = generator
         self.sampled, self._sampled_issues = SampledEvaluation.build(sampled)
+        self.completions_per_eval = completions_per_eval
         self.prompt = prompt
         self.scorer = scorer
 
@@ -326,6 +331,32 @@ class Evaluator:
         }
         atomic_write_json(path, payload)
         return ev.EvalResult(label, step, result, path)
+
+    def completions(self, result: ev.EvalResult, dataset: Dataset) -> ev.Completions | None:
+        """``completions_per_eval`` of ``result``'s questions (this evaluator's rows of ``dataset``),
+        one table row each with its first sample; None when there are none to show."""
+        from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
+
+        samples = result.evaluation.samples
+        picked = ev.Completions.pick(len(samples), self.completions_per_eval, self.seed, "eval")
+        if not picked:
+            return None
+        prompts = self.rows(dataset)["prompt"]
+        rows = [
+            ev.CompletionRow(
+                prompt=ev.as_text(prompts[s.index]),
+                completion=s.completions[0],
+                task=s.task,
+                reference=s.reference,
+                answer=s.answers[0],
+                rewards={},
+                score=s.scores[0],
+                correct=s.scores[0] >= SUCCESS_THRESHOLD,
+            )
+            for s in (samples[i] for i in picked)
+            if s.completions
+        ]
+        return ev.Completions(f"eval/{result.label}", result.step, rows)
 
     @staticmethod
     def relabel(path: Path, label: str, step: int) -> Path:

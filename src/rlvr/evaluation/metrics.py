@@ -329,3 +329,38 @@ def paired_change(before: Sequence[float], after: Sequence[float], z: float = 1.
         p_value=mcnemar_exact(r2w, w2r),
         binary=all(v in (0.0, 1.0) for v in (*before, *after)),
     )
+
+
+def average_interval(
+    per_task: Sequence[Sequence[float]], resamples: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """95% interval of a macro average (the mean of the tasks' accuracies) by a bootstrap over questions.
+
+    ``per_task[t]`` holds task t's per-question accuracies (each in [0, 1]: a 0/1 score, or the
+    share of a question's samples that were right). Each of ``resamples`` draws resamples every
+    task's questions with replacement (stratified: each task keeps its size, so every task weighs
+    the same as in the average) and takes the mean of the task means; the interval is the
+    percentile interval of those averages. A fixed ``seed`` makes a report reproducible. Not a
+    Wilson interval of pooled counts: that is the interval of the pooled (micro) accuracy, which
+    weighs a task by its question count while the average bar does not.
+
+    >>> lo, hi = average_interval([[1.0] * 30 + [0.0] * 70, [1.0] * 60 + [0.0] * 40])
+    >>> round(lo, 2), round(hi, 2)
+    (0.39, 0.52)
+    >>> average_interval([[1.0, 1.0], [1.0]])
+    (1.0, 1.0)
+    """
+    if not per_task or any(len(scores) == 0 for scores in per_task):
+        raise ValueError("an average interval needs at least one question in every task")
+    rng = np.random.default_rng(seed)
+    means = np.zeros(resamples)  # [R]
+    for scores in per_task:
+        values = np.asarray(scores, dtype=float)  # [Q]
+        for start in range(0, resamples, 250):  # in chunks: [R, Q] indices of a large task are GBs
+            stop = min(resamples, start + 250)
+            picks = rng.integers(0, len(values), size=(stop - start, len(values)))  # [r, Q]
+            means[start:stop] += values[picks].mean(axis=1)
+    means /= len(per_task)
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)

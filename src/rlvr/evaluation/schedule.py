@@ -138,13 +138,16 @@ class EvalSchedule:
             event = dataclasses.replace(reuse, label=label, step=step, path=path)
         else:
             event = self._generate_and_score(self.evaluator, model, label, step)
-        self._record(event)
+        self._record(event, self.evaluator)
         self._evaluate_sampled(model, label, step)
         return event
 
-    def _record(self, event: ev.EvalResult) -> None:
+    def _record(self, event: ev.EvalResult, evaluator: Evaluator) -> None:
         self.hub.emit(event)
         self.evaluations.append(event)
+        table = evaluator.completions(event, self.eval_data)
+        if table is not None:
+            self.hub.emit(table)
 
     def _generate_and_score(
         self, evaluator: Evaluator, model: nn.Module, label: str, step: int
@@ -175,4 +178,4 @@ class EvalSchedule:
         sampled = Stage(label).sampled
         if (sampled, step) in made:
             return  # reloaded from an earlier attempt of this run (rlvr.records.run_history)
-        self._record(self._generate_and_score(view, model, sampled, step))
+        self._record(self._generate_and_score(view, model, sampled, step), view)

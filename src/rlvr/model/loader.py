@@ -55,6 +55,44 @@ def name_or_path_issues(name_or_path: str, use_safetensors: bool) -> list[Config
     return issues
 
 
+# transformers' attention implementations that run here without a hub kernel; each keeps the rows of
+# a padding-free batch apart by their position ids (rlvr.training_loop.packing).
+ATTENTION = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
+# The package each flash-attention implementation imports (transformers' own check, at load).
+_FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+
+
+def attention_issues(value: str | None) -> list[ConfigIssue]:
+    """model.attn_implementation: a known implementation (or a hub kernel ``org/name``, which needs
+    the ``kernels`` package), and flash attention only where it can run (CUDA, its package)."""
+    from rlvr.config.errors import suggest
+    from rlvr.runtime.hardware import cuda_available
+
+    key, known = "model.attn_implementation", ", ".join(ATTENTION)
+    if value is None:
+        return []
+    if "/" in value:
+        if importlib.util.find_spec("kernels") is None:
+            return [ConfigIssue(key, value, "a hub kernel needs the 'kernels' package, which is not installed",
+                                f"pip install kernels, or use one of {known}")]  # fmt: skip
+        return []
+    if value not in ATTENTION:
+        return [
+            ConfigIssue(
+                key, value, f"not an attention implementation (known: {known})", suggest(value, ATTENTION)
+            )
+        ]
+    package = _FLASH_PACKAGES.get(value)
+    if package and not cuda_available():
+        return [ConfigIssue(key, value, "flash-attention kernels run on CUDA GPUs only, and none is visible",
+                            "model.attn_implementation=sdpa (or null: transformers' choice, sdpa where the "
+                            "architecture has it)")]  # fmt: skip
+    if package and importlib.util.find_spec(package) is None:
+        return [ConfigIssue(key, value, f"needs the '{package}' package, which is not installed",
+                            "install it for this torch and CUDA, or model.attn_implementation=sdpa")]  # fmt: skip
+    return []
+
+
 def pickled_adapter_issue(path: str | Path, use_safetensors: bool) -> ConfigIssue | None:
     """An adapter directory with only a pickled ``adapter_model.bin`` (unpickling can run code)."""
     folder = Path(path)
@@ -85,6 +123,9 @@ class HFModel:
         quantization: None, "4bit" (NF4, runs on CUDA and on CPU) or "8bit" (bitsandbytes); with
             ``lora`` this is QLoRA.
         gradient_checkpointing: trade compute for memory during training.
+        attn_implementation: transformers' attention (``sdpa``, ``eager``, ``flex_attention``,
+            ``flash_attention_2``/``_3`` on CUDA, or a hub kernel ``org/name``); None = transformers'
+            choice (sdpa where the architecture has it).
     """
 
     def __init__(
@@ -97,6 +138,7 @@ class HFModel:
         lora: dict[str, Any] | None = None,
         quantization: Literal["4bit", "8bit"] | None = None,
         gradient_checkpointing: bool = False,
+        attn_implementation: str | None = None,
     ):
         self.name_or_path = str(name_or_path)
         self.dtype = dtype
@@ -106,9 +148,10 @@ class HFModel:
         self.lora = dict(lora) if lora else None
         self.quantization: str | None = quantization  # or the marker of a QLoRA adapter (load)
         self.gradient_checkpointing = gradient_checkpointing
+        self.attn_implementation = attn_implementation
 
     def validate(self) -> list[ConfigIssue]:
-        issues = []
+        issues = attention_issues(self.attn_implementation)
         if self.quantization and importlib.util.find_spec("bitsandbytes") is None:
             issues.append(
                 ConfigIssue(
@@ -152,6 +195,8 @@ class HFModel:
         kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
         if self.dtype != "float32":
             kwargs["dtype"] = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
         if self.gguf_file:
             kwargs["gguf_file"] = self.gguf_file
         elif self.use_safetensors:

@@ -290,8 +290,10 @@ class ConsoleObserver(Observer):
             self.console.print("What each stage changed, paired on the same questions (95% CI):")
             for change in changes:
                 self.console.print(f"  {change.stage}: {escape(change.text)}")
-        for note in result.notes if result else []:
-            self.console.print(f"[yellow]Note:[/yellow] {escape(note)}")
+        notes, warnings = (result.notes, result.warnings) if result else ([], [])
+        for note in notes:
+            kind = "Warning" if note in warnings else "Note"  # what the run did not learn
+            self.console.print(f"[yellow]{kind}:[/yellow] {escape(note)}")
         for phase, found in (result.throughput if result else {}).items():
             mfu = (
                 f", MFU {found['mfu']:.1%} of {found['peak_tflops']:g} TFLOP/s"

@@ -1,4 +1,5 @@
-"""JSONL metrics file: one JSON object per event line, flushed as it is written."""
+"""JSONL files: the metrics file (one JSON object per event line) and the completions file (one line
+per completions table row: rlvr.events.Completions), each flushed as it is written."""
 
 from __future__ import annotations
 
@@ -27,31 +28,41 @@ def _jsonable(value: Any) -> Any:
 
 
 class JsonlObserver(Observer):
-    """Appends every event to ``path`` inside the run directory.
+    """Appends every event to ``path`` and every completions table row to ``completions_path``,
+    both inside the run directory.
 
     Args:
         path: metrics file name, relative to the run directory (absolute paths and ``..`` are
             refused: a config file must not choose where outside the run a line is appended).
+        completions_path: completions file name, the same way: one line per sampled row
+            (``source``, ``step``, prompt, completion, each reward term, score, verdict).
     """
 
-    def __init__(self, *, path: str):
+    def __init__(self, *, path: str, completions_path: str):
         self.path = Path(path)
-        self._raw = path
+        self._raw, self._raw_completions = path, completions_path
         self._fh: IO[str] | None = None
+        self._completions: IO[str] | None = None
+        self._run_dir: Path | None = None
 
     def validate(self) -> list[ConfigIssue]:
-        problem = config_path_problem(self._raw)
-        if problem is None:
-            return []
-        return [
-            ConfigIssue(
-                "observers.jsonl.path",
-                self._raw,
-                problem,
-                "name a file inside the run directory, e.g. metrics.jsonl; choose where runs go with "
-                "hydra.run.dir on the command line",
-            )
-        ]
+        issues = []
+        for key, raw, example in (
+            ("path", self._raw, "metrics"),
+            ("completions_path", self._raw_completions, "completions"),
+        ):
+            problem = config_path_problem(raw)
+            if problem is not None:
+                issues.append(
+                    ConfigIssue(
+                        f"observers.jsonl.{key}",
+                        raw,
+                        problem,
+                        f"name a file inside the run directory, e.g. {example}.jsonl; choose where runs go "
+                        "with hydra.run.dir on the command line",
+                    )
+                )
+        return issues
 
     def _write(self, kind: str, payload: dict[str, Any]) -> None:
         if self._fh is None:
@@ -63,6 +74,7 @@ class JsonlObserver(Observer):
     def on_pipeline_start(self, event: ev.PipelineStart) -> None:
         # Appended to on resume, so opened without following a link at any level below the run dir.
         self._fh = open_append(inside(event.run_dir, self._raw), event.run_dir)
+        self._run_dir = event.run_dir
         self._write("pipeline_start", {"run_dir": event.run_dir})
 
     def on_stage_start(self, event: ev.StageStart) -> None:
@@ -76,6 +88,17 @@ class JsonlObserver(Observer):
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         self._write("evaluation", event.record())
+
+    def on_completions(self, event: ev.Completions) -> None:
+        if self._run_dir is None:
+            return
+        if self._completions is None:  # opened with the first rows: a run without them has no file
+            self._completions = open_append(inside(self._run_dir, self._raw_completions), self._run_dir)
+        for row in event.rows:
+            self._completions.write(
+                json.dumps({"source": event.source, "step": event.step, **asdict(row)}) + "\n"
+            )
+        self._completions.flush()
 
     def on_phase_end(self, event: ev.PhaseEnd) -> None:
         self._write("phase_end", asdict(event))
@@ -93,6 +116,7 @@ class JsonlObserver(Observer):
         self._write("pipeline_end", {"status": event.status, "seconds": event.seconds})
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        for fh in (self._fh, self._completions):
+            if fh is not None:
+                fh.close()
+        self._fh = self._completions = None

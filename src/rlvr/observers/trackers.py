@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
 from rlvr.observers.base import Observer
+from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime.io import config_path_problem, inside
 
 if TYPE_CHECKING:
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 
 
 class WandbObserver(Observer):
-    """Logs metrics and the secret-free config to Weights & Biases.
+    """Logs metrics, the completions tables (``completions/<source>``) and the secret-free config to
+    Weights & Biases.
 
     Args:
         project: W&B project name.
@@ -87,13 +89,38 @@ class WandbObserver(Observer):
             }
             self._run.log({f"eval/{event.label}/accuracy": event.accuracy, **groups, "eval/step": event.step})
 
+    def on_completions(self, event: ev.Completions) -> None:
+        """A ``completions/<source>`` table: step, prompt, completion, each reward term, score, verdict."""
+        if self._run is None:
+            return
+        import wandb
+
+        terms = list(dict.fromkeys(t for row in event.rows for t in row.rewards))
+        columns = ["step", "task", "prompt", "completion", "answer", "reference"]
+        table = wandb.Table(columns=[*columns, *(f"reward/{t}" for t in terms), "score", "correct"])
+        for row in event.rows:
+            table.add_data(
+                event.step, *(getattr(row, c) for c in columns[1:]),
+                *(row.rewards.get(t) for t in terms), row.score, row.correct,
+            )  # fmt: skip
+        self._run.log({f"completions/{event.source}": table})
+
     def on_pipeline_end(self, event: ev.PipelineEnd) -> None:
-        self.close(exit_code=0 if event.status == "COMPLETED" else 1)
+        self.close(exit_code=0 if event.status in COMPLETED_STATUSES else 1)
 
     def close(self, exit_code: int = 0) -> None:
         if self._run is not None:
             self._run.finish(exit_code=exit_code)
             self._run = None
+
+
+def tag(phase: str, metric: str) -> str:
+    """``phase/metric`` once: a step's metrics already carry their phase (rlvr.training_loop.callbacks).
+
+    >>> tag("rft", "rft/loss"), tag("grpo", "reward/mean")
+    ('rft/loss', 'grpo/reward/mean')
+    """
+    return metric if metric.startswith(f"{phase}/") else f"{phase}/{metric}"
 
 
 class TensorBoardObserver(Observer):
@@ -134,7 +161,7 @@ class TensorBoardObserver(Observer):
     def on_train_step(self, event: ev.TrainStep) -> None:
         if self._writer is not None:
             for key, value in event.metrics.items():
-                self._writer.add_scalar(f"{event.phase}/{key}", value, event.step)
+                self._writer.add_scalar(tag(event.phase, key), value, event.step)
 
     def on_evaluation(self, event: ev.EvalResult) -> None:
         if self._writer is not None:

@@ -32,6 +32,7 @@ from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.wiring import Components, build_run
+from rlvr.records.learning import end_status, run_warnings
 from rlvr.records.provenance import resolved_config, write_config_record
 from rlvr.records.run_history import AttemptLog, RunHistory, history_of
 from rlvr.runtime import distributed
@@ -43,11 +44,7 @@ from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.loop import Session, TrainOutcome
-from rlvr.training_loop.resume import (
-    continues,
-    fingerprint,
-    resolve_resume,
-)
+from rlvr.training_loop.resume import continues, fingerprint, resolve_resume
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
 
@@ -212,17 +209,20 @@ def write_report(ctx: RunContext) -> None:
     micro = ctx.outcome.micro_batches if hasattr(ctx, "outcome") else None
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
-    ctx.result.notes = [note] if note else []
+    ctx.result.warnings = run_warnings(ctx.outcome, ctx.history)  # what it did not learn: in its status
+    ctx.result.notes = [*ctx.result.warnings, *([note] if note else [])]
     ctx.result.throughput = attempt_summary(ctx.outcome)
+    meta = {**ctx.meta, "status": end_status(ctx.result.warnings), "warnings": ctx.result.warnings}
+    meta.update(memory=memory, throughput=ctx.result.throughput, notes=ctx.result.notes)
     ctx.result.files.update(
         write_report(
             ctx.run_dir,
             ctx.evals.evaluations,
             ctx.outcome,
-            {**ctx.meta, "memory": memory, "throughput": ctx.result.throughput, "notes": ctx.result.notes},
+            meta,
             time.perf_counter() - ctx.start,
             history=ctx.history,
-            attempt=ctx.attempts.snapshot("COMPLETED"),
+            attempt=ctx.attempts.snapshot(meta["status"]),
         )
     )
 
@@ -271,20 +271,21 @@ class PipelineOrchestrator:
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         ctx = self._context(self.components or self.build())
-        # Checkpoint-on-SIGTERM is a single-process feature: with several ranks the launcher's
-        # SIGTERM ends them all, and resume=auto continues from the last periodic checkpoint.
-        on_sigterm = ctx.guard if distributed.world_size() == 1 else distributed.LauncherStop()
+        # Checkpoint-on-SIGTERM is single-process: with several ranks the launcher's SIGTERM ends all.
+        on_sigterm = ctx.guard if distributed.world_size() == 1 else distributed.LauncherStop(ctx.guard)
         stage = "setup"
         try:
             on_sigterm.__enter__()
             write_records(ctx)
             for step in STAGES:
                 if step.when(ctx) and (ctx.main or not step.main_only):
+                    ctx.guard.stop_if_requested(step.name)  # a signal's stop (a launcher's too): made here
                     stage = step.name
                     with self._stage(ctx.hub, stage):
                         step.run(ctx)
             ctx.result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
-            ctx.result.status = "COMPLETED"
+            ctx.result.status = end_status(ctx.result.warnings)
+            on_sigterm.finished = True  # completed: a stop during the prune below changes nothing
             if ctx.main:  # in the closing summary: what the run directory keeps and its size
                 ctx.result.files["run directory"] = finish_run_dir(self.run_dir, self.cfg.keep_checkpoints)
         except BaseException as exc:
@@ -301,8 +302,7 @@ class PipelineOrchestrator:
         main = distributed.is_main()
         resumed_from = str(self.resume[1]) if self.resume else None
         attempts = AttemptLog(self.run_dir, continues=continues(self.cfg), resumed_from=resumed_from)
-        # Other ranks stay quiet: their events go nowhere, rank 0 reports for the run. The attempt
-        # record is not a configurable observer: a resumed run's report depends on it.
+        # Other ranks stay quiet; the attempt record is no configurable observer (a report needs it).
         hub = ObserverHub({**c.observers, "_attempts": attempts} if main else {})
         result = RunResult(status="FAILED", run_dir=self.run_dir)
         return RunContext(

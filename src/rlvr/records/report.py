@@ -13,8 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvr import events as ev
 from rlvr.evaluation.schedule import stage_changes
+from rlvr.runtime.charts import save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
 from rlvr.stages import Stage, run_order
 
@@ -91,9 +94,58 @@ def _phase_signal(ax: Any, history: list[dict[str, float]], phase: str) -> None:
                 label=f"reward: {task}",
             )
     ax.set_xlabel(f"{name} step")
+    ax.set_ylabel("mean reward per completion" if phase == "grpo" else "training loss")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"{name} training {'reward' if phase == 'grpo' else 'loss'}")
     ax.legend(loc="best", fontsize="small")
+
+
+MIN_PHASE_SHARE = 0.25  # of the run-step axis: a 10-step GRPO phase after 500 SFT steps stays readable
+
+
+def phase_widths(steps: dict[str, int]) -> list[float]:
+    """Each phase's share of the run-step axis: in proportion to its steps, but at least
+    :data:`MIN_PHASE_SHARE` (the others shrink in proportion to make room).
+
+    >>> phase_widths({"sft": 80, "grpo": 80})
+    [0.5, 0.5]
+    >>> [round(w, 3) for w in phase_widths({"sft": 500, "grpo": 10})]
+    [0.75, 0.25]
+    """
+    total = sum(steps.values())
+    shares = [n / total for n in steps.values()] if total else []
+    short = [sh < MIN_PHASE_SHARE for sh in shares]
+    floor = min(MIN_PHASE_SHARE, 1 / max(1, len(shares)))
+    rest = 1.0 - floor * sum(short)
+    long_total = sum(sh for sh, is_short in zip(shares, short, strict=True) if not is_short)
+    return [floor if is_short else rest * sh / long_total for sh, is_short in zip(shares, short, strict=True)]
+
+
+def _phase_scale(ax: Any, steps: dict[str, int]) -> None:
+    """A run-step axis where each phase spans :func:`phase_widths` of it, linear within a phase, with
+    a margin of 3% of the drawn axis at each end; the ticks stay real step numbers, and the phases'
+    first and last steps are among them."""
+    from matplotlib.ticker import FixedLocator, MaxNLocator
+
+    bounds = np.cumsum([0, *steps.values()]).astype(float)  # run step where each phase starts / ends
+    total = bounds[-1]
+    places = np.cumsum([0.0, *phase_widths(steps)]) * total  # the same points on the drawn axis
+    # The margins: the first and last phases' slopes continue beyond the run.
+    first = (bounds[1] - bounds[0]) / (places[1] - places[0])  # run steps per drawn unit
+    last = (bounds[-1] - bounds[-2]) / (places[-1] - places[-2])
+    margin = 0.03 * total
+    xs = np.concatenate([[-margin * first], bounds, [total + margin * last]])
+    ys = np.concatenate([[-margin], places, [total + margin]])
+    ax.set_xscale("function", functions=(lambda x: np.interp(x, xs, ys), lambda y: np.interp(y, ys, xs)))
+    ax.set_xlim(xs[0], xs[-1])
+    ticks = {float(b) for b in bounds}
+    for start, end, width in zip(bounds, bounds[1:], phase_widths(steps), strict=False):
+        locator = MaxNLocator(nbins=max(1, round(8 * width)), integer=True)
+        ticks |= {t for t in locator.tick_values(start, end) if start < t < end}
+    ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
+    widened = [p.upper() for p, n in steps.items() if n / total < MIN_PHASE_SHARE]
+    if widened:  # the axis is not linear across phases: say so where the reader looks
+        ax.set_xlabel(f"run step (all phases; {', '.join(widened)} drawn wider than its share)")
 
 
 def _eval_x(e: ev.EvalResult, offsets: dict[str, int]) -> int:
@@ -108,7 +160,11 @@ def _plot_evaluations(
     steps: dict[str, int],
     curve: bool,
 ) -> None:
-    """Greedy accuracy (95% CI) and sampled pass@1 over the run's steps, phases split by dotted lines."""
+    """Greedy accuracy (95% CI, in %) and sampled pass@1 over the run's steps, phases split by dotted
+    lines, each phase's part of the axis in proportion to its steps (a short one widened to
+    :data:`MIN_PHASE_SHARE`)."""
+    from matplotlib.ticker import PercentFormatter
+
     offsets, done = {}, 0
     for phase, n in steps.items():
         offsets[phase] = done
@@ -117,15 +173,20 @@ def _plot_evaluations(
         ax.text(done + n / 2, 1.02, phase.upper(), ha="center", va="bottom", fontsize="small",
                 transform=ax.get_xaxis_transform())  # fmt: skip
         done += n
-    if done:  # the whole run, so the phase names sit over their phases
+    if done and len(steps) > 1:  # the whole run, so the phase names sit over their phases
+        _phase_scale(ax, steps)
+    elif done:
         ax.set_xlim(-0.03 * done, 1.03 * done)
     points = sorted(evaluations, key=lambda e: _eval_x(e, offsets))
     xs = [_eval_x(e, offsets) for e in points]
     if points:
         ax.errorbar(
             xs,
-            [e.accuracy for e in points],
-            yerr=[[e.accuracy - e.ci_low for e in points], [e.ci_high - e.accuracy for e in points]],
+            [100 * e.accuracy for e in points],
+            yerr=[
+                [100 * (e.accuracy - e.ci_low) for e in points],
+                [100 * (e.ci_high - e.accuracy) for e in points],
+            ],
             marker="o",
             capsize=3,
             label=("starting level" if curve else "greedy accuracy") + " (held out)",
@@ -133,7 +194,7 @@ def _plot_evaluations(
     if sampled:
         ax.plot(
             [e.step for e in sampled],
-            [e.evaluation.summary.pass_at_k.get(1, e.accuracy) for e in sampled],
+            [100 * e.evaluation.summary.pass_at_k.get(1, e.accuracy) for e in sampled],
             "s",
             markersize=8,
             fillstyle="none",
@@ -145,12 +206,16 @@ def _plot_evaluations(
             for x, e in zip(xs, points, strict=True)
             if name in e.evaluation.groups()
         ]
-        ax.plot([x for x, _ in at], [g.accuracy for _, g in at], marker=".", linestyle="--", label=name)
+        ax.plot([x for x, _ in at], [100 * g.accuracy for _, g in at], marker=".", linestyle="--", label=name)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize="small")
-    ax.set_ylim(-0.03, 1.03)  # a 0% or 100% point stays visible, not half under the frame
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel("run step (all phases)" if len(steps) > 1 else "training step")
+    ax.set_ylim(-3, 103)  # a 0% or 100% point stays visible, not half under the frame
+    ax.yaxis.set_major_formatter(PercentFormatter(100))
+    ax.set_ylabel("held-out accuracy (%)")
+    if len(steps) <= 1:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    if not ax.get_xlabel():
+        ax.set_xlabel("run step (all phases)" if len(steps) > 1 else "training step")
     ax.set_title("Held-out accuracy (95% CI)", pad=20)  # above the phase names
 
 
@@ -186,9 +251,8 @@ def _plot(
     steps: dict[str, int],
     path: Path,
 ) -> Path:
-    fig = training_figure(history, evaluations, sampled, steps)
-    fig.savefig(path, dpi=100)
-    return path
+    """The figure of :func:`training_figure`, in the format of ``path``'s suffix (PNG, SVG or PDF)."""
+    return save_chart(training_figure(history, evaluations, sampled, steps), path, dpi=100)
 
 
 def group_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
@@ -316,10 +380,15 @@ def _markdown(
     ``train_seconds`` unrounded."""
     lora, rows, groups = report.get("lora"), report["accuracy"], report["groups"]
     changes, steps, curve = report["paired_changes"], report["steps"], report.get("curriculum")
-    attempts = report["attempts"]
+    attempts, warnings = report["attempts"], meta.get("warnings", [])
     return [
         f"# Run report: {meta.get('model')} on {', '.join(meta.get('tasks', []))}",
         "",
+        *(
+            [f"**{meta.get('status')}**: what the run did not learn:", "", *[f"- {w}" for w in warnings], ""]
+            if warnings
+            else []
+        ),
         *([_lora_text(lora), ""] if lora else []),
         "| stage | step | accuracy | 95% CI | n |",
         "|---|---|---|---|---|",
@@ -340,7 +409,7 @@ def _markdown(
             if changes
             else []
         ),
-        *[f"Note: {n}\n" for n in meta.get("notes", [])],
+        *[f"Note: {n}\n" for n in meta.get("notes", []) if n not in warnings],
         "Training: "
         + (
             ", ".join(

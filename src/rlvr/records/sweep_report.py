@@ -5,7 +5,9 @@ the swept keys come from the sweep's ``multirun.yaml`` (the overrides with a swe
 as ``seed=1,2``) and each point's value for them from its ``config_resolved.yaml`` (so the table
 does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); accuracies with
 95% CIs, steps and wall time come from its ``report.json`` (for a point requeued and resumed, the
-whole run's: every attempt's evaluations, steps and wall time, and the number of attempts).
+whole run's: every attempt's evaluations, steps and wall time, and the number of attempts); the GRPO
+training reward (the mean of ``grpo/reward/mean`` over the logged steps, and its last value) comes
+from its ``metrics.jsonl``, so points whose held-out accuracies are all 0% can still be told apart.
 
 A results directory may come from elsewhere, so it is read as data (SECURITY.md "Sweep reports"):
 YAML through :func:`rlvr.runtime.safe_yaml.load_data` (bounded size, no aliases, never interpolated), JSON
@@ -32,21 +34,26 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from rlvr.records.learning import COMPLETED_STATUSES, COMPLETED_WITH_WARNINGS
 from rlvr.records.run_history import ATTEMPTS, CONFIG_SHA256
+from rlvr.runtime.charts import ChartFormatError, chart_format, save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
+from rlvr.runtime.safe_json import JsonRefused, loads
 from rlvr.runtime.safe_yaml import YamlRefused, load_data
 from rlvr.runtime.secrets import redact_text
 
 STAGES = ("base model", "after SFT", "final")
-STATUSES = frozenset({"COMPLETED", "FAILED", "RUNNING", "KILLED", "PREEMPTED", "INTERRUPTED"})
+STATUSES = COMPLETED_STATUSES | {"FAILED", "RUNNING", "KILLED", "PREEMPTED", "INTERRUPTED"}
 MAX_JSON_BYTES = 64 * 2**20
 METRICS_TAIL_BYTES = 64 * 2**10
+MAX_METRICS_LINE = 2**20  # a longer line in metrics.jsonl is not a step's scalars: skipped
+REWARD = "grpo/reward/mean"
 
 
 @dataclass
 class SweepPoint:
     num: int
-    status: str  # COMPLETED | FAILED | RUNNING | KILLED | PREEMPTED | INTERRUPTED | UNKNOWN
+    status: str  # COMPLETED(_WITH_WARNINGS) | FAILED | RUNNING | KILLED | PREEMPTED | INTERRUPTED | UNKNOWN
     overrides: dict[str, Any]
     accuracy: dict[str, dict[str, float]] = field(
         default_factory=dict
@@ -55,6 +62,9 @@ class SweepPoint:
     wall_seconds: float | None = None
     attempts: int | None = None  # processes the point took (a requeued, resumed point: more than 1)
     note: str | None = None  # why a report.json on disk is not shown
+    train_reward: dict[str, float] | None = None  # GRPO reward over the logged steps: mean, last, steps
+    # what the run did not learn (its report's warnings, rlvr.records.learning): status COMPLETED_WITH_WARNINGS
+    warnings: list[str] = field(default_factory=list)
 
 
 def swept_keys(multirun_yaml: Path) -> list[str]:
@@ -68,11 +78,15 @@ def swept_keys(multirun_yaml: Path) -> list[str]:
 
 
 def _json(path: Path) -> Any:
-    """A JSON file's content, or None when it is missing, too large or not JSON."""
+    """A JSON file's content, or None when it is missing, too large or not JSON; :class:`JsonRefused`
+    (the point is listed as unreadable, the others still shown) when it nests too deep to parse."""
     if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
         return None
+    raw = path.read_bytes()
     try:
-        return json.loads(path.read_bytes())
+        return loads(raw, path)
+    except JsonRefused:
+        raise
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -86,19 +100,45 @@ def _metrics_status(point_dir: Path) -> str:
         f.seek(max(0, metrics.stat().st_size - METRICS_TAIL_BYTES))
         lines = f.read().splitlines()
     try:
-        last = json.loads(lines[-1]) if lines else {}
+        last = loads(lines[-1], f"{metrics}, its last line") if lines else {}
+    except JsonRefused:
+        raise
     except ValueError:
         return "RUNNING"  # a line being written
-    if isinstance(last, dict) and last.get("event") == "pipeline_end" and last.get("status") != "COMPLETED":
+    ended = isinstance(last, dict) and last.get("event") == "pipeline_end"
+    if ended and last.get("status") not in COMPLETED_STATUSES:
         return "FAILED"
     return "RUNNING"
+
+
+def train_reward(point_dir: Path) -> dict[str, float] | None:
+    """The GRPO phase's ``grpo/reward/mean`` over the steps metrics.jsonl logged (every attempt's):
+    their mean, the last one and how many; None when no GRPO step was logged."""
+    metrics = point_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    by_step: dict[int, float] = {}  # a resumed run logs a step again: the later value counts once
+    with metrics.open("rb") as f:
+        while line := f.readline(MAX_METRICS_LINE):
+            try:
+                record = loads(line, metrics)
+                value = record["metrics"][REWARD]
+                step = int(record["step"])
+            except (ValueError, KeyError, TypeError, JsonRefused):
+                continue  # another event, a line being written or cut at the bound, a line nested too deep
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                by_step[step] = float(value)
+    if not by_step:
+        return None
+    values = [by_step[s] for s in sorted(by_step)]
+    return {"mean": sum(values) / len(values), "last": values[-1], "steps": len(values)}
 
 
 def _status(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
     """(status, the report when it belongs to this point's run and that run completed, why not).
     A run recorded as completed whose report cannot be tied to it is UNKNOWN, never COMPLETED."""
     status, report, note = _tied_report(point_dir)
-    if status == "COMPLETED" and report is None:
+    if status in COMPLETED_STATUSES and report is None:
         return "UNKNOWN", None, note or "attempts.json says COMPLETED but there is no report.json"
     return status, report, note
 
@@ -135,7 +175,7 @@ def _tied_report(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | Non
         final.get("started_at"),
     ):
         return status, None, "report.json is not from the last attempt recorded in attempts.json"
-    if status != "COMPLETED":
+    if status not in COMPLETED_STATUSES:
         return status, None, f"the run's last attempt ended {status}"
     return status, report, None
 
@@ -168,6 +208,12 @@ def _fill(point: SweepPoint, report: dict[str, Any]) -> None:
     point.steps = {str(k): int(_number(v)) for k, v in dict(report["steps"]).items()}
     point.wall_seconds = _number(report["wall_seconds"])
     point.attempts = len(report.get("attempts", [])) or None
+    warnings = report.get("warnings", [])
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise TypeError("warnings is not a list of text")
+    point.warnings = warnings
+    if warnings:  # the report's warnings make the status (an older attempts.json may say COMPLETED)
+        point.status = COMPLETED_WITH_WARNINGS
 
 
 def collect(sweep_dir: Path) -> list[SweepPoint]:
@@ -179,17 +225,19 @@ def collect(sweep_dir: Path) -> list[SweepPoint]:
     for point_dir in sorted(
         (p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
     ):
-        status, report, note = _status(point_dir)
         try:
+            status, report, note = _status(point_dir)
             overrides = {k: _point_value(point_dir, k) for k in keys}
-        except YamlRefused as exc:  # this point's record is refused, the others are still reported
-            overrides, report, status, note = dict.fromkeys(keys), None, "UNKNOWN", str(exc)
+        except (YamlRefused, JsonRefused) as exc:  # this point is listed as unreadable, the others reported
+            overrides, report, status, note = dict.fromkeys(keys), None, "UNKNOWN", f"unreadable: {exc}"
         point = SweepPoint(num=int(point_dir.name), status=status, overrides=overrides, note=note)
+        point.train_reward = train_reward(point_dir)
         if report is not None:
             try:
                 _fill(point, report)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 point.accuracy, point.steps, point.wall_seconds, point.attempts = {}, {}, None, None
+                point.warnings = []
                 point.status, point.note = "UNKNOWN", f"report.json is malformed ({type(exc).__name__})"
         points.append(point)
     return points
@@ -204,9 +252,12 @@ def _rows(points: list[SweepPoint]) -> list[dict[str, Any]]:
             # Percent, as the console, report.md and the benchmark print accuracies.
             row[f"{stage} acc"] = f"{acc['accuracy']:.1%}" if acc else None
             row[f"{stage} 95% CI"] = f"{acc['ci_low']:.1%} - {acc['ci_high']:.1%}" if acc else None
+        reward = p.train_reward
+        row["GRPO reward mean (last)"] = f"{reward['mean']:.3f} ({reward['last']:.3f})" if reward else None
         row["steps"] = " + ".join(f"{k} {v}" for k, v in p.steps.items()) or None
         row["wall s"] = p.wall_seconds
         row["attempts"] = p.attempts
+        row["warnings"] = "; ".join(p.warnings) or None
         rows.append(row)
     return rows
 
@@ -280,7 +331,7 @@ def chart(points: list[SweepPoint]) -> Figure:
     """Accuracy per completed point and stage, with 95% CIs. Each point's label gives its swept values
     under short key names, one per line and upright; the axis label names the full keys; the figure
     widens with the longest label, so labels neither overlap nor leave the figure."""
-    done = [p for p in points if p.status == "COMPLETED"]
+    done = [p for p in points if p.status in COMPLETED_STATUSES]
     keys = list(dict.fromkeys(k for p in done for k in p.overrides))
     short = short_keys(keys)
     labels = ["\n".join(f"{short[k]}={v}" for k, v in p.overrides.items()) or str(p.num) for p in done]
@@ -301,31 +352,56 @@ def chart(points: list[SweepPoint]) -> Figure:
                 ys.append(acc["accuracy"])
                 err[0].append(acc["accuracy"] - acc["ci_low"])
                 err[1].append(acc["ci_high"] - acc["accuracy"])
-        ax.bar(xs, ys, width, yerr=err, capsize=3, label=stage)
+        bars = ax.bar(xs, ys, width, yerr=err, capsize=3, label=stage)
+        color = bars.patches[0].get_facecolor() if bars.patches else None
+        zero = [x for x, y in zip(xs, ys, strict=True) if y == 0.0]  # a 0% bar has no height: a stub shows it
+        ax.hlines([0.0] * len(zero), [x - width / 2 for x in zero], [x + width / 2 for x in zero],
+                  colors=[color] * len(zero), linewidth=4, zorder=4, clip_on=False)  # fmt: skip
     ax.set_xticks(range(len(done)), labels, fontsize=8)
     renamed = [f"{v} = {k}" for k, v in short.items() if v != k]
     ax.set_xlabel("point" + (f" ({'; '.join(renamed)})" if renamed else ""), fontsize=8, wrap=True)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("held-out accuracy (95% CI)")
     ax.set_ylim(0, 1)
-    ax.legend()
+    handles = _reward_markers(ax, done)
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + handles, fontsize=8)
     ax.set_title("Sweep: accuracy per point")
     return fig
 
 
+def _reward_markers(ax: Any, done: list[SweepPoint]) -> list[Any]:
+    """The GRPO training reward (mean over its steps) of each point as a diamond on a right-hand axis:
+    points whose accuracies are all 0% differ there."""
+    at = [(j, p.train_reward["mean"]) for j, p in enumerate(done) if p.train_reward]
+    if not at:
+        return []
+    right = ax.twinx()
+    (line,) = right.plot(
+        [j for j, _ in at], [r for _, r in at], "D", color="black", label="GRPO reward (mean over steps)"
+    )
+    right.set_ylabel("GRPO training reward (mean)")
+    line.set_clip_on(False)  # a 0 reward stays a whole diamond, on the left axis's 0%
+    right.set_ylim(0, max(1.0, max(r for _, r in at) * 1.05))
+    return [line]
+
+
 def plot(points: list[SweepPoint], path: Path) -> Path:
-    chart(points).savefig(path, dpi=120)
-    return path
+    """The chart, in the format of ``path``'s suffix (PNG, SVG or PDF; rlvr.runtime.charts)."""
+    return save_chart(chart(points), path, dpi=120)
 
 
-def write_sweep_report(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
+def write_sweep_report(
+    sweep_dir: Path, out_dir: Path | None = None, chart_name: str = "sweep_report.png"
+) -> list[Path]:
+    """The table (markdown, CSV, JSON) and the chart, named ``chart_name`` (its suffix: PNG, SVG or PDF)."""
     out_dir = out_dir or sweep_dir
+    chart_format(chart_name, "--chart")  # before any file is written
     points = collect(sweep_dir)
     written = [
         atomic_write_text(out_dir / "sweep_report.md", to_markdown(points)),
         atomic_write_text(out_dir / "sweep_report.csv", to_csv(points)),
         atomic_write_json(out_dir / "sweep_report.json", [asdict(p) for p in points], default=str),
-        plot(points, out_dir / "sweep_report.png"),
+        plot(points, out_dir / chart_name),
     ]
     return written
 
@@ -334,11 +410,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra multirun directory (holds multirun.yaml)")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: the sweep dir)")
+    parser.add_argument(
+        "--chart",
+        default="sweep_report.png",
+        help="the chart's file name in --out; its suffix picks the format: .png, .svg or .pdf",
+    )
     args = parser.parse_args(argv)
     try:
-        written = write_sweep_report(args.sweep_dir, args.out)
+        written = write_sweep_report(args.sweep_dir, args.out, args.chart)
     except YamlRefused as exc:
         raise SystemExit(f"refused: {redact_text(str(exc))}") from None
+    except ChartFormatError as exc:
+        parser.error(str(exc))
     for path in written:
         print(redact_text(str(path)))
     print(redact_text(to_markdown(collect(args.sweep_dir))))

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from rlvr import events as ev
 from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.prompts import PromptTemplate
@@ -196,7 +197,7 @@ class _Recorded:
             if self.deadline
             else self.term(completions, **kwargs)
         )
-        self.record(self.__name__, out, kwargs.get("task"))
+        self.record(self.__name__, out, completions, kwargs)
         return out
 
 
@@ -213,6 +214,10 @@ class RewardSet:
         plugin_timeout_s: seconds one call of a term from a plugin package may take; past it the
             batch scores 0.0 for that term, with a warning and the metric ``reward/plugin_timeouts``
             (rlvr.reward.timeout). rlvr's own terms need none (the verifier sandbox has its own).
+        completions_per_step: rows of each GRPO step's rollouts (prompt, completion, every term's
+            value, total, verdict) sampled for the completions tables (W&B ``completions/grpo``,
+            ``completions.jsonl``); 0 = none. Drained with :meth:`completions`.
+        seed: seeds that sampling (the run's seed), so a rerun shows the same rows.
         prompt: the run's PromptTemplate; passed at instantiation.
         scorer: the run's verifier sandbox; passed at instantiation.
     """
@@ -229,11 +234,15 @@ class RewardSet:
                 description="seconds; a plugin reward that needs longer per batch should batch its own work",
             ),
         ],
+        completions_per_step: Annotated[int, Field(ge=0, examples=[8])],
+        seed: int,
         *,
         prompt: PromptTemplate,
         scorer: Scorer | None = None,
     ):
         self.terms = dict(terms)
+        self.completions_per_step, self.seed = completions_per_step, seed
+        self._rows: list[ev.Completions] = []  # sampled, not yet drained
         self.plugin_timeout_s = plugin_timeout_s
         self._deadlines = {
             name: Deadline(name, plugin_timeout_s) for name, term in self.terms.items() if plugin_module(term)
@@ -248,9 +257,13 @@ class RewardSet:
         self._by_task: dict[str, list[float]] = {}
         self._tasks_seen: set[str] = set()
 
-    def _record(self, name: str, values: list[float | None], tasks: list[str] | None = None) -> None:
-        """TRL calls every term once per generation batch; when all have answered, check each group
-        and keep each completion's weighted reward under its task (mixtures report them apart)."""
+    def _record(
+        self, name: str, values: list[float | None], completions: list[Any], columns: dict[str, Any]
+    ) -> None:
+        """TRL calls every term once per generation batch (``columns``: what it passes beside the
+        completions); when all have answered, check each group, keep each completion's weighted
+        reward under its task (mixtures report them apart) and sample the batch's table rows."""
+        tasks = columns.get("task")
         self._batch[name] = values
         if len(self._batch) < len(self.terms):
             return
@@ -266,6 +279,49 @@ class RewardSet:
         if g > 1 and totals and len(totals) % g == 0:
             groups = [totals[i : i + g] for i in range(0, len(totals), g)]
             self._zero_std.append(sum(max(x) - min(x) <= 1e-6 for x in groups) / len(groups))
+        self._sample(batch, totals, completions, columns)
+
+    def _sample(
+        self, batch: dict[str, list[float | None]], totals: list[float], completions: list[Any], columns: dict
+    ) -> None:
+        """``completions_per_step`` rows of this generation batch, chosen by seed and step."""
+        state = columns.get("trainer_state")
+        # TRL scores a batch before the step it trains: global_step counts the steps done so far.
+        step = state.global_step + 1 if state is not None else 0
+        picked = ev.Completions.pick(len(totals), self.completions_per_step, self.seed, f"grpo/{step}")
+        if not picked:
+            return
+        success = self.success_term()
+        prompts, refs, task = columns.get("prompts"), columns.get("answer"), columns.get("task")
+        rows = [
+            ev.CompletionRow(
+                prompt=ev.as_text(prompts[i]) if prompts else "",
+                completion=completion_text(completions[i]),
+                task=task[i] if task else None,
+                reference=refs[i] if refs else None,
+                answer=self.prompt.extract(completion_text(completions[i])),
+                rewards={n: batch[n][i] for n in self.terms},
+                score=totals[i],
+                correct=None if success is None else (batch[success][i] or 0.0) >= SUCCESS_THRESHOLD,
+            )
+            for i in picked
+        ]
+        self._rows.append(ev.Completions("grpo", step, rows))
+
+    def completions(self) -> list[ev.Completions]:
+        """The rows sampled since the last call, one event per step: a step that scored several
+        batches (dynamic sampling's refills) keeps ``completions_per_step`` of their rows."""
+        by_step: dict[int, list[ev.CompletionRow]] = {}
+        for event in self._rows:
+            by_step.setdefault(event.step, []).extend(event.rows)
+        self._rows = []
+        n, seed = self.completions_per_step, self.seed
+        return [
+            ev.Completions(
+                "grpo", step, [rows[i] for i in ev.Completions.pick(len(rows), n, seed, f"grpo/{step}")]
+            )
+            for step, rows in by_step.items()
+        ]
 
     def validate(self) -> list[ConfigIssue]:
         issues = []

@@ -393,12 +393,22 @@ class StoppedByLauncher(Exception):
 
 class LauncherStop:
     """With several processes, SIGTERM means the launcher is ending the run (another rank failed, or
-    the job was cancelled): raise, so this rank records a FAILED end and closes its workers instead
-    of dying silently. (Checkpoint-on-SIGTERM, rlvr.training_loop.checkpoints.PreemptionGuard, is for
-    single-process runs: ranks cannot agree on a step to stop at once one of them is gone.)"""
+    the job was cancelled): this rank records a FAILED end and closes its workers instead of dying
+    silently. (Checkpoint-on-SIGTERM, rlvr.training_loop.checkpoints.PreemptionGuard, is for
+    single-process runs: ranks cannot agree on a step to stop at once one of them is gone.)
 
-    def __init__(self) -> None:
+    The handler only records the request, like PreemptionGuard's (SECURITY.md "A stop request no
+    library code can swallow"): an exception raised from a signal handler lands wherever the main
+    thread is, and a library's bare ``except:`` there swallows it. rlvr's own code makes the stop: at
+    the end of the training step (``guard.abandon``: training stops, no checkpoint) or before the
+    next stage (:meth:`stop_if_requested`), raising :class:`StoppedByLauncher`. A second SIGTERM ends
+    the process at once by the signal's default action."""
+
+    def __init__(self, guard: Any = None) -> None:
         self._previous: Any = None
+        self.guard = guard  # the run's PreemptionGuard: it stops training at the end of the step
+        self.requested = False
+        self.finished = False  # every stage done: a SIGTERM during the final prune changes nothing
 
     def __enter__(self) -> LauncherStop:
         if threading.current_thread() is threading.main_thread():
@@ -410,12 +420,28 @@ class LauncherStop:
             signal.signal(signal.SIGTERM, self._previous)
             self._previous = None
 
-    @staticmethod
-    def _handle(signum: int, frame: Any) -> None:
-        raise StoppedByLauncher(
+    def reason(self) -> str:
+        return (
             f"rank {rank()} stopped by the launcher (SIGTERM): another process of this run failed "
             "(its error is printed above) or the job was cancelled"
         )
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        """Record the request; never raise (a library's bare ``except:`` would swallow it)."""
+        if self.finished:
+            return
+        if self.requested:  # the launcher insists: end now, whatever the code running is doing
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.requested = True
+        if self.guard is not None:
+            self.guard.abandon(self.reason())
+
+    def stop_if_requested(self, before: str) -> None:
+        """Raise ``StoppedByLauncher`` when the launcher asked to stop: called between stages."""
+        if self.requested:
+            raise StoppedByLauncher(f"{self.reason()}; stopped before the {before} stage")
 
 
 # How torch.distributed reports that another rank is gone (gloo over TCP; NCCL raises DistError types).

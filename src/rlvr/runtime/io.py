@@ -5,7 +5,8 @@ directory synced back from a bucket), so a link planted in it must not turn a
 write into an overwrite of the link's target. Every write goes to a temp file
 in the same directory and is renamed over the destination: ``os.replace``
 replaces a symlink itself, never what it points to. Parent directories are
-checked too, so ``run_dir/eval -> /elsewhere`` is refused rather than followed.
+checked too, so ``run_dir/eval -> /elsewhere`` is refused rather than followed. A file written in
+place (appended, or the lock) must not be a hard link either (:func:`hard_link_problem`).
 
 A file name a config chooses (the JSONL metrics file, the TensorBoard folder) is a path
 *inside* the run directory: :func:`config_path_problem` refuses one that is absolute or
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,25 @@ from typing import Any
 
 class SymlinkRefused(OSError):
     """A write would have gone through a symbolic link inside the directory being written."""
+
+
+class HardLinkRefused(SymlinkRefused):
+    """A file the run would write in place has another name (a hard link): writing it would change
+    the file wherever else it is, e.g. outside the run directory."""
+
+
+def hard_link_problem(path: str | os.PathLike[str], st: os.stat_result) -> HardLinkRefused | None:
+    """:class:`HardLinkRefused` when ``st`` (of ``path``, from ``lstat`` or ``fstat``) is a regular
+    file with more than one name, else None. Its content is never read or shown."""
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink <= 1:
+        return None
+    return HardLinkRefused(
+        f"{path} is a hard link ({st.st_nlink} names for one file, the others possibly outside the run "
+        "directory); a run writes some files in place (run.lock, metrics.jsonl, its log; libraries "
+        "their checkpoint files) and would change the file everywhere. Give it its own copy "
+        f"(cp {path} {path}.copy && mv {path}.copy {path}), or copy the run directory without hard "
+        "links (cp -r, not cp -al) and use the copy"
+    )
 
 
 class PathEscape(ValueError):
@@ -90,7 +111,8 @@ def inside(root: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Pa
 def open_append(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> Any:
     """``path`` opened for appending text, never through a link: the last component is opened with
     ``O_NOFOLLOW`` (a link planted there fails the open instead of being followed, even one planted
-    after the checks), and the folders between ``root`` and it must not be links either."""
+    after the checks), and the folders between ``root`` and it must not be links either; a file with
+    another name (a hard link) is refused on the open descriptor, before anything is written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     check_no_symlinks(path, root)
@@ -106,6 +128,10 @@ def open_append(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> A
                 "a run never writes through links planted in its directory"
             ) from exc
         raise
+    linked = hard_link_problem(path, os.fstat(fd))  # checked on what was opened, before any write
+    if linked:
+        os.close(fd)
+        raise linked
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -131,7 +157,8 @@ def check_no_symlinks(path: str | os.PathLike[str], root: str | os.PathLike[str]
 
 
 def refuse_symlinks_in(root: str | os.PathLike[str]) -> None:
-    """Raise :class:`SymlinkRefused` if any file or folder under ``root`` is a symlink.
+    """Raise :class:`SymlinkRefused` if any file or folder under ``root`` is a symlink, and
+    :class:`HardLinkRefused` if a file has another name (a hard link).
 
     Libraries (transformers' checkpoint and save_pretrained, TensorBoard, W&B) write into the
     run directory without this module, and they follow links; so a run checks the whole tree
@@ -146,6 +173,9 @@ def refuse_symlinks_in(root: str | os.PathLike[str]) -> None:
                     "a run never writes through links (they could point anywhere). Remove the link, or "
                     "copy the run directory with links resolved (cp -rL) and resume from the copy"
                 )
+            linked = hard_link_problem(path, path.lstat()) if name in files else None
+            if linked:
+                raise linked
 
 
 def atomic_write_bytes(

@@ -38,17 +38,23 @@ data is loaded the check runs again with the longest prompt the run will train o
 model's own tokenizer and chat template, before any training step.
 
 On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM can
-swap). Every term is printed so the user sees where the memory goes.
+swap) up to RAM plus swap. Every term is printed so the user sees where the memory goes, with what
+the estimate rests on (:func:`basis`: measured shapes, or an extrapolation beyond them).
+
+Planning a rental: ``runtime.memory.target`` names a card (rlvr.runtime.cards) or a size in GB; the
+check before anything loads then compares with that card, in the precision ``auto`` picks there, and
+``validate_only=true`` prints the verdict with the estimate whether it fits or not (:func:`summary`).
 """
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlvr.config.errors import ConfigIssue
+from rlvr.runtime.cards import Card
 
 GB = 1024**3
 # LoRA target name -> (input width, output width) in terms of the shape's sizes
@@ -94,15 +100,109 @@ class Shape:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Shape:
-        hidden, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-        heads = cfg["num_attention_heads"]
-        kv = cfg.get("num_key_value_heads") or heads
-        vocab, inter = cfg["vocab_size"], cfg.get("intermediate_size", 4 * hidden)
-        head_dim = cfg.get("head_dim") or hidden // heads
+        """The shape a ``config.json`` declares, every weight it declares counted (mixture-of-experts
+        layers, shared experts, extra prediction layers: :func:`mlp_params`); :class:`UncountedWeights`
+        for a config that declares weights this arithmetic cannot count."""
+        uncounted_keys(cfg)
+        hidden, layers = _count(cfg, "hidden_size"), _count(cfg, "num_hidden_layers")
+        heads = _count(cfg, "num_attention_heads")
+        kv = _count(cfg, "num_key_value_heads", heads) or heads
+        vocab, inter = _count(cfg, "vocab_size"), _count(cfg, "intermediate_size", 4 * hidden)
+        head_dim = _count(cfg, "head_dim", 0) or hidden // max(heads, 1)
         tied = bool(cfg.get("tie_word_embeddings", False))
-        per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
+        attention = hidden * head_dim * (2 * heads + 2 * kv)
+        mlp, extra_layers = mlp_params(cfg, hidden, inter, layers)
         embed = vocab * hidden * (1 if tied else 2)
-        return cls(float(layers * per_layer + embed), hidden, layers, heads, kv, vocab, inter, head_dim, tied)
+        params = float((layers + extra_layers) * attention + mlp + embed)
+        return cls(params, hidden, layers, heads, kv, vocab, inter, head_dim, tied)
+
+
+class UncountedWeights(ValueError):
+    """A ``config.json`` that declares weights the pre-flight cannot count: the keys, and why."""
+
+
+# config.json keys the arithmetic reads (COUNTED) or knows to add no weights (rope and norm settings,
+# token ids, routing settings, attention windows). Any other key whose name says it multiplies
+# weights (_MULTIPLIES: a number of experts, heads or layers, a size, a rank, a sub-model's config)
+# is refused: an estimate that leaves weights out lets a model that allocates GBs pass as "OK".
+COUNTED = frozenset(
+    {
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+        "vocab_size", "intermediate_size", "num_experts", "num_local_experts", "n_routed_experts",
+        "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+        "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+        "num_nextn_predict_layers",
+    }
+)  # fmt: skip
+NO_WEIGHTS = frozenset(
+    {
+        "max_window_layers", "num_experts_per_tok", "output_router_logits", "router_aux_loss_coef",
+        "router_z_loss_coef", "router_jitter_noise", "n_group", "topk_group", "ep_size",
+        "quantization_config", "rope_scaling", "rope_parameters", "max_position_embeddings",
+        "sliding_window_size", "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval",
+    }
+)  # fmt: skip
+_MULTIPLIES = re.compile(
+    r"^num_|^n_|_num_|expert|moe|router|_heads?$|_layers?$|_rank$|_size$|_dim$|nextn|mtp|_config$"
+)
+# More layers than this is no model (and would be counted one by one).
+MAX_LAYERS = 1_000_000
+
+
+def uncounted_keys(cfg: dict[str, Any]) -> None:
+    """Raise :class:`UncountedWeights` naming the keys of ``cfg`` that declare weights the
+    arithmetic does not count."""
+    unknown = sorted(
+        str(k) for k in cfg if k not in COUNTED and k not in NO_WEIGHTS and _MULTIPLIES.search(str(k))
+    )
+    if unknown:
+        raise UncountedWeights(
+            f"its config.json declares {', '.join(f'{k}={cfg[k]!r}'[:80] for k in unknown)}, weights the "
+            "memory pre-flight cannot count (other experts, heads, layers or a sub-model)"
+        )
+
+
+def _count(cfg: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A whole, non-negative number of ``cfg``; :class:`UncountedWeights` for anything else."""
+    value = cfg.get(key, default)
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        shown = "missing" if key not in cfg else f"{value!r}"[:80]
+        raise UncountedWeights(f"its config.json's {key} is {shown}, not a whole number of at least 0")
+    return value
+
+
+def mlp_params(cfg: dict[str, Any], hidden: int, inter: int, layers: int) -> tuple[int, int]:
+    """(weights of every layer's MLP, extra layers) that ``cfg`` declares: a dense MLP
+    (``3 h i``), or in a mixture-of-experts layer each routed expert (``num_experts`` /
+    ``num_local_experts`` / ``n_routed_experts`` of width ``moe_intermediate_size``, else
+    ``intermediate_size``), the router, the shared experts (``n_shared_experts`` of that width, or one
+    of ``shared_expert_intermediate_size`` with its gate); which layers are sparse as Qwen-MoE
+    (``decoder_sparse_step``, ``mlp_only_layers``) and DeepSeek (``first_k_dense_replace``,
+    ``moe_layer_freq``) say; ``num_nextn_predict_layers`` extra layers (DeepSeek-V3's multi-token
+    prediction) as sparse ones with their ``2 h x h`` projection."""
+    if layers > MAX_LAYERS:
+        raise UncountedWeights(f"its config.json declares {layers} layers, more than {MAX_LAYERS:,}")
+    experts = max(_count(cfg, k, 0) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    dense = 3 * hidden * inter
+    if experts == 0:
+        return layers * dense, 0
+    width = _count(cfg, "moe_intermediate_size", 0) or inter
+    sparse = experts * (3 * hidden * width + hidden)
+    sparse += _count(cfg, "n_shared_experts", 0) * 3 * hidden * width
+    shared = _count(cfg, "shared_expert_intermediate_size", 0)
+    sparse += 3 * hidden * shared + (hidden if shared else 0)
+    first, freq = _count(cfg, "first_k_dense_replace", 0), _count(cfg, "moe_layer_freq", 1) or 1
+    step, listed = _count(cfg, "decoder_sparse_step", 1) or 1, cfg.get("mlp_only_layers") or []
+    if not isinstance(listed, list) or not all(type(i) is int for i in listed):
+        raise UncountedWeights(f"its config.json's mlp_only_layers is {listed!r:.80}, not a list of layers")
+    only = set(listed)
+    n_sparse = sum(
+        1 for i in range(layers) if i >= first and i % freq == 0 and (i + 1) % step == 0 and i not in only
+    )
+    extra = _count(cfg, "num_nextn_predict_layers", 0)
+    return n_sparse * sparse + (layers - n_sparse) * dense + extra * (sparse + 2 * hidden * hidden), extra
 
 
 def _published() -> dict[str, Shape]:
@@ -121,8 +221,28 @@ def shape_of(name_or_path: str) -> Shape | None:
     """The model's shape from its local config.json, else the published table, else None."""
     config = Path(name_or_path) / "config.json"
     if config.is_file():
-        return Shape.from_config(json.loads(config.read_text()))
+        from rlvr.runtime.safe_json import loads
+
+        try:
+            cfg = loads(config.read_bytes(), config)
+        except (ValueError, OSError) as exc:
+            raise UncountedWeights(f"its config.json cannot be read as JSON ({exc})") from None
+        if not isinstance(cfg, dict):
+            raise UncountedWeights("its config.json is not a JSON object")
+        return Shape.from_config(cfg)
     return PUBLISHED.get(name_or_path)
+
+
+def uncounted_issue(name_or_path: str, exc: UncountedWeights) -> ConfigIssue:
+    """The refusal of a model whose config.json declares weights the pre-flight cannot count."""
+    return ConfigIssue(
+        "model.name_or_path",
+        name_or_path,
+        f"{exc}; a run is not started on a memory estimate that leaves weights out",
+        "use a model folder whose config.json declares only what the pre-flight counts (a decoder with "
+        'dense or mixture-of-experts layers: SECURITY.md "Run directories and checkpoints"), or check '
+        "where that folder came from",
+    )
 
 
 @dataclass(frozen=True)
@@ -253,18 +373,64 @@ def peak(terms: dict[str, float]) -> float:
     return resident + max(backward + terms.get("vLLM reservation", 0.0), rollout)
 
 
+# The shape models whose measured training peaks the estimate was fitted to, and how far above those
+# peaks it came out (benchmarks/memory_preflight.md: one H200, 2026-11-26/27).
+MEASURED = ("HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct")
+MEASURED_RATIO = (1.03, 1.28)
+
+
+def basis(shape: Shape) -> str:
+    """What the estimate for ``shape`` rests on: measured shapes of its size, or an extrapolation
+    from the largest of them."""
+    sizes = [PUBLISHED[name].params for name in MEASURED]
+    low, high = MEASURED_RATIO
+    measured = (
+        f"training steps of shape models of {min(sizes) / 1e9:.2f}-{max(sizes) / 1e9:.2f}B parameters "
+        f"measured on an H200, where the estimate was {low:.2f}-{high:.2f}x each measured peak "
+        "(benchmarks/memory_preflight.md)"
+    )
+    if shape.params <= max(sizes) * 1.01:
+        return f"basis: {measured}"
+    return (
+        f"basis: extrapolated ({shape.params / max(sizes):.1f}x the largest shape measured) from {measured}; "
+        "the weight, gradient and optimizer terms scale exactly with the parameters, the activation terms "
+        "with the bytes per token and layer measured there"
+    )
+
+
+def _terms_text(terms: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in terms.items() if v)
+
+
+def _plan_text(shape: Shape, plan: Plan) -> str:
+    return (
+        f"{shape.params / 1e9:.2f}B parameters, micro-batch {plan.batch} x ({plan.prompt} prompt + "
+        f"{plan.completion} completion) tokens in {plan.precision}"
+    )
+
+
+def describe(shape: Shape, plan: Plan, terms: dict[str, float], where: str) -> str:
+    """The estimate in words: its peak, every term, the plan it is for, the device and its basis."""
+    return (
+        f"estimated peak {peak(terms):.1f} GB per process ({_terms_text(terms)}; backward and rollout "
+        f"never coexist) for {_plan_text(shape, plan)}, on {where}; {basis(shape)}"
+    )
+
+
 def check(
-    shape: Shape, plan: Plan, device_gb: float, device: str, key: str = "model", margin: float = 0.9
+    shape: Shape,
+    plan: Plan,
+    device_gb: float,
+    device: str,
+    key: str = "model",
+    margin: float = 0.9,
+    where: str | None = None,
 ) -> tuple[list[ConfigIssue], list[str]]:
-    """(refusals, warnings): refuse when the estimate exceeds the device, warn above ``margin``."""
+    """(refusals, warnings): refuse when the estimate exceeds the device, warn above ``margin``
+    (``where``: the device in words; default "a <GB> GB <device>")."""
     terms = estimate(shape, plan, device_gb)
     total = peak(terms)
-    detail = ", ".join(f"{k} {v:.1f}" for k, v in terms.items() if v)
-    text = (
-        f"estimated peak {total:.1f} GB per process ({detail}; backward and rollout never coexist) for "
-        f"{shape.params / 1e9:.2f}B parameters, micro-batch {plan.batch} x ({plan.prompt} prompt + "
-        f"{plan.completion} completion) tokens, on a {device_gb:.0f} GB {device}"
-    )
+    text = describe(shape, plan, terms, where or f"a {device_gb:.0f} GB {device}")
     fixes = []
     if not plan.lora_r:
         fixes.append("train a LoRA adapter (model.lora={r: 16, ...})")
@@ -364,6 +530,8 @@ def plan_of(
     else:  # SFT: the prompt + the formatted gold answer, truncated at max_length
         limit = args.max_length or (prompt + PROMPT_BUDGET)
         answer = lengths[1] + ANSWER_MARKERS if lengths else limit - prompt
+        if getattr(args, "packing", False):  # bins of max_length tokens, filled with whole rows
+            answer = limit
         prompt = min(prompt, limit)
         completion = max(min(answer, limit - prompt), 0)
     dtype = getattr(model, "dtype", "float32")
@@ -409,10 +577,15 @@ def data_lengths(
 
 
 def run_checks(
-    model: Any, loop: Any, setup: Any = None, lengths: tuple[int, int] | None = None
+    model: Any,
+    loop: Any,
+    setup: Any = None,
+    lengths: tuple[int, int] | None = None,
+    card: Card | None = None,
 ) -> tuple[list[ConfigIssue], list[str]]:
     """Memory and batch checks of a configured pipeline (``setup``: the distributed component, for
-    what its strategy shards; ``lengths``: the data's longest prompt and answer in tokens, once it is loaded)."""
+    what its strategy shards; ``lengths``: the data's longest prompt and answer in tokens, once it
+    is loaded; ``card``: the GPU to plan for, rlvr.runtime.cards, instead of this machine's device)."""
     import os
 
     processes = int(os.environ.get("WORLD_SIZE", "1"))
@@ -427,18 +600,44 @@ def run_checks(
         )
         if found:
             issues.append(found)
-    inputs = _estimate_inputs(model, loop, setup, processes, lengths)
+    try:
+        inputs = _estimate_inputs(model, loop, setup, processes, lengths, card=card)
+    except UncountedWeights as exc:
+        return [*issues, uncounted_issue(str(getattr(model, "name_or_path", "")), exc)], []
     if inputs is None:
         return issues, []
-    shape, plan, device = inputs
-    refusals, warnings = check(shape, plan, device_memory_gb(device), device)
-    if device != "cuda":
+    shape, plan, device, device_gb = inputs
+    refusals, warnings = check(shape, plan, device_gb, device, where=card.where if card else None)
+    if card is None and device != "cuda":
         # RAM bends (swap, a rough estimate made for GPUs): past it, warn. Past RAM plus swap nothing
         # bends: loading would allocate until the kernel kills the process, so refuse before it starts.
-        hard, _ = check(shape, plan, device_memory_gb(device) + swap_gb(), device)
+        total = device_gb + swap_gb()
+        hard, _ = check(shape, plan, total, device, where=f"a {total:.0f} GB {device} (its RAM plus swap)")
         warnings = warnings if hard else [i.problem for i in refusals] + warnings
-        refusals = [ConfigIssue(i.key, i.value, f"{i.problem} (its RAM plus swap)", i.fix) for i in hard]
+        refusals = hard
     return issues + refusals, warnings
+
+
+def summary(model: Any, loop: Any, setup: Any = None, card: Card | None = None) -> str | None:
+    """The pre-flight's verdict in one line, with the estimate and its terms, also when the run fits
+    (``validate_only``, ``runtime.memory.target``); None when nothing is estimated."""
+    import os
+
+    inputs = _estimate_inputs(model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), card=card)
+    if inputs is None:
+        return None
+    shape, plan, device, device_gb = inputs
+    terms = estimate(shape, plan, device_gb)
+    verdict = "fits" if peak(terms) <= device_gb else "does not fit"
+    where = card.where if card else f"a {device_gb:.0f} GB {device}"
+    return "\n".join(
+        (
+            f"memory pre-flight: {verdict} on {where}: estimated peak {peak(terms):.1f} GB per process",
+            f"  terms (GB): {_terms_text(terms)} (backward and rollout never coexist)",
+            f"  for {_plan_text(shape, plan)}",
+            f"  {basis(shape)}",
+        )
+    )
 
 
 def fits_batch(
@@ -455,13 +654,15 @@ def fits_batch(
     accumulation with it and SFT takes its ``cuda_batch_size``)."""
     import os
 
-    inputs = _estimate_inputs(
-        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {phase: batch}
-    )
+    try:
+        inputs = _estimate_inputs(
+            model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, {phase: batch}
+        )
+    except UncountedWeights:  # refused by run_checks before any batch is chosen
+        return False
     if inputs is None:
         return False
-    shape, plan, device = inputs
-    device_gb = device_memory_gb(device)
+    shape, plan, _, device_gb = inputs
     return peak(estimate(shape, plan, device_gb)) <= share * device_gb
 
 
@@ -494,9 +695,11 @@ def _estimate_inputs(
     processes: int,
     lengths: tuple[int, int] | None = None,
     micro_batches: dict[str, int] | None = None,
-) -> tuple[Shape, Plan, str] | None:
-    """(shape, plan, device) of a configured training run, the plan of the phase with the larger
-    estimated peak (``micro_batches``: a phase's micro-batch as it ran, when the device changed it);
+    card: Card | None = None,
+) -> tuple[Shape, Plan, str, float] | None:
+    """(shape, plan, device, its GB) of a configured training run, the plan of the phase with the
+    larger estimated peak (``micro_batches``: a phase's micro-batch as it ran, when the device
+    changed it; ``card``: a GPU planned for, which also decides the precision ``auto`` trains in);
     None when nothing is estimated (no training phase, or a model whose shape is unknown)."""
     import dataclasses
 
@@ -504,15 +707,17 @@ def _estimate_inputs(
     configs = phase_configs(loop)
     if not configs or shape is None:
         return None
-    device = loop.hardware.device
+    device = card.name if card else loop.hardware.device
+    device_gb = card.memory_gb if card else device_memory_gb(device)
     plans = []
     for name, args in configs.items():
         plan = plan_of(model, args, processes, shard_of(setup), lengths)
         if micro_batches and name in micro_batches:
             plan = dataclasses.replace(plan, batch=micro_batches[name])
+        if card is not None:  # TRL's config was built for this machine's precision
+            plan = dataclasses.replace(plan, precision=card.precision(getattr(loop, "precision", "auto")))
         plans.append(plan)
-    device_gb = device_memory_gb(device)
-    return shape, max(plans, key=lambda plan: peak(estimate(shape, plan, device_gb))), device
+    return shape, max(plans, key=lambda plan: peak(estimate(shape, plan, device_gb))), device, device_gb
 
 
 def memory_record(
@@ -530,13 +735,15 @@ def memory_record(
 
     from rlvr.runtime.hardware import cuda_peak_gb
 
-    inputs = _estimate_inputs(
-        model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, micro_batches
-    )
+    try:
+        inputs = _estimate_inputs(
+            model, loop, setup, int(os.environ.get("WORLD_SIZE", "1")), lengths, micro_batches
+        )
+    except UncountedWeights:  # (refused by run_checks before the run started)
+        inputs = None
     record: dict[str, Any] = {"preflight_estimate_gb": None, "preflight_terms_gb": None}
     if inputs is not None:
-        shape, plan, device = inputs
-        device_gb = device_memory_gb(device)
+        shape, plan, _, device_gb = inputs
         terms = estimate(shape, plan, device_gb)
         record = {
             "preflight_estimate_gb": round(peak(terms), 3),

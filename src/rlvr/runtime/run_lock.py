@@ -21,12 +21,14 @@ import json
 import logging
 import os
 import socket
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.runtime import distributed
+from rlvr.runtime.io import hard_link_problem
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,71 @@ class RunDirBusy(Exception):
     exit_code = BUSY_EXIT_CODE
 
 
+def printable(value: object, limit: int = 200) -> str:
+    """``value`` as text a terminal shows as written: control and escape characters (ESC, CR, a line
+    break, DEL, C1) are written as escapes (``\\x1b``), and the text is cut at ``limit`` characters.
+
+    The lock file's record is read from a file anyone who could write the run directory may have
+    written: printed raw, an escape sequence clears the console or draws a fake line."""
+    text = str(value)[:limit]
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def _holder_text(holder: dict[str, Any]) -> str:
-    return f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started {holder.get('started_at', '?')}"
+    host, pid, started = (printable(holder.get(key, "?")) for key in ("host", "pid", "started_at"))
+    return f"host {host}, pid {pid}, started {started}"
+
+
+_KINDS = ((stat.S_ISLNK, "a link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def _kind_problem(mode: int) -> str | None:
+    """Why a file of this mode cannot be the lock file (not a regular file), or None."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a device or other special file")
+    return f"{LOCK_FILE} is {kind}, not a plain file; a run never writes through one"
+
+
+def _linked(path: Path, st: os.stat_result) -> str | None:
+    """Why a hard-linked lock file is refused (it is rewritten in place), or None. Never read: its
+    content may be another file's, which a refusal would otherwise print as the holder's record."""
+    linked = hard_link_problem(path, st)
+    return f"{LOCK_FILE} is a hard link; a run never writes through one" if linked else None
+
+
+def _refusal(path: Path, problem: str) -> ConfigValidationError:
+    fix = f"remove it (rm -r {path}; a run recreates it) or choose another hydra.run.dir"
+    return ConfigValidationError([ConfigIssue("hydra.run.dir", str(path.parent), problem, fix)])
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file opened for reading and writing, created if absent; :class:`ConfigValidationError`
+    when ``path`` is anything but a plain file of its own (a link, a hard link, a folder, a FIFO, a device).
+
+    Checked with ``lstat`` first (a clear message), then opened without following a link and without
+    blocking (a FIFO planted after the check), then checked again on the open descriptor."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    problem = found and (_kind_problem(found.st_mode) or _linked(path, found))
+    if problem:
+        raise _refusal(path, problem)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)  # not truncated: a holder's record stays
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EWOULDBLOCK):
+            raise
+        raise _refusal(path, f"{LOCK_FILE} cannot be opened as a plain file ({exc.strerror})") from None
+    opened = os.fstat(fd)
+    problem = _kind_problem(opened.st_mode) or _linked(path, opened)  # before a byte is read or written
+    if problem:
+        os.close(fd)
+        raise _refusal(path, problem)
+    return fd
 
 
 def _read(fd: int) -> dict[str, Any]:
@@ -91,17 +156,7 @@ class RunDirLock:
         if not distributed.is_main():
             return self  # rank 0 owns the directory for the whole launch
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Never through a link (SECURITY.md "Where a run writes"); not truncated: a holder's record stays.
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            issue = ConfigIssue(
-                "hydra.run.dir", str(self.path.parent), f"{LOCK_FILE} is a link; a run never writes through one",
-                f"remove {self.path}",
-            )  # fmt: skip
-            raise ConfigValidationError([issue]) from None
+        fd = _open_lock(self.path)  # a plain file, never through a link (SECURITY.md "Where a run writes")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

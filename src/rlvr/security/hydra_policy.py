@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from rlvr.security.trust import (
     code_setting_issue,
     code_setting_issues,
     secret_path_issue,
+    setting_name,
 )
 
 LAUNCHERS = frozenset(
@@ -436,13 +438,32 @@ def code_issues(
         found = code_setting_issues(
             container, typed_keys, lambda key, o=overrides, m=mode: _origin(hydra, config_name, o, m, key)
         )
-        for o in parser.parse_overrides(sweeper_param_overrides(cfg)):
-            key = o.key_or_group
-            if key.rsplit(".", 1)[-1] in CODE_SETTINGS and key not in typed_keys:
-                where = "the sweeper's params in a config file (hydra.sweeper.params)"
-                found.append(code_setting_issue(key, o.input_line.split("=", 1)[1], where))
+        found += _sweeper_code_issues(parser, sweeper_param_overrides(cfg), typed_keys)
         issues += [i for i in found if i.key not in {j.key for j in issues}]
     return issues
+
+
+def _sweeper_code_issues(parser: Any, params: list[str], typed_keys: set[str]) -> list[ConfigIssue]:
+    """A sweeper's ``params`` (a file's) over a code setting, or over a field whose swept values are
+    JSON strings carrying one (each value judged as :func:`code_setting_issues` judges a string)."""
+    where = "the sweeper's params in a config file (hydra.sweeper.params)"
+    found = []
+    for o in parser.parse_overrides(params):
+        key = o.key_or_group
+        if key in typed_keys:
+            continue
+        if setting_name(key) in CODE_SETTINGS:
+            found.append(code_setting_issue(key, o.input_line.split("=", 1)[1], where))
+            continue
+        values = [
+            getattr(v, "text", v) for v in (o.sweep_iterator() if o.is_sweep_override() else [o.value()])
+        ]
+        for value in values:
+            found += [
+                i for i in code_setting_issues({key: value}, set()) if i.key not in {j.key for j in found}
+            ]
+    return [replace(i, problem=i.problem.replace("a config file (experiment, --config-dir, group)", where))
+            for i in found]  # fmt: skip
 
 
 def _origin(hydra: Any, config_name: str, overrides: list[str], mode: Any, key: str) -> str | None:
@@ -545,8 +566,9 @@ def run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
         folder = Path(str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True)))
     except OmegaConfBaseException:
         return []  # a directory named after runtime values cannot exist yet
-    if not folder.is_dir():
-        return []
+    unwritable = writable_issue(key, folder)
+    if unwritable is not None or not folder.is_dir():
+        return [unwritable] if unwritable else []
     try:
         refuse_symlinks_in(folder)
     except SymlinkRefused as exc:
@@ -572,6 +594,80 @@ def run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
             f"choose a new {key}, or continue that run with resume=auto and its settings",
         )
     ]
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()`` that is False, not an OSError, for a name the file system cannot hold."""
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
+
+
+def writable_issue(key: str, folder: Path) -> ConfigIssue | None:
+    """One message, before Hydra creates ``folder`` or opens its log there, when it cannot be written:
+    a part of its path longer than the file system's name limit (255 bytes on most), the whole path
+    longer than its path limit, or the folder (else its nearest existing parent) not writable (a
+    read-only file system, or permissions). Each was a traceback from Hydra's ``makedirs`` or log file."""
+    existing = next((p for p in (folder.absolute(), *folder.absolute().parents) if _exists(p)), Path("/"))
+    limits = {}
+    for name in ("PC_NAME_MAX", "PC_PATH_MAX"):
+        try:
+            limits[name] = os.pathconf(existing, name)
+        except (OSError, ValueError):
+            limits[name] = 255 if name == "PC_NAME_MAX" else 4096
+    long = [part for part in folder.parts if len(os.fsencode(part)) > limits["PC_NAME_MAX"]]
+    fix = f"choose another {key} on the command line (shorter names, in a folder you can write)"
+    if long:
+        part = long[0]
+        return ConfigIssue(
+            key,
+            str(folder),
+            f"its part {part[:40]!r}... is {len(os.fsencode(part))} bytes, more than the "
+            f"{limits['PC_NAME_MAX']} bytes a file name may have on this file system",
+            fix,
+        )
+    if len(os.fsencode(str(folder.absolute()))) >= limits["PC_PATH_MAX"]:
+        return ConfigIssue(key, str(folder), f"the path is longer than {limits['PC_PATH_MAX']} bytes", fix)
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        where = "it" if existing == folder.absolute() else f"its nearest existing folder {str(existing)!r}"
+        return ConfigIssue(
+            key,
+            str(folder),
+            f"{where} cannot be written by this process (a read-only file system, its permissions, or not a "
+            "folder): the run could not create its directory, log or records",
+            f"{fix}; or make it writable (chmod u+w, or remount it read-write)",
+        )
+    return full_disk_issue(key, folder, existing)
+
+
+# Free space a run needs to start (its log, lock, resolved config and first records). A checkpoint needs
+# far more; a disk that fills during the run ends it in one message (rlvr.runtime.faults).
+MIN_FREE_AT_START = 2**20
+
+
+def full_disk_issue(key: str, folder: Path, existing: Path) -> ConfigIssue | None:
+    """One message when the disk ``folder`` would be written on (``existing``: it, or its nearest
+    existing parent) has less than MIN_FREE_AT_START bytes or no free inode left: a full disk at start
+    printed 165 lines (a logging traceback per record, then Hydra's) around the one that mattered."""
+    try:
+        disk = os.statvfs(existing)
+    except OSError:
+        return None
+    free = disk.f_bavail * disk.f_frsize
+    no_inodes = disk.f_files > 0 and disk.f_favail == 0  # some file systems report no inode counts at all
+    if free >= MIN_FREE_AT_START and not no_inodes:
+        return None
+    what = "no free inode" if no_inodes else f"{free // 1024} KiB free"
+    return ConfigIssue(
+        key,
+        str(folder),
+        f"the disk holding {str(existing)!r} is full ({what}; a run needs at least "
+        f"{MIN_FREE_AT_START // 2**20} MiB to start): the run could not write its log, lock or records",
+        f"free space on that disk, or choose another {key} on the command line, on a disk with room for "
+        "the run's checkpoints",
+    )
 
 
 def _point_dirs(sweep_dir: Path, depth: int = 3) -> list[Path]:

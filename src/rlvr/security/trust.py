@@ -258,13 +258,94 @@ CODE_SETTINGS: dict[str, tuple[Any, str]] = {
 }
 
 
+def setting_name(key: Any) -> str:
+    """A key as a library setting is named, whatever its case and surrounding space
+    (``" Trust-Remote-Code"`` is judged as ``trust_remote_code``)."""
+    return str(key).rsplit(".", 1)[-1].strip().lower().replace("-", "_")
+
+
+# The fields transformers' TrainingArguments and TRL's configs type as dicts and decode from a JSON
+# string in their __post_init__ (``_VALID_DICT_FIELDS``: ``json.loads`` of a value starting with "{",
+# then "true"/"false" strings made booleans). tests/unit/test_code_trust.py checks this set against
+# the installed libraries, so an upgrade that adds one fails a test.
+LIBRARY_DICT_FIELDS = frozenset(
+    {
+        "accelerator_config",
+        "chat_template_kwargs",
+        "dataset_kwargs",
+        "deepspeed",
+        "fsdp_config",
+        "generation_kwargs",
+        "gradient_checkpointing_kwargs",
+        "lr_scheduler_kwargs",
+        "model_init_kwargs",
+        "teacher_model_init_kwargs",
+        "transformers_continuous_batching_config",
+    }
+)
+# Deeper than this a config value is not a setting (JSON in JSON counts every level).
+MAX_JSON_NESTING = 100
+
+
+def _json_refusal(key: str, value: str, why: str) -> ConfigIssue:
+    return ConfigIssue(
+        key,
+        value,
+        f"{why}; a library decodes a string here into settings, and rlvr judges what it decodes to "
+        'before anything runs (SECURITY.md "Code shipped with a model")',
+        f"write {key.rsplit('.', 1)[-1]} as a YAML mapping ({{name: value, ...}}) instead of a string",
+    )
+
+
+def decoded_json(node: Any) -> tuple[Any, dict[str, str], list[ConfigIssue]]:
+    """``node`` (plain data) with every string that reads as a JSON object or array replaced by what
+    it decodes to, decoded again inside (JSON in JSON), so every check sees the settings a library
+    would decode from it; the key and text of each such string; and the refusals: a string of a
+    :data:`LIBRARY_DICT_FIELDS` field that does not decode to an object, and JSON nested deeper than
+    :data:`MAX_JSON_NESTING`. A string holding ``${`` is judged once resolved (the gate's copy)."""
+    from rlvr.runtime.safe_json import loads
+
+    holders: dict[str, str] = {}
+    issues: list[ConfigIssue] = []
+
+    def walk(value: Any, key: str, depth: int) -> Any:
+        if isinstance(value, (dict, list)) and depth > MAX_JSON_NESTING:
+            issues.append(_json_refusal(key, "...", f"nested deeper than {MAX_JSON_NESTING} levels"))
+            return None
+        if isinstance(value, dict):
+            return {k: walk(v, f"{key}.{k}" if key else str(k), depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{key}[{i}]", depth + 1) for i, v in enumerate(value)]
+        if not isinstance(value, str) or "${" in value:
+            return value
+        field = setting_name(key) in LIBRARY_DICT_FIELDS
+        if not field and value.lstrip()[:1] not in ("{", "["):
+            return value
+        try:
+            decoded = loads(value, key, limit=MAX_JSON_NESTING - depth)
+        except ValueError as exc:  # not JSON (JSONDecodeError), or too deep (JsonRefused)
+            too_deep = getattr(exc, "rule", "")
+            if field or too_deep:
+                issues.append(_json_refusal(key, value, too_deep or f"does not decode as JSON ({exc})"))
+            return value
+        if not isinstance(decoded, (dict, list)):
+            if field:
+                issues.append(_json_refusal(key, value, "decodes to a single value, not a mapping"))
+            return value
+        holders.setdefault(key, value)
+        return walk(decoded, key, depth)
+
+    return walk(node, "", 0), holders, issues
+
+
 def _code_settings(node: Any, path: str = "") -> list[tuple[str, Any]]:
     """(key path, value) of every widening :data:`CODE_SETTINGS` entry in a plain container."""
     found = []
     if isinstance(node, dict):
         for key, value in node.items():
             sub = f"{path}.{key}" if path else str(key)
-            if key in CODE_SETTINGS and CODE_SETTINGS[key][0](value):
+            name = setting_name(key)
+            if name in CODE_SETTINGS and CODE_SETTINGS[name][0](value):
                 found.append((sub, value))
             else:
                 found.extend(_code_settings(value, sub))
@@ -280,7 +361,7 @@ def _typed(value: Any) -> str:
 
 def code_setting_issue(key: str, value: Any, where: str) -> ConfigIssue:
     """The refusal of a widening code setting at ``key`` that ``where`` (not the command line) set."""
-    name = key.rsplit(".", 1)[-1]
+    name = setting_name(key)
     return ConfigIssue(
         key,
         value,
@@ -297,14 +378,36 @@ def code_setting_issues(container: Any, typed_keys: set[str], origin: Any = None
     ``container`` is the composed config as plain data; ``typed_keys`` the keys the command line's
     own overrides set (a config-group choice such as ``experiment=x`` sets none: its file does);
     ``origin(key)`` names the file a value came from, where that is known.
+    String values a library decodes as JSON are judged as what they decode to (:func:`decoded_json`):
+    a setting inside one is refused naming the string's key, unless the command line typed that string.
     """
-    return [
-        code_setting_issue(
-            key, value, (origin(key) if origin else None) or "a config file (experiment, --config-dir, group)"
+    decoded, holders, issues = decoded_json(container)
+    for key, value in _code_settings(decoded):
+        holder = next((h for h in holders if key.startswith((f"{h}.", f"{h}["))), None)
+        if key in typed_keys or holder in typed_keys:
+            continue
+        where = (
+            origin(holder or key) if origin else None
+        ) or "a config file (experiment, --config-dir, group)"
+        issues.append(
+            code_setting_issue(key, value, where)
+            if holder is None
+            else json_setting_issue(holder, holders[holder], key, value, where)
         )
-        for key, value in _code_settings(container)
-        if key not in typed_keys
-    ]
+    return issues
+
+
+def json_setting_issue(holder: str, text: str, key: str, value: Any, where: str) -> ConfigIssue:
+    """The refusal of a widening code setting carried inside the JSON string at ``holder``."""
+    return ConfigIssue(
+        holder,
+        text,
+        f"this JSON string decodes to {key[len(holder) :].lstrip('.')}={_typed(value)}, which "
+        f"{CODE_SETTINGS[setting_name(key)][1]}; set by {where}, and only your own command line may "
+        'widen what code runs (SECURITY.md "Code shipped with a model")',
+        "remove that setting from the string in the file and, if you trust that model's code, type the "
+        f"whole value on the command line: {holder}='<the JSON>'",
+    )
 
 
 def rebuilt_interpolations(container: Any) -> list[ConfigIssue]:

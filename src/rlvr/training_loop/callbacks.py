@@ -40,7 +40,8 @@ class EventBridge(TrainerCallback):
     """Emits TrainStep / CheckpointSaved / EvalResult / warnings for one training phase.
 
     ``evaluate(step)`` is called every ``eval_every`` optimizer steps and returns the
-    EvalResult it produced (or None).
+    EvalResult it produced (or None). ``extra_metrics`` and ``extra_events`` are drained at each
+    logged step: the phase's own metrics, and events its components have ready.
     """
 
     def __init__(
@@ -51,9 +52,10 @@ class EventBridge(TrainerCallback):
         eval_every: int = 0,
         evaluate: Callable[[int], ev.EvalResult | None] | None = None,
         extra_metrics: Callable[[], dict[str, float]] | None = None,
+        extra_events: Callable[[], list[Any]] | None = None,
     ):
         self.emit, self.phase, self.max_steps = emit, phase, max_steps
-        self.extra_metrics = extra_metrics
+        self.extra_metrics, self.extra_events = extra_metrics, extra_events
         self.eval_every, self.evaluate = eval_every, evaluate
         self.history: list[dict[str, float]] = []
         self.evals: list[ev.EvalResult] = []
@@ -92,6 +94,8 @@ class EventBridge(TrainerCallback):
             metrics.update({f"{self.phase}/{k}": v for k, v in self.extra_metrics().items()})
         self.history.append({"step": state.global_step, **metrics})
         self.emit(ev.TrainStep(self.phase, state.global_step, self.max_steps, metrics))
+        for event in self.extra_events() if self.extra_events is not None else []:
+            self.emit(event)  # e.g. the reward set's sampled completions (ev.Completions)
         # The pipeline's own group check when the reward set provides it (see RewardSet), else TRL's.
         zero = metrics.get(
             f"{self.phase}/reward/zero_std_groups_frac", (logs or {}).get("frac_reward_zero_std")

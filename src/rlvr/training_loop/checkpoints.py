@@ -38,7 +38,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rlvr.runtime.faults import CheckpointDamaged
 from rlvr.runtime.io import atomic_write_bytes, atomic_write_json
+from rlvr.runtime.safe_json import loads
 from rlvr.stages import PHASES
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,50 @@ def damage(path: Path) -> str | None:
         why = _safetensors_damage(weights)
         if why:
             return why
+    return _step_damage(path)
+
+
+def saved_step(path: Path) -> int | str:
+    """The step the checkpoint's own ``trainer_state.json`` records (``global_step``), or why it cannot
+    be read. The folder's name is a claim anyone can rename; the trainer's state is what was trained."""
+    state_file = path / "trainer_state.json"
+    try:
+        state = loads(state_file.read_bytes(), state_file)
+    except FileNotFoundError:
+        return "trainer_state.json is missing"
+    except (OSError, ValueError) as exc:
+        return f"trainer_state.json cannot be read ({exc})"
+    step = state.get("global_step") if isinstance(state, dict) else None
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        return "trainer_state.json records no step (global_step)"
+    return step
+
+
+def _step_damage(path: Path) -> str | None:
+    """Why the checkpoint's step is in doubt (its trainer state unreadable, or another step than its
+    folder's name says), or None."""
+    step = saved_step(path)
+    if isinstance(step, str):
+        return step
+    if step != step_of(path):
+        return f"its trainer_state.json records step {step}, its folder name says {step_of(path)}"
     return None
+
+
+def resumed_step(checkpoint: Path, phase: str, max_steps: int) -> int:
+    """The step ``phase`` continues from: the checkpoint's own trainer state's, checked against the
+    folder's name and the phase's ``max_steps``; :class:`CheckpointDamaged` (one message) otherwise."""
+    why = _step_damage(checkpoint)
+    step = saved_step(checkpoint)
+    if why is None and isinstance(step, int) and step > max_steps:
+        why = f"it was saved at step {step}, past this phase's max_steps ({max_steps})"
+    if why is None and isinstance(step, int):
+        return step
+    raise CheckpointDamaged(
+        f"checkpoint {checkpoint} cannot continue {phase}: {why}. Continue from another checkpoint "
+        f"with resume=<its path> (they are in {checkpoint.parent}), or, for a checkpoint past "
+        f"max_steps, set training_loop.{phase}.max_steps to at least its step"
+    )
 
 
 def complete_checkpoints(folder: Path) -> list[Path]:
@@ -256,19 +301,29 @@ class Preempted(Exception):
 
 
 class PreemptionGuard(TrainerCallback):
-    """SIGTERM and the warning signal: finish the current step, save a checkpoint, stop; a second
-    signal is ignored.
+    """SIGTERM and the warning signal: finish the current step, save a checkpoint, stop.
 
-    Outside a training phase there is no step to finish, so the first signal raises ``Preempted``
-    at once (what was already written stays on disk). A Python handler that owned the signal before
-    (submitit's) is not run from the signal; ``hand_over()`` returns it for the caller to run after
-    the checkpoint is saved.
+    The handler only records the request (SECURITY.md "A stop no library can swallow"): an exception
+    raised from a signal handler surfaces wherever the main thread happens to be, and a library's bare
+    ``except:`` there swallowed it, after which no later signal stopped the run. The stop is made at
+    the next boundary by rlvr's own code: the end of the training step (:meth:`on_step_end`), the end
+    of an RFT round or a phase, or, outside training, before the next pipeline stage
+    (:meth:`stop_if_requested`: ``Preempted``; what was already written stays on disk). A second
+    signal while training is ignored (SLURM's SIGTERM after its warning must not cut the checkpoint
+    save short); outside training it is not: the signal's default action ends the process at once.
+    A Python handler that owned the signal before (submitit's) is not run from the signal;
+    ``hand_over()`` returns it for the caller to run after the checkpoint is saved.
     """
 
     def __init__(self) -> None:
         self.requested = False
         self.training = False
+        # Every stage done (the run has completed): a signal now is noted and changes nothing, so the
+        # final prune of checkpoints finishes and the run ends COMPLETED, not PREEMPTED.
+        self.finished = False
         self.signum: int | None = None
+        # Why training must stop without a checkpoint (a multi-process launcher's SIGTERM: LauncherStop).
+        self.abandoned: str | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> PreemptionGuard:
@@ -295,15 +350,40 @@ class PreemptionGuard(TrainerCallback):
         return None
 
     def _handle(self, signum: int, frame: Any) -> None:
+        """Record the request; never raise (a library's bare ``except:`` would swallow it)."""
         name = signal.Signals(signum).name
-        if self.requested:
+        if self.finished:
+            log.warning("%s: the run has completed; finishing its last clean-up, then exiting", name)
+            return
+        if self.requested and self.training:
             log.warning("%s: already stopping, not starting a second save", name)
+            return
+        if self.requested:  # a second signal outside training: no save to protect, stop now
+            log.warning("%s: a second stop request; ending at once", name)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
             return
         self.requested = True
         self.signum = signum
-        log.warning("%s: finishing the current step, then saving a checkpoint and exiting", name)
-        if not self.training:
-            raise Preempted(f"{name} received outside training")
+        if self.training:
+            log.warning("%s: finishing the current step, then saving a checkpoint and exiting", name)
+        else:
+            log.warning("%s: stopping before the next stage (send it again to stop at once)", name)
+
+    def abandon(self, reason: str) -> None:
+        """Stop training at the end of the step, saving nothing; the loop then raises StoppedByLauncher."""
+        self.abandoned = reason
+
+    def stop_if_requested(self, before: str) -> None:
+        """Raise ``Preempted`` when a stop was requested (``StoppedByLauncher`` when the launcher's was:
+        LauncherStop): called by the pipeline between its stages."""
+        if self.abandoned:
+            from rlvr.runtime.distributed import StoppedByLauncher
+
+            raise StoppedByLauncher(f"{self.abandoned}; stopped before the {before} stage")
+        if self.requested and self.signum is not None:
+            name = signal.Signals(self.signum).name
+            raise Preempted(f"{name} received outside training; stopped before the {before} stage")
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training = True
@@ -315,4 +395,11 @@ class PreemptionGuard(TrainerCallback):
         if self.requested:
             control.should_save = True
             control.should_training_stop = True
+        if self.abandoned:
+            control.should_training_stop = True
         return control
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was requested or training was abandoned: rounds and phases must not go on."""
+        return self.requested or self.abandoned is not None

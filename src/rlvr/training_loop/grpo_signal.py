@@ -341,7 +341,7 @@ class _Signal(_TrainerBase):
         from rlvr.training_loop.checkpoints import PreemptionGuard
 
         guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, PreemptionGuard)]
-        return any(guard.requested for guard in guards)
+        return any(guard.stopping for guard in guards)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if not (self.model.training and self.signal.dynamic_sampling):
@@ -420,5 +420,8 @@ class _Signal(_TrainerBase):
 
 
 def trainer_class(base: type) -> type:
-    """``base`` (TRL's GRPOTrainer or a subclass) with skipping and dynamic sampling."""
-    return type("SignalGRPOTrainer", (_Signal, base), {})
+    """``base`` (TRL's GRPOTrainer or a subclass) with skipping, dynamic sampling and the rollout
+    clock (rlvr.training_loop.rollout_clock)."""
+    from rlvr.training_loop.rollout_clock import RolloutClock
+
+    return type("SignalGRPOTrainer", (_Signal, RolloutClock, base), {})

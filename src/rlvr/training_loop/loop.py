@@ -25,13 +25,13 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.runtime import hardware
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.faults import CheckpointDamaged
 from rlvr.runtime.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
-from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, step_of
+from rlvr.training_loop.checkpoints import CompletionMarker, Preempted, resumed_step
 
 # Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
 _MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
@@ -82,14 +82,14 @@ def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, out
     return trainer.model
 
 
-def _restore(trainer: Any, phase: str, ckpt: Path, outcome: Any) -> Any:
+def _restore(trainer: Any, phase: str, ckpt: Path, step: int, outcome: Any) -> Any:
     """A checkpoint saved at the phase's last step: the phase is finished, so its weights are loaded
     and nothing is trained. (transformers 5.17's ``train(resume_from_checkpoint=)`` checks for the
     end only after a step, so it trained one step past ``max_steps``.) ``_load_from_checkpoint`` is the
     loader that method uses (full weights, sharded files or a PEFT adapter); there is no public one."""
     trainer._load_from_checkpoint(str(ckpt))
     outcome.seconds[phase] = 0.0
-    outcome.steps[phase] = step_of(ckpt)
+    outcome.steps[phase] = step  # the checkpoint's own trainer state's (checkpoints.resumed_step)
     return trainer.model
 
 
@@ -102,6 +102,8 @@ class TrainOutcome:
     hardware: dict[str, str] = field(default_factory=dict)
     # a phase's micro-batch where the device changed the configured one (GRPO folding on a GPU)
     micro_batches: dict[str, int] = field(default_factory=dict)
+    # a phase that stopped before its max_steps -> why (the run's report warns: rlvr.records.learning)
+    stopped: dict[str, str] = field(default_factory=dict)
 
 
 def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
@@ -298,6 +300,11 @@ class _Phase:
             **self.fields,
         )
 
+    def checked_config(self) -> Any:
+        """The TRL config as :meth:`config` builds it, for checks (its output dir is temporary)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            return self.config(Path(tmp))
+
     # (field, bound it must exceed, rule, fix): checked once the field has its TRL type.
     _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
         ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
@@ -355,12 +362,17 @@ class _Phase:
             session.eval_every,
             lambda step: session.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
+            extra_events=self.events,
         )
         return args, bridge
 
     def metrics(self) -> dict[str, float]:
         """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
         return {}
+
+    def events(self) -> list[Any]:
+        """Events this phase's components have ready at a logged step (emitted after its TrainStep)."""
+        return []
 
     def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
         """This phase's own callbacks, run before a checkpoint is marked complete."""
@@ -380,8 +392,9 @@ class _Phase:
         sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
             trainer, "is_fsdp_enabled", False
         )
-        if checkpoint is not None and step_of(checkpoint) >= args.max_steps and not sharded:
-            model = _restore(trainer, self.name, checkpoint, outcome)
+        step = resumed_step(checkpoint, self.name, args.max_steps) if checkpoint is not None else None
+        if checkpoint is not None and step is not None and step >= args.max_steps and not sharded:
+            model = _restore(trainer, self.name, checkpoint, step, outcome)
         else:
             model = _train(trainer, self.name, bridge, checkpoint, outcome)
         session.emit(
@@ -402,7 +415,11 @@ class SFTPhase(_Phase):
         self.cuda_batch_size = self.fields.pop("cuda_batch_size", None)
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
+        from rlvr.training_loop import packing
+
         issues = super().issues(build)
+        if build and not issues:
+            issues += packing.config_issues(self.key, self.checked_config())
         size = self.cuda_batch_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             issues.append(
@@ -538,6 +555,9 @@ class GRPOPhase(_Phase):
         curriculum = self.curriculum.curriculum.metrics() if self.curriculum is not None else {}
         return {**self.rewards.counters(), **curriculum}
 
+    def events(self) -> list[Any]:
+        return self.rewards.completions()  # the rollouts' rows the reward set sampled
+
     def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
         self.curriculum = session.curriculum
         if session.curriculum is None:
@@ -629,13 +649,25 @@ class GRPOLoop:
         return hardware.resolve(self.device, self.precision)
 
     def place(self, model: Any) -> Any:
-        """Move a freshly loaded model to the training device, so evaluations before training run there too.
+        """Move a freshly loaded model to the training device, so evaluations before training run there
+        too, and refuse it (ConfigValidationError) for a padding-free phase whose rows its attention
+        would not keep apart (rlvr.training_loop.packing): before the first evaluation, not at the phase.
 
         Quantised models (bitsandbytes) are placed by their loader and stay where they are.
         """
-        if getattr(model, "hf_device_map", None) or getattr(model, "is_quantized", False):
-            return model
-        return model.to(self.hardware.device)
+        if not (getattr(model, "hf_device_map", None) or getattr(model, "is_quantized", False)):
+            model = model.to(self.hardware.device)
+        from rlvr.training_loop import packing
+
+        issues = [
+            issue
+            for phase in (self.sft_phase, self.rft_phase)
+            if phase.enabled and packing.padding_free(phase.checked_config())
+            for issue in packing.model_issues(phase.key, model)
+        ]
+        if issues:
+            raise ConfigValidationError(issues)
+        return model
 
     def validate(self) -> list[ConfigIssue]:
         issues = hardware.issues(self.device, self.precision)
@@ -681,6 +713,10 @@ class GRPOLoop:
 
 
 def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
+    if guard is not None and getattr(guard, "abandoned", None):
+        from rlvr.runtime.distributed import StoppedByLauncher
+
+        raise StoppedByLauncher(f"{guard.abandoned}; {phase} stopped at step {outcome.steps.get(phase)}")
     if guard is not None and guard.requested:
         raise Preempted(
             f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlvr.config.errors import ConfigIssue
+from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime import distributed
 from rlvr.runtime.io import run_records_in
 from rlvr.runtime.secrets import redact
@@ -60,11 +62,18 @@ def recorded_overrides(run_dir: Path) -> list[str] | None:
     return [str(o) for o in overrides] if isinstance(overrides, list) else None
 
 
+def entry_command() -> list[str]:
+    """The interpreter running this process and the entry script as it was started: a printed
+    command runs as printed, also outside an activated venv (where a bare ``python`` has no hydra)."""
+    script = sys.argv[0] if Path(sys.argv[0]).name == "run_pipeline.py" else "run_pipeline.py"
+    return [sys.executable or "python", script]
+
+
 def resume_command(run_dir: Path, overrides: list[str] | None) -> str:
     """The command that continues the run in ``run_dir``: its own overrides (``resume`` and the run
     directory replaced), so the critical settings match. Masked credentials must be given again."""
     kept = [o for o in overrides or [] if not o.lstrip("+~").startswith(("resume=", "hydra.run.dir="))]
-    line = shlex.join(["python", "run_pipeline.py", *kept, "resume=auto", f"hydra.run.dir={run_dir}"])
+    line = shlex.join([*entry_command(), *kept, "resume=auto", f"hydra.run.dir={run_dir}"])
     if any("***" in o for o in kept):
         line += "  (credentials were masked: give them again)"
     return line
@@ -90,7 +99,7 @@ def finished_run(cfg: DictConfig, run_dir: Path) -> str | None:
         attempts = read_attempts(run_dir)
     except (OSError, ValueError):
         return None  # unreadable: resume as before; the run's report names the problem
-    if not attempts or attempts[-1].get("status") != "COMPLETED":
+    if not attempts or attempts[-1].get("status") not in COMPLETED_STATUSES:
         return None
     return (
         f"resume=auto: the run in {run_dir} completed at {attempts[-1].get('ended_at')} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -34,19 +35,26 @@ from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.io import atomic_write_json
-from rlvr.training_loop.checkpoints import CompletionMarker
+from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
 from rlvr.training_loop.loop import Session, TrainOutcome, _Phase, _quiet
 
 ROUNDS_FILE = "rft_rounds.json"
+MAX_ROUND_SAMPLES = 1_000_000  # completions one round samples (prompts_per_round x samples_per_prompt)
 
 
 @dataclass(frozen=True)
 class RFTSettings:
     """The rounds of rejection sampling (``training_loop.rft.*`` beside the ``trl.SFTConfig`` fields)."""
 
-    rounds: int = field(metadata={"help": "sample-then-fine-tune rounds, >= 1"})
-    prompts_per_round: int = field(metadata={"help": "training prompts sampled per round, >= 1"})
-    samples_per_prompt: int = field(metadata={"help": "completions sampled per prompt (k), >= 1"})
+    # "most": the bound checked before any work (SECURITY.md "Bounds and timeouts"): 1e9 rounds or
+    # prompts passed validate_only and the run then grew to GBs of rounds and console lines
+    rounds: int = field(metadata={"help": "sample-then-fine-tune rounds, >= 1", "most": 1_000})
+    prompts_per_round: int = field(
+        metadata={"help": "training prompts sampled per round, >= 1", "most": 100_000}
+    )
+    samples_per_prompt: int = field(
+        metadata={"help": "completions sampled per prompt (k), >= 1", "most": 1_024}
+    )
     max_per_prompt: int = field(metadata={"help": "verified distinct completions kept per prompt, >= 1"})
     steps_per_round: int = field(metadata={"help": "optimizer steps per round, >= 1"})
     temperature: float = field(metadata={"help": "> 0; sampling temperature (GRPO's by default)"})
@@ -68,7 +76,24 @@ class RFTSettings:
                         f"{key}.{f.name}", value, f"{f.metadata['help']}", f"set {key}.{f.name}=<number>"
                     )
                 )
+            elif value > f.metadata.get("most", math.inf):
+                issues.append(
+                    ConfigIssue(
+                        f"{key}.{f.name}", value, f"must be at most {f.metadata['most']:,}",
+                        f"set {key}.{f.name} to at most {f.metadata['most']}",
+                    )
+                )  # fmt: skip
             values[f.name] = value
+        samples = values["prompts_per_round"], values["samples_per_prompt"]
+        if not issues and samples[0] * samples[1] > MAX_ROUND_SAMPLES:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.samples_per_prompt", samples[1],
+                    f"x prompts_per_round ({samples[0]}) = {samples[0] * samples[1]:,} completions a round "
+                    f"(all generated, scored and held at once); must be at most {MAX_ROUND_SAMPLES:,}",
+                    f"lower {key}.samples_per_prompt or {key}.prompts_per_round",
+                )
+            )  # fmt: skip
         return (None, issues) if issues else (cls(**values), [])
 
 
@@ -208,7 +233,11 @@ class RFTPhase(_Phase):
             )  # fmt: skip
         if owned or self._settings_issues:
             return owned + self._settings_issues + super().issues(build=False)
+        from rlvr.training_loop import packing
+
         issues = super().issues(build)
+        if build and not issues:
+            issues += packing.config_issues(self.key, self.checked_config(), rounds=True)
         if self.rewards is not None and self.rewards.success_term() is None:
             issues.append(
                 ConfigIssue(
@@ -286,26 +315,34 @@ class RFTPhase(_Phase):
         step, seconds = 0, 0.0
         if checkpoint is not None:
             self._resume_rounds(checkpoint)
-            step = int(checkpoint.name.rsplit("-", 1)[1])
+            step = resumed_step(checkpoint, self.name, total)  # its trainer state's, not its folder name
         else:
             self._add_round(self.sample(model, session, 0))
         while step < total:
             self._training = step // s.steps_per_round
             current = self.done[self._training]
             if not current.rows:
+                fix = (
+                    "warm start with SFT (or RFT from a model that answers in the format), or use an "
+                    "easier task"
+                )
+                samples = int(current.stats["samples"])
                 session.emit(
                     ev.RunWarning(
-                        f"rft round {current.index}: none of {int(current.stats['samples'])} samples was "
-                        "verified, so the phase stops here; warm start with SFT (or RFT from a model that "
-                        "answers in the format), or use an easier task",
+                        f"rft round {current.index}: none of {samples} samples was verified, so the "
+                        f"phase stops here; {fix}",
                         step=step,
                     )
+                )
+                outcome.stopped[self.name] = (
+                    f"RFT stopped at step {step} of {total}: round {current.index} kept none of its "
+                    f"{samples} samples (none was verified). Fix: {fix}"
                 )
                 break
             model, seconds = self._train_round(model, session, outcome, checkpoint, seconds)
             step = outcome.steps[self.name]
             checkpoint = Path(session.run_dir / "checkpoints" / self.name / f"checkpoint-{step}")
-            if session.guard is not None and session.guard.requested:
+            if session.guard is not None and session.guard.stopping:
                 break
         outcome.steps[self.name] = step
         outcome.seconds[self.name] = seconds

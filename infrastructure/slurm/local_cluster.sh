@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# A one-node SLURM cluster on this host, for the SLURM tests (tests/slurm/, `make test-slurm`).
+#
+#   infrastructure/slurm/local_cluster.sh install      install Debian's slurmctld slurmd slurm-client munge where missing (root, apt)
+#   infrastructure/slurm/local_cluster.sh start        write the config, start munged, slurmctld, slurmd; wait for an idle node
+#   infrastructure/slurm/local_cluster.sh stop         stop the daemons this script started (by their recorded pids)
+#   infrastructure/slurm/local_cluster.sh status       exit 0 when the cluster answers and its node is up
+#   infrastructure/slurm/local_cluster.sh env          the environment a client needs (eval "$(... env)")
+#   infrastructure/slurm/local_cluster.sh run CMD...   start (unless already running), run CMD with SLURM_CONF set,
+#                                                      then stop what this call started (on any exit)
+#
+# Everything lives in one folder, $RLVR_SLURM_DIR (default ${TMPDIR:-/tmp}/rlvr-slurm-<uid>): slurm.conf,
+# a fresh munge key and socket, state, spool, logs, pid files and the job-completion log. Nothing under
+# /etc is read or written, so the host's own munge/SLURM (if any) are left alone; the ports are free
+# ones picked at start, so a second cluster on the same host does not collide.
+#
+# The node is this machine as it is: its hostname, its CPU count (nproc) and its memory (/proc/meminfo,
+# less 512 MB). No cgroups (containers often lack a writable cgroup tree): ProctrackType=proctrack/linuxproc,
+# TaskPlugin=task/none, SelectType=select/cons_tres with CR_CPU (memory is not a consumable, so jobs are
+# not refused for asking more than the node has free). No accounting database: sacct does not answer;
+# finished jobs stay in `scontrol show job` for MinJobAge (1 h) and every ending (also requeues) is
+# appended to jobcomp.log (jobcomp/filetxt).
+#
+# Safe to run twice: `start` on a running cluster only checks it; `start` after a crash stops the
+# recorded pids that are still ours (their command line names this folder) and starts afresh; `run`
+# stops only what it started itself. Needs root (slurmd runs jobs as their owner) and the Debian
+# packages slurmctld, slurmd, slurm-client, munge (`make test-slurm` installs them).
+set -euo pipefail
+
+DIR="${RLVR_SLURM_DIR:-${TMPDIR:-/tmp}/rlvr-slurm-$(id -u)}"
+CONF="$DIR/slurm.conf"
+WAIT_S="${RLVR_SLURM_WAIT_S:-60}"
+DAEMONS=(munged slurmctld slurmd)
+
+log() { echo "local_cluster: $*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+need() {
+	[ "$(id -u)" -eq 0 ] || die "needs root: slurmd starts every job as the user who submitted it"
+	local missing=()
+	for b in munged slurmctld slurmd sinfo sbatch scontrol squeue; do
+		command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || missing+=("$b")
+	done
+	[ ${#missing[@]} -eq 0 ] || die "missing ${missing[*]}: install Debian's slurmctld slurmd slurm-client munge (make test-slurm does)"
+}
+
+PACKAGES=(slurmctld slurmd slurm-client munge)
+
+install() {
+	local missing=() b
+	for b in munged slurmctld slurmd sinfo sbatch scontrol squeue scancel; do
+		command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || missing+=("$b")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "SLURM and munge are installed ($(slurmctld -V 2>/dev/null || echo '?'))"
+		return 0
+	fi
+	[ "$(id -u)" -eq 0 ] || die "missing ${missing[*]} and not root: cannot install ${PACKAGES[*]} (run as root, or install them yourself)"
+	{ [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; } ||
+		die "missing ${missing[*]} on a system without Debian's apt: install ${PACKAGES[*]} (SLURM >= 22.05, munge) yourself"
+	log "installing ${PACKAGES[*]} (missing: ${missing[*]})"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq || die "apt-get update failed: Debian's package registry is needed to install ${PACKAGES[*]}"
+	apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null || die "apt-get install ${PACKAGES[*]} failed"
+}
+
+bin() { command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"; }
+
+# The pid recorded for a daemon, only if that process is alive and is ours (its command line names $DIR).
+ours() {
+	local f="$DIR/$1.pid" pid
+	[ -f "$f" ] || return 1
+	pid="$(cat "$f")"
+	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$DIR" || return 1
+	echo "$pid"
+}
+
+client_env() {
+	export SLURM_CONF="$CONF"
+	# the client commands' munge socket comes from AuthInfo in slurm.conf
+}
+
+answering() {
+	[ -f "$CONF" ] || return 1
+	client_env
+	local state
+	state="$(sinfo -h -N -o '%T' 2>/dev/null | head -1)" || return 1
+	case "$state" in idle* | mixed* | allocated* | completing*) return 0 ;; *) return 1 ;; esac
+}
+
+running() {
+	local d
+	for d in "${DAEMONS[@]}"; do ours "$d" >/dev/null || return 1; done
+	answering
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+write_config() {
+	local host cpus mem_mb ctld_port slurmd_port
+	host="$(hostname -s)"
+	cpus="$(nproc)"
+	mem_mb="$(awk '/^MemTotal:/ {print int($2 / 1024) - 512}' /proc/meminfo)"
+	ctld_port="$(free_port)"
+	slurmd_port="$(free_port)"
+	[ "$ctld_port" != "$slurmd_port" ] || slurmd_port=$((ctld_port + 1))
+	mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
+	chmod 755 "$DIR"
+	cat >"$CONF" <<EOF
+# Written by infrastructure/slurm/local_cluster.sh for $host: one node, no cgroups, no accounting.
+ClusterName=rlvr-local
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$DIR/munge.socket
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/slurmctld.daemon.pid
+SlurmdPidFile=$DIR/slurmd.daemon.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$DIR/jobcomp.log
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+# Finished jobs stay visible to scontrol for an hour (there is no sacct without slurmdbd).
+MinJobAge=3600
+# Seconds between SIGTERM and SIGKILL when a job ends early (scancel, requeue, time limit): time to checkpoint.
+KillWait=60
+# Let a job past its time limit run this long before it is killed (its USR2 warning comes earlier).
+OverTimeLimit=0
+InactiveLimit=0
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+	# A fresh key for this folder only (the host's /etc/munge is not touched).
+	if [ ! -s "$DIR/munge.key" ]; then
+		dd if=/dev/urandom of="$DIR/munge.key" bs=1024 count=1 status=none
+	fi
+	chmod 400 "$DIR/munge.key"
+}
+
+start_daemon() {
+	local name="$1"
+	shift
+	# Foreground daemons started in the background: $! is the daemon itself. setsid: the cluster
+	# outlives a `start` call and is not hit by the caller's terminal signals.
+	setsid "$@" >>"$DIR/log/$name.out" 2>&1 </dev/null &
+	echo $! >"$DIR/$name.pid"
+}
+
+stop() {
+	local d pid stopped=0
+	# Jobs first, while slurmctld still answers: slurmd's job steps (slurmstepd) would outlive it.
+	if ours slurmctld >/dev/null && [ -f "$CONF" ]; then
+		client_env
+		scancel --full --user="$(id -un)" 2>/dev/null || true
+		for _ in $(seq 50); do [ -z "$(squeue -h -u "$(id -un)" 2>/dev/null)" ] && break; sleep 0.2; done
+	fi
+	for d in slurmd slurmctld munged; do
+		if pid="$(ours "$d")"; then
+			kill -TERM "$pid" 2>/dev/null || true
+			for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+			kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+			stopped=1
+		fi
+		rm -f "$DIR/$d.pid"
+	done
+	[ "$stopped" -eq 0 ] || log "stopped (folder $DIR)"
+}
+
+start() {
+	need
+	mkdir -p "$DIR"
+	if running; then
+		log "already running (SLURM_CONF=$CONF)"
+		return 0
+	fi
+	stop # leftovers of a crashed start: only pids that are ours
+	rm -f "$DIR/munge.socket" "$DIR/munge.socket.lock"
+	write_config
+	start_daemon munged "$(bin munged)" --foreground --force --socket="$DIR/munge.socket" \
+		--key-file="$DIR/munge.key" --pid-file="$DIR/munged.daemon.pid" --log-file="$DIR/log/munged.log" \
+		--seed-file="$DIR/munged.seed"
+	for _ in $(seq 50); do [ -S "$DIR/munge.socket" ] && break; sleep 0.1; done
+	[ -S "$DIR/munge.socket" ] || die "munged did not start: $(tail -5 "$DIR/log/munged.log" "$DIR/log/munged.out" 2>/dev/null)"
+	start_daemon slurmctld "$(bin slurmctld)" -D -i -f "$CONF"
+	start_daemon slurmd "$(bin slurmd)" -D -f "$CONF" -N "$(hostname -s)"
+	local deadline=$((SECONDS + WAIT_S))
+	until answering; do
+		if [ $SECONDS -ge $deadline ] || ! ours slurmctld >/dev/null || ! ours slurmd >/dev/null; then
+			log "the node did not come up idle within ${WAIT_S}s; last log lines:"
+			tail -n 15 "$DIR/log/slurmctld.log" "$DIR/log/slurmd.log" "$DIR/log/"*.out >&2 2>/dev/null || true
+			stop
+			exit 1
+		fi
+		sleep 0.5
+	done
+	log "up: $(SLURM_CONF="$CONF" sinfo -h -N -o '%N %T cpus=%c mem=%mMB') (SLURM_CONF=$CONF)"
+}
+
+case "${1:-}" in
+install) install ;;
+start) start ;;
+stop) stop ;;
+status) running ;;
+env) echo "export SLURM_CONF=$CONF" ;;
+run)
+	shift
+	[ $# -gt 0 ] || die "usage: $0 run CMD..."
+	if running; then
+		log "using the running cluster (SLURM_CONF=$CONF); it is left running"
+	else
+		trap stop EXIT
+		trap 'exit 130' INT TERM
+		start
+	fi
+	client_env
+	set +e
+	"$@"
+	rc=$?
+	set -e
+	exit $rc
+	;;
+*)
+	sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,152 @@
+"""Padding-free batches and packing for the SFT and RFT phases (TRL ``SFTConfig`` ``padding_free``,
+``packing``): the settings that cannot run, refused before anything loads, and a probe of the loaded
+model, refused before any step.
+
+How TRL 1.16 does it: with ``padding_free`` (or ``packing`` with the ``bfd`` strategy, which turns it
+on) its collator concatenates a batch's rows into one row without padding or attention mask, with
+``position_ids`` that restart at 0 at every row. Rows then stay apart only if the model's attention
+reads those position ids: transformers 5.17 builds a block-diagonal mask from them for ``sdpa``,
+``eager`` and ``flex_attention`` (masking_utils.find_packed_sequence_indices) and passes the row
+boundaries to the flash-attention kernels, but only in a forward without a KV cache (TRL's own
+``compute_loss`` sets ``use_cache=False``). An attention implementation or a model's own code that
+ignores them lets each row attend to the rows before it, silently. So the probe runs the loaded
+model on two rows through TRL's own collator, padded and padding-free, and refuses the run when the
+two disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.config.errors import ConfigIssue
+
+# Strategies that keep a row whole (truncated at max_length like an unpacked row); "bfd_split" puts
+# the overflow of a long row into another bin and "wrapped" cuts rows anywhere, so an answer can be
+# trained apart from its question.
+WHOLE_ROWS = ("bfd",)
+
+
+def padding_free(args: Any) -> bool:
+    """Whether TRL's SFTTrainer runs this config padding-free (its own rule, SFTTrainer.__init__)."""
+    return bool(args.padding_free or (args.packing and args.packing_strategy in ("bfd", "bfd_split")))
+
+
+def config_issues(key: str, args: Any, rounds: bool = False) -> list[ConfigIssue]:
+    """The combinations of a phase's ``trl.SFTConfig`` (``args``) that cannot run or would train
+    something else than its rows (``rounds``: the RFT phase, whose rounds are exact epochs)."""
+    issues = []
+    if args.padding_free and not args.packing and args.max_length is not None:
+        issues.append(
+            ConfigIssue(
+                f"{key}.padding_free",
+                True,
+                f"without packing TRL's SFTTrainer does not truncate rows, so it refuses max_length "
+                f"({args.max_length}) with padding_free",
+                f"set {key}.max_length=null as well (rows are then never cut; the phase's rows are a "
+                f"prompt and one short answer), or {key}.packing=true",
+            )
+        )
+    if args.packing and args.max_length is None:
+        issues.append(
+            ConfigIssue(
+                f"{key}.packing",
+                True,
+                "packing fills bins of max_length tokens, and max_length is null",
+                f"set {key}.max_length to the bin size, e.g. 1024",
+            )
+        )
+    if args.packing and args.packing_strategy not in WHOLE_ROWS:
+        issues.append(
+            ConfigIssue(
+                f"{key}.packing_strategy",
+                args.packing_strategy,
+                "this strategy can cut a row (wrapped: anywhere, without restarting the position ids; "
+                "bfd_split: a row longer than max_length), so an answer would be trained apart from "
+                "its question",
+                f"set {key}.packing_strategy=bfd (rows whole, one attention block each)",
+            )
+        )
+    if rounds and args.packing:
+        issues.append(
+            ConfigIssue(
+                f"{key}.packing",
+                True,
+                "each RFT round is exactly steps_per_round batches of its own kept completions, read in "
+                "order (exact resume); packing merges rows into fewer bins, so a round would cycle its "
+                "data and a resume would skip batches",
+                f"use {key}.padding_free=true with {key}.max_length=null: no padding, the same rows a step",
+            )
+        )
+    return issues
+
+
+def probe_rows(vocab: int) -> list[dict[str, list[int]]]:
+    """A long row then a short one: if the short one attends to the long one, its logits move far."""
+    return [
+        {"input_ids": [(3 + 7 * i) % vocab for i in range(24)]},
+        {"input_ids": [(5 + 11 * i) % vocab for i in range(5)]},
+    ]
+
+
+def probe(model: Any, pad_token_id: int = 0) -> float:
+    """The largest difference of the log-probabilities a padding-free forward gives the probe rows
+    from a padded forward of the same rows, both batches made by TRL's collator and run as TRL's
+    ``compute_loss`` runs them (no KV cache)."""
+    import torch
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    rows = probe_rows(model.config.get_text_config().vocab_size)
+    batches = [
+        DataCollatorForLanguageModeling(pad_token_id=pad_token_id, padding_free=free)(rows)
+        for free in (False, True)
+    ]
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            padded, flat = (
+                model(**{k: v.to(model.device) if hasattr(v, "to") else v for k, v in b.items() if k != "labels"},
+                      use_cache=False).logits.float().log_softmax(-1)
+                for b in batches
+            )  # fmt: skip
+    finally:
+        model.train(training)
+    real = batches[0]["attention_mask"].bool().to(padded.device)  # [2, 24]
+    return float((padded[real] - flat[0]).abs().max())
+
+
+def tolerance(model: Any) -> float:
+    """How far a padding-free forward may differ from a padded one by rounding alone: tight in fp32;
+    in 16-bit the two batch shapes sum in other orders. A row attending to the row before it moved
+    the log-probabilities by 0.3-0.5 even in a 2-layer random model (tests/unit/test_packing.py)."""
+    import torch
+
+    return 1e-3 if model.dtype == torch.float32 else 0.1
+
+
+def model_issues(key: str, model: Any) -> list[ConfigIssue]:
+    """The loaded model refused for a padding-free phase when its attention does not keep the rows
+    of a padding-free batch apart (:func:`probe`; the padded batch's pad id is masked, so any id does)."""
+    moved = probe(model)
+    if moved <= tolerance(model):
+        return []
+    from rlvr.model.loader import ATTENTION
+
+    attention = getattr(model.config, "_attn_implementation", None)
+    cause = (
+        "load the model with an attention that reads position_ids (model.attn_implementation=sdpa, eager or "
+        "flash_attention_2)"
+        if attention not in ATTENTION
+        else f"{attention} reads position ids, so this model's own code or TRL's collator does not restart "
+        "them at each row: report it with this message"
+    )
+    return [
+        ConfigIssue(
+            f"{key}.padding_free",
+            True,
+            f"a padding-free batch does not keep its rows apart in this model (attention {attention!r}, "
+            f"{type(model).__name__}): on two probe rows TRL's padding-free batch moved the log-probabilities "
+            f"by up to {moved:.3f} from the padded batch, so each row would attend to the rows before it",
+            f"set {key}.padding_free=false and {key}.packing=false; {cause}",
+        )
+    ]

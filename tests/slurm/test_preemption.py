@@ -1,0 +1,163 @@
+"""Preemption and the time-limit warning on the real scheduler: SLURM signals the running array task,
+the pipeline checkpoints mid-GRPO, the task is requeued by SLURM (``scontrol requeue``) and the
+requeued task resumes from that checkpoint to the weights, steps and evaluation of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tests.conftest import ROOT
+from tests.slurm.conftest import (
+    array_jobs,
+    finished,
+    grpo_steps,
+    launch,
+    release_requeued,
+    scontrol,
+    wait_for,
+    wait_launcher,
+)
+
+pytestmark = pytest.mark.slurm
+
+# tests/integration/test_resume.py's run: tiny model with the whole vocabulary (a GRPO step long
+# enough to signal mid-phase), a length reward so that parameters move, no checkpoint but the signal's.
+BASE = (
+    "experiment=smoke",
+    "model.vocab_size=49152",
+    "reward.terms.length.free_chars=0",
+    "reward.terms.length.scale_chars=40",
+    "training_loop.sft.max_steps=2",
+    "training_loop.sft.save_strategy=no",
+    # 8 steps: a quiet machine ran steps 2-4 of a 4-step phase before the requeue's SIGTERM arrived
+    "training_loop.grpo.max_steps=8",
+    "training_loop.grpo.save_steps=1000",
+    "training_loop.grpo.save_total_limit=3",
+    "evaluation.every_n_steps=0",
+    "evaluation.baseline=false",
+    "observers=default",
+)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(slurm, tmp_path_factory):
+    """The same run without a signal, in a plain process (started at once; the SLURM runs go beside it)."""
+    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *BASE],
+        cwd=ROOT,
+        env=slurm,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def result() -> Path:
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-3000:]
+        return run_dir
+
+    return result
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_resumed_exactly(run_dir: Path, full: Path) -> int:
+    ev = events(run_dir)
+    starts = [i for i, e in enumerate(ev) if e["event"] == "pipeline_start"]
+    assert len(starts) == 2, [e["event"] for e in ev]  # the first attempt and the requeued one, one run dir
+    first = ev[starts[0] : starts[1]]
+    assert first[-1]["event"] == "pipeline_end" and first[-1]["status"] == "PREEMPTED", first[-1]
+    saved = [e for e in first if e["event"] == "checkpoint"]
+    assert len(saved) == 1 and saved[0]["phase"] == "grpo", saved
+    k = saved[0]["step"]
+    assert 1 <= k < 8, k  # stopped mid-GRPO: the requeued task had steps left
+    assert json.loads((run_dir / "provenance.json").read_text())["resumed_from"] == saved[0]["path"]
+    again = next(e for e in ev[starts[1] :] if e["event"] == "train_step")
+    assert (again["phase"], again["step"]) == ("grpo", k + 1)
+    # the uninterrupted run's own end: COMPLETED, or COMPLETED_WITH_WARNINGS when its tiny GRPO groups
+    # carried no reward variance (rlvr.records.learning); the requeued run must end the same way
+    ended = events(full)[-1]["status"]
+    assert ended in ("COMPLETED", "COMPLETED_WITH_WARNINGS")
+    assert ev[-1]["event"] == "pipeline_end" and ev[-1]["status"] == ended
+
+    a, b = grpo_steps(full), grpo_steps(run_dir)
+    for step in range(k + 1, 9):
+        for key in ("grpo/learning_rate", "grpo/num_tokens", "grpo/reward/mean"):
+            assert b[step][key] == pytest.approx(a[step][key], abs=1e-6), (step, key)
+    wa = load_file(full / "final" / "model.safetensors")
+    wb = load_file(run_dir / "final" / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    assert max((wa[n] - wb[n]).abs().max().item() for n in wa) <= 1e-6
+    from tests.conftest import tiny_model
+
+    init = tiny_model(seed=42).load().model.state_dict()
+    assert sum(1 for n in wa if n in init and not torch.equal(wa[n], init[n])) > len(wa) // 2  # weights moved
+    final_a = json.loads(next((full / "eval").glob("final_step*.json")).read_text())
+    final_b = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())
+    assert final_b["summary"] == final_a["summary"]
+    assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [a["status"] for a in report["attempts"]] == ["PREEMPTED", ended]
+    return k
+
+
+def test_scontrol_requeue_preempts_exits_75_and_resumes_exactly(slurm, uninterrupted, tmp_path):
+    """``scontrol requeue`` of a running task, as a PreemptMode=REQUEUE preemption does: SLURM sends
+    SIGCONT + SIGTERM (SIGKILL after KillWait); the pipeline finishes the step, checkpoints, exits 75;
+    SLURM puts the same task back in the queue and it resumes with resume=auto."""
+    proc = launch(tmp_path, slurm, *BASE, "resume=auto")
+    (task,) = array_jobs(tmp_path, 1)
+    run_dir = tmp_path / "0"
+    wait_for(lambda: 1 in grpo_steps(run_dir), proc)
+    scontrol("requeue", task)
+    release_requeued(task)
+    out = wait_launcher(proc, tmp_path)
+    assert proc.returncode == 0, out[-4000:]
+
+    info = finished(task)
+    assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "1"), info
+    err = next((tmp_path / ".submitit" / task).glob("*_log.err")).read_text()
+    log = next((tmp_path / ".submitit" / task).glob("*_log.out")).read_text()
+    assert "DUE TO JOB REQUEUE" in err, err[-3000:]
+    assert "stopped by SIGTERM" in log + err, (log + err)[-3000:]
+    assert "task 0: Exited with exit code 75" in err, err[-3000:]  # srun's word for the first attempt
+    assert_resumed_exactly(run_dir, uninterrupted())
+
+
+def test_time_limit_warning_usr2_checkpoints_submitit_requeues_and_resumes_exactly(
+    slurm, uninterrupted, tmp_path
+):
+    """The time-limit path: the warning SLURM sends the job's steps ``signal_delay_s`` before the limit
+    (``--signal=USR2@...``, sent here at once with ``scancel --signal=USR2``: a real limit would make the
+    test wait minutes). The pipeline finishes the step and checkpoints, then hands the signal to
+    submitit, whose handler runs ``scontrol requeue`` on this cluster; the requeued task resumes exactly."""
+    proc = launch(tmp_path, slurm, *BASE, "resume=auto")
+    (task,) = array_jobs(tmp_path, 1)
+    run_dir = tmp_path / "0"
+    wait_for(lambda: 1 in grpo_steps(run_dir), proc)
+    script = next((tmp_path / ".submitit").glob("*/*_submission.sh")).read_text().splitlines()
+    assert "#SBATCH --signal=USR2@120" in script and "#SBATCH --requeue" in script  # what SLURM was asked
+    signalled = subprocess.run(["scancel", "--signal=USR2", task], capture_output=True, text=True, timeout=60)
+    assert signalled.returncode == 0, signalled.stderr
+    release_requeued(task)
+    out = wait_launcher(proc, tmp_path)
+    assert proc.returncode == 0, out[-4000:]
+
+    info = finished(task)
+    assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "1"), info
+    log = next((tmp_path / ".submitit" / task).glob("*_log.out")).read_text()
+    own = "\n".join(line for line in log.splitlines() if line.startswith("submitit "))
+    assert own.count("Caught signal SIGUSR2") == 1 and own.count("Requeued job") == 1, log[-3000:]
+    # submitit's handler (and its scontrol requeue) ran only after the checkpoint was on disk
+    assert log.index("checkpoint (grpo step") < log.index("Caught signal SIGUSR2")
+    assert "Job completed successfully" in own
+    assert_resumed_exactly(run_dir, uninterrupted())

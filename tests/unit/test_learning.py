@@ -1,0 +1,107 @@
+"""A run says what it learned (issue 45): a phase with no step, an RFT phase that kept no sample, a
+GRPO phase with no reward variance in any group are warnings in report.json, report.md, the console
+summary and the sweep report, and the run ends COMPLETED_WITH_WARNINGS."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from rich.console import Console
+from tests.conftest import make_eval_result
+from tests.unit.test_sweep_report import make_sweep
+
+from rlvr import events as ev
+from rlvr.observers.console import ConsoleObserver
+from rlvr.records.learning import COMPLETED_WITH_WARNINGS, end_status, learning_warnings, run_warnings
+from rlvr.records.report import write_report
+from rlvr.records.run_history import RunHistory
+from rlvr.records.sweep_report import chart, collect, to_csv, to_markdown
+
+FLAT = [{"step": s, "grpo/reward/zero_std_groups_frac": 1.0} for s in (1, 2, 3)]
+
+
+def test_a_phase_with_no_step_is_a_warning_and_its_own_reason_replaces_the_generic_one():
+    found = learning_warnings({"sft": 0, "rft": 0, "grpo": 3}, [], {"rft": "RFT stopped at step 0 of 8: ..."})
+    assert found == [
+        "RFT stopped at step 0 of 8: ...",
+        "SFT trained 0 steps: the model after it is the model it was given. Check training_loop.sft "
+        "(max_steps, data)",
+    ]
+    assert learning_warnings({"sft": 4, "grpo": 3}, [], {}) == [] and end_status([]) == "COMPLETED"
+    assert end_status(found) == COMPLETED_WITH_WARNINGS
+
+
+def test_grpo_with_no_reward_variance_at_any_step_is_a_warning_and_one_step_with_signal_is_not():
+    (flat,) = learning_warnings({"grpo": 3}, FLAT, {})
+    assert flat.startswith("GRPO had no reward variance in any group at any of its 3 logged steps")
+    assert "training_loop.sft.enabled=true" in flat  # the fix names the keys
+    # TRL's own share when the reward set does not log the pipeline's
+    trl = [{"step": s, "grpo/frac_reward_zero_std": 1.0} for s in (1, 2)]
+    assert len(learning_warnings({"grpo": 2}, trl, {})) == 1
+    some_signal = [*FLAT, {"step": 4, "grpo/reward/zero_std_groups_frac": 0.5}]
+    assert learning_warnings({"grpo": 4}, some_signal, {}) == []
+    assert learning_warnings({"grpo": 4}, [{"step": 1, "grpo/loss": 0.0}], {}) == []  # nothing logged
+    # a resumed run: the flat steps of its earlier attempts count with this attempt's
+    history = RunHistory(attempts=[{"phases": {"grpo": {"steps": 3, "seconds": 1.0}}}], history=FLAT)
+    outcome = SimpleNamespace(steps={"grpo": 4}, history=[FLAT[0] | {"step": 4}], stopped={})
+    assert "at any of its 4 logged steps" in run_warnings(outcome, history)[0]
+
+
+def test_the_report_opens_with_the_status_and_the_warnings(tmp_path):
+    warning = "GRPO had no reward variance in any group at any of its 3 logged steps: ..."
+    outcome = SimpleNamespace(steps={"grpo": 3}, seconds={"grpo": 6.0}, history=FLAT)
+    meta = {
+        "model": "m",
+        "tasks": ["t"],
+        "status": COMPLETED_WITH_WARNINGS,
+        "warnings": [warning],
+        "notes": [warning, "an expectation note"],
+    }
+    write_report(tmp_path, [make_eval_result("final", 3, 1, 10)], outcome, meta, seconds=6.0)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == COMPLETED_WITH_WARNINGS and report["warnings"] == [warning]
+    assert report["notes"] == [warning, "an expectation note"]
+    md = (tmp_path / "report.md").read_text()
+    assert md.split("\n")[2:5] == [
+        f"**{COMPLETED_WITH_WARNINGS}**: what the run did not learn:",
+        "",
+        f"- {warning}",
+    ]
+    assert md.count(warning) == 1 and "Note: an expectation note" in md
+
+
+def test_the_console_summary_says_warning_and_the_status():
+    warning = "RFT stopped at step 0 of 8: round 0 kept none of its 32 samples (none was verified)."
+    result = ev.RunResult(COMPLETED_WITH_WARNINGS, Path("run"), notes=[warning, "a note"], warnings=[warning])
+    observer = ConsoleObserver(log_every=5)
+    observer.console = Console(file=io.StringIO(), width=300, highlight=False)
+    observer.on_pipeline_end(ev.PipelineEnd(COMPLETED_WITH_WARNINGS, 60.0, result))
+    out = observer.console.file.getvalue()
+    assert f"Warning: {warning}" in out and "Note: a note" in out
+    assert "pipeline COMPLETED_WITH_WARNINGS in 1.0 min" in out
+
+
+def test_the_sweep_report_shows_a_points_warnings_in_its_status_and_a_column(tmp_path):
+    sweep = make_sweep(tmp_path)
+    report = json.loads((sweep / "0" / "report.json").read_text())
+    warning = "GRPO had no reward variance | in any group"
+    (sweep / "0" / "report.json").write_text(json.dumps({**report, "warnings": [warning]}))
+    # a point whose pipeline_end says COMPLETED_WITH_WARNINGS before its attempts.json: not FAILED
+    (sweep / "2" / "metrics.jsonl").write_text(
+        json.dumps({"event": "pipeline_end", "status": COMPLETED_WITH_WARNINGS}) + "\n"
+    )
+    points = collect(sweep)
+    assert [p.status for p in points] == [COMPLETED_WITH_WARNINGS, "FAILED", "RUNNING"]
+    assert points[0].warnings == [warning] and points[0].accuracy["final"]["accuracy"] == 0.6
+    md = to_markdown(points)
+    assert md.splitlines()[0].endswith("| attempts | warnings |")
+    assert "| 0 | COMPLETED_WITH_WARNINGS |" in md and md.splitlines()[2].endswith(
+        "| GRPO had no reward variance \\| in any group |"
+    )
+    rows = list(csv.DictReader(io.StringIO(to_csv(points))))
+    assert rows[0]["warnings"] == warning and rows[1]["warnings"] == ""
+    assert len(chart(points).axes[0].get_xticks()) == 1  # still charted with the completed points

@@ -1,0 +1,182 @@
+"""Padding-free and packed SFT (rlvr.training_loop.packing): the loss over the same rows is the padded
+loss, computed by TRL's own SFTTrainer (its dataset preparation, collator and compute_loss) as the SFT
+phase builds it, on the tiny model; the settings that cannot run are refused before anything loads;
+a model whose attention would mix the rows of a padding-free batch is refused once loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tests.conftest import make_loop
+
+from rlvr.training_loop import packing
+
+ROWS = 12
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from rlvr.model.loader import TinyRandomModel
+
+    loaded = TinyRandomModel(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128,
+                             vocab_size=4096, seed=0, dtype="float32", lora=None).load()  # fmt: skip
+    return loaded.model.eval(), loaded.tokenizer
+
+
+def _rows():
+    """Prompts and answers of different lengths, so the padded batch carries padding."""
+    from datasets import Dataset
+
+    return Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"What is {i} + {3 * i % 7}?" + " Think." * (i % 4)}],
+          "answer": str(i + 3 * i % 7) * (1 + i % 3)} for i in range(ROWS)]
+    )  # fmt: skip
+
+
+def _loss(tmp_path: Path, tiny, **fields) -> torch.Tensor:
+    """The loss of all rows in one batch, as the SFT phase's trainer computes it."""
+    from rlvr.training_loop.loop import Session
+
+    model, tokenizer = tiny
+    loop = make_loop(sft={"enabled": True, "max_steps": 1, "per_device_train_batch_size": ROWS,
+                          "max_length": 256, **fields}, grpo={"enabled": False})  # fmt: skip
+    assert loop.sft_phase.issues() == []
+    session = Session(tokenizer=tokenizer, train_dataset=_rows(), emit=lambda e: None,
+                      on_weights=lambda *a, **k: None, eval_every=0, run_dir=tmp_path)  # fmt: skip
+    trainer = loop.sft_phase.trainer(model, loop.sft_phase.config(tmp_path), session, [])
+    data = trainer.train_dataset
+    batch = trainer.data_collator([data[i] for i in range(len(data))])
+    assert ("position_ids" in batch) is packing.padding_free(trainer.args)
+    with torch.no_grad():
+        return trainer.compute_loss(model, dict(batch))
+
+
+def test_padding_free_and_packed_losses_equal_the_padded_loss_on_the_same_rows(tmp_path, tiny):
+    """The same 12 rows padded (one row each), padding-free (concatenated, position ids restarting
+    at each row) and packed (bfd bins of 256 tokens, then concatenated): one loss to float32 rounding
+    (1e-5 of it; the two differed by under 1e-6 here)."""
+    padded = _loss(tmp_path / "padded", tiny)
+    free = _loss(tmp_path / "free", tiny, padding_free=True, max_length=None)
+    packed = _loss(tmp_path / "packed", tiny, packing=True)
+    assert free.item() == pytest.approx(padded.item(), rel=1e-5, abs=0)
+    assert packed.item() == pytest.approx(padded.item(), rel=1e-5, abs=0)
+
+
+def test_the_equality_is_not_free_position_ids_that_do_not_restart_change_the_loss(
+    tmp_path, tiny, monkeypatch
+):
+    """The control that makes the test above worth its name: TRL's collator with position ids
+    counting on across rows (the packing bug) gives another loss, so equality means the rows were
+    kept apart. Mutation: any break of the per-row restart -> the test above goes red like this."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    padded = _loss(tmp_path / "padded", tiny)
+
+    def running_positions(lengths):
+        total = sum(sum(row) for row in lengths)
+        return list(torch.arange(total).split([sum(row) for row in lengths]))
+
+    monkeypatch.setattr(DataCollatorForLanguageModeling, "get_position_ids_from_packed_seq_lengths",
+                        staticmethod(running_positions))  # fmt: skip
+    broken = _loss(tmp_path / "packed", tiny, packing=True)
+    # the equality above allows 1e-5 of the loss; rows that see each other move it 10x that at least
+    # (a random 2-layer model's near-uniform logits move little: 6e-3 of 8.28 here)
+    assert abs(broken.item() - padded.item()) > 10 * 1e-5 * padded.item()
+
+
+@pytest.mark.parametrize(
+    ("fields", "key", "value", "rule", "fix"),
+    [({"padding_free": True}, "training_loop.sft.padding_free", True, "refuses max_length (256)",
+      "training_loop.sft.max_length=null"),
+     ({"packing": True, "max_length": None}, "training_loop.sft.packing", True, "max_length is null",
+      "training_loop.sft.max_length to the bin size"),
+     ({"packing": True, "packing_strategy": "wrapped"}, "training_loop.sft.packing_strategy", "wrapped",
+      "apart from its question", "packing_strategy=bfd"),
+     ({"packing": True, "packing_strategy": "bfd_split"}, "training_loop.sft.packing_strategy", "bfd_split",
+      "apart from its question", "packing_strategy=bfd")],
+)  # fmt: skip
+def test_sft_settings_that_cannot_run_are_named_before_anything_loads(fields, key, value, rule, fix):
+    """Mutation: any rule of packing.config_issues removed -> its case is red (TRL would refuse the
+    first two once the model is loaded and the trainer built; the last two train cut rows)."""
+    loop = make_loop(sft={"enabled": True, "max_length": 256, **fields}, grpo={"enabled": False})
+    (issue,) = loop.validate()
+    assert (issue.key, issue.value) == (key, value) and rule in issue.problem and fix in issue.fix
+
+
+def test_sft_padding_free_without_truncation_and_bfd_packing_pass():
+    for fields in ({"padding_free": True, "max_length": None}, {"packing": True}):
+        assert (
+            make_loop(sft={"enabled": True, "max_length": 256, **fields}, grpo={"enabled": False}).validate()
+            == []
+        )
+
+
+def test_rft_rounds_take_padding_free_batches_but_not_packing():
+    """An RFT round is exactly steps_per_round batches of its own rows (exact resume): packing would
+    merge them into fewer bins. Mutation: config_issues without the ``rounds`` rule -> red."""
+    rft = {"enabled": True, "rounds": 2, "prompts_per_round": 4, "samples_per_prompt": 2, "max_per_prompt": 1,
+           "steps_per_round": 2, "temperature": 1.0, "max_new_tokens": 8, "batch_size": 4, "max_length": 256}  # fmt: skip
+
+    def own(loop):  # the test's reward set has no verifier term, which RFT also names
+        return [i for i in loop.rft_phase.issues() if i.key.startswith("training_loop.rft")]
+
+    (issue,) = own(make_loop(sft={"enabled": False}, rft={**rft, "packing": True}, grpo={"enabled": False}))
+    assert issue.key == "training_loop.rft.packing" and "steps_per_round batches" in issue.problem
+    assert "training_loop.rft.padding_free=true" in issue.fix
+    free = make_loop(
+        sft={"enabled": False}, rft={**rft, "padding_free": True, "max_length": None}, grpo={"enabled": False}
+    )
+    assert own(free) == []
+
+
+def _unmasked(module, query, key, value, attention_mask, **kwargs):
+    """An attention that ignores the mask and position ids (causal over the whole row), as custom
+    model code or an implementation outside transformers' mask functions would."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    kwargs.pop("is_causal", None)
+    return sdpa_attention_forward(module, query, key, value, None, is_causal=True, **kwargs)
+
+
+def test_a_model_whose_attention_mixes_padding_free_rows_is_refused_once_loaded(tiny):
+    """transformers 5.17 on a CPU keeps packed rows apart with sdpa, eager and flex_attention; an
+    attention that ignores position ids is refused by the SFT phase's key, with the measured
+    difference. Mutation: place() without the probe -> red."""
+    from transformers import AttentionInterface
+
+    from rlvr.config.errors import ConfigValidationError
+
+    model, _ = tiny
+    AttentionInterface.register("rlvr_test_unmasked", _unmasked)
+    loop = make_loop(sft={"enabled": True, "padding_free": True, "max_length": None}, grpo={"enabled": False})
+    try:
+        for kept_apart in ("sdpa", "eager", "flex_attention"):
+            model.set_attn_implementation(kept_apart)
+            assert packing.probe(model) <= packing.tolerance(model), kept_apart
+            assert loop.place(model) is model
+        model.set_attn_implementation("rlvr_test_unmasked")
+        assert packing.probe(model) > 0.1
+        with pytest.raises(ConfigValidationError) as refused:
+            loop.place(model)
+        (issue,) = refused.value.issues
+        assert issue.key == "training_loop.sft.padding_free" and "'rlvr_test_unmasked'" in issue.problem
+        assert "does not keep its rows apart in this model" in issue.problem
+        assert "padding_free=false" in issue.fix and "model.attn_implementation=sdpa" in issue.fix
+        padded_loop = make_loop(sft={"enabled": True}, grpo={"enabled": False})
+        assert padded_loop.place(model) is model  # without padding-free nothing is probed
+    finally:
+        model.set_attn_implementation("sdpa")
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [("flash_attention_2", "CUDA GPUs only"), ("spda", "not an attention implementation")],
+)
+def test_an_attention_implementation_this_machine_cannot_run_is_named(value, rule):
+    from rlvr.model.loader import attention_issues
+
+    (issue,) = attention_issues(value)
+    assert issue.key == "model.attn_implementation" and issue.value == value and rule in issue.problem
+    assert attention_issues("sdpa") == attention_issues(None) == []
