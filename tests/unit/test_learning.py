@@ -105,3 +105,73 @@ def test_the_sweep_report_shows_a_points_warnings_in_its_status_and_a_column(tmp
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
     assert rows[0]["warnings"] == warning and rows[1]["warnings"] == ""
     assert len(chart(points).axes[0].get_xticks()) == 1  # still charted with the completed points
+
+
+# -- the reward-hacking alarm ---------------------------------------------------------------------
+WEIGHTS = {"correctness": 1.0, "format": 0.2}
+
+
+def grpo_rows(correctness: list[float], format_: list[float]) -> list[dict]:
+    return [
+        {"step": i + 1, "grpo/reward/correctness/mean": c, "grpo/reward/format/mean": f}
+        for i, (c, f) in enumerate(zip(correctness, format_, strict=True))
+    ]
+
+
+def held_out(before: int, after: int, n: int = 200) -> ev.StageChange:
+    from rlvr.evaluation.schedule import stage_changes
+
+    evals = [make_eval_result("after_sft", 2, before, n), make_eval_result("final", 12, after, n)]
+    (change,) = [c for c in stage_changes(evals) if c.stage == "GRPO"]
+    return change
+
+
+def test_a_shaping_term_that_rises_while_the_verifier_does_not_sounds_the_alarm():
+    from rlvr.records.learning import reward_hacking
+
+    flat = [0.3, 0.32, 0.28] * 4  # correctness: no trend over 12 steps
+    gamed = [0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]  # format learned
+    (alarm,) = reward_hacking(grpo_rows(flat, gamed), WEIGHTS, "correctness", None)
+    assert alarm.startswith("Reward-hacking alarm: from the first to the last third of GRPO's 12 logged")
+    assert "format +0.145" in alarm and "reward.terms.format.weight" in alarm  # 0.2 x (0.9125 - 0.1875)
+    # the verifier rose with it: a model that learned the format and the task, no alarm
+    learning = [0.2, 0.22, 0.25, 0.3, 0.3, 0.35, 0.4, 0.42, 0.45, 0.5, 0.5, 0.55]
+    assert reward_hacking(grpo_rows(learning, gamed), WEIGHTS, "correctness", None) == []
+    # a noisy shaping term with no trend (its rise within two standard errors): no alarm
+    noisy = [0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5, 0.5, 1.0, 0.0, 1.0, 1.0]  # +0.075 weighted, SE 0.069
+    assert reward_hacking(grpo_rows(flat, noisy), WEIGHTS, "correctness", None) == []
+    # thirds of fewer than 3 steps: too short to tell a trend, no alarm
+    assert reward_hacking(grpo_rows(flat[:8], gamed[:8]), WEIGHTS, "correctness", None) == []
+    # no verifier term (a run rewarded by format only): nothing to compare with
+    assert reward_hacking(grpo_rows(flat, gamed), {"format": 1.0}, None, None) == []
+
+
+def test_training_correctness_up_while_held_out_accuracy_falls_sounds_the_alarm():
+    from rlvr.records.learning import reward_hacking
+
+    rising = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75]
+    fmt = [1.0] * 12
+    (alarm,) = reward_hacking(grpo_rows(rising, fmt), WEIGHTS, "correctness", held_out(100, 70))
+    assert "rose +40.0 points" in alarm and "fell 15.0 points" in alarm  # 0.675 - 0.275
+    assert "after_sft 50.0% -> final 35.0%" in alarm and "data.train_size" in alarm
+    # a fall whose interval reaches 0 is not shown to be one: no alarm
+    assert reward_hacking(grpo_rows(rising, fmt), WEIGHTS, "correctness", held_out(10, 8)) == []
+    # held-out fell but training correctness did not rise: the model got worse, not hacked
+    flat = [0.3, 0.32, 0.28] * 4
+    assert reward_hacking(grpo_rows(flat, fmt), WEIGHTS, "correctness", held_out(100, 70)) == []
+
+
+def test_the_alarm_reaches_the_runs_warnings_with_its_reward_set_and_evaluations():
+    rising = [0.2 + 0.05 * i for i in range(12)]
+    history = RunHistory(attempts=[], history=[])
+    outcome = SimpleNamespace(steps={"grpo": 12}, history=grpo_rows(rising, [1.0] * 12), stopped={})
+    terms = {n: SimpleNamespace(weight=w) for n, w in WEIGHTS.items()}
+    reward = SimpleNamespace(terms=terms, success_term=lambda: "correctness")
+    evals = [make_eval_result("baseline", 0, 100), make_eval_result("final", 12, 70)]
+    # GRPO the only phase: the whole run's change is GRPO's
+    (alarm,) = run_warnings(outcome, history, evals, reward)
+    assert "baseline 50.0% -> final 35.0%" in alarm
+    # with SFT before it, only GRPO's own change counts (none here: no after_sft evaluation)
+    outcome.steps = {"sft": 4, "grpo": 12}
+    assert run_warnings(outcome, history, evals, reward) == []
+    assert run_warnings(outcome, history, [*evals, make_eval_result("after_sft", 4, 100)], reward)

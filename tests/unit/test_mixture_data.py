@@ -223,3 +223,46 @@ def test_reward_set_reports_the_mean_reward_per_task():
     for fn in single.functions:
         fn(batch, task=["a"] * 4)
     assert not [k for k in single.counters() if k.startswith("reward/task/")]
+
+
+def mixture_of(path) -> list[str]:
+    return [
+        "experiment=smoke",
+        "data=mixture",
+        "data.tasks={basic_arithmetic: 1, gsm8k: 1}",
+        "data.task_params.basic_arithmetic.max_terms=2",
+        "+data/source@data.sources.gsm8k=gsm8k",
+        f"data.sources.gsm8k.path={path}",
+        "data.eval_size=4",
+    ]
+
+
+def test_validate_only_names_a_tasks_share_that_its_task_or_file_cannot_give(tmp_path):
+    """A mixture's per-task shares passed ``validate_only`` whatever they asked of each task, and the
+    run then failed in the data stage (issue 45). The gate now draws (or reads) each task's sides with
+    its share. Mutation: ``MixtureData.drawn_size_issues`` removed (or returning []) -> red."""
+    from rlvr.config.gate import checked_config, component_issues
+
+    rows = gsm8k_rows(40)
+    path = write_jsonl(tmp_path / "g.jsonl", rows)
+    train_side = sum(identity.split_of("gsm8k", r["question"]) == "train" for r in rows)
+
+    def issues(*overrides: str) -> dict:
+        cfg = checked_config(compose_config([*mixture_of(path), *overrides]))
+        return {i.key: i for i in component_issues(cfg, tmp_path / "run")}
+
+    fits = f"data.train_size={2 * train_side}"  # gsm8k's share: exactly its file's train side
+    assert issues(fits, "validate_only=true") == {}
+    over = f"data.train_size={2 * train_side + 2}"  # one question more than the file's train side
+    [issue] = issues(over, "validate_only=true").values()
+    assert (issue.key, issue.value) == ("data.tasks.gsm8k (x data.train_size)", train_side + 1)
+    assert f"has only {train_side} train-side questions for 'gsm8k'" in issue.problem
+    assert issues(over) == {}  # a run's data stage finds it itself (drawing once)
+    # a held-out size beyond a task's question space and its file's test side: each task named
+    cfg = checked_config(
+        compose_config([*mixture_of(path), fits, "data.eval_size=1000", "validate_only=true"])
+    )
+    found = component_issues(cfg, tmp_path / "run")
+    assert [(i.key, i.value) for i in found] == [("data.eval_size", 1000)] * 2
+    assert "task 'basic_arithmetic' gave only" in found[0].problem
+    assert "test-side questions for 'gsm8k'" in found[1].problem

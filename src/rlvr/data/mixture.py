@@ -23,9 +23,9 @@ from typing import Annotated, Any
 from datasets import Dataset, concatenate_datasets
 from pydantic import Field
 
-from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity, references
-from rlvr.data.base import TaskData, eval_set_issues, with_eval_sets
+from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
 from rlvr.data.files import FileData
 from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset
 from rlvr.prompts import PromptTemplate
@@ -184,6 +184,18 @@ class MixtureData:
             name, params, "train", n_train, self.seed + 1, f"data.tasks.{name} (x data.train_size)"
         )
         return train, split_entries(name, params, "test", self.eval_size, self.seed, "data.eval_size")
+
+    def drawn_size_issues(self) -> list[ConfigIssue]:
+        """Each task's share of ``train_size`` and its ``eval_size`` judged by drawing (or reading)
+        the task's sides as the data stage will (``validate_only``: no data stage follows to find a
+        share the task cannot give). The gate asks only once ``validate`` found nothing."""
+        issues = []
+        for name, n_train in shares(self.tasks, self.train_size).items():
+            try:
+                self._splits(name, n_train)
+            except ConfigValidationError as exc:
+                issues += exc.issues
+        return issues + eval_set_drawn_size_issues(self.eval_sets)
 
     def tasks_without_references(self) -> list[str]:
         """The mixed tasks whose training rows carry no reference answer (rlvr.data.references)."""

@@ -209,7 +209,7 @@ def write_report(ctx: RunContext) -> None:
     micro = ctx.outcome.micro_batches if hasattr(ctx, "outcome") else None
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))
-    ctx.result.warnings = run_warnings(ctx.outcome, ctx.history)  # what it did not learn: in its status
+    ctx.result.warnings = run_warnings(ctx.outcome, ctx.history, ctx.evals.evaluations, c.reward)
     ctx.result.notes = [*ctx.result.warnings, *([note] if note else [])]
     ctx.result.throughput = attempt_summary(ctx.outcome)
     meta = {**ctx.meta, "status": end_status(ctx.result.warnings), "warnings": ctx.result.warnings}

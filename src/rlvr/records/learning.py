@@ -1,12 +1,16 @@
 """What a completed run learned, said where its verdict is read (issue 45): a phase that trained no
 step, a phase that stopped early and said why (RFT with no verified sample), a GRPO phase whose
-groups never had reward variance. Each is a warning in report.json (``warnings``, and among the
+groups never had reward variance, and a reward-hacking alarm (:func:`reward_hacking`). Each is a warning in report.json (``warnings``, and among the
 ``notes``), report.md, the console summary and the sweep report's ``warnings`` column; the run then
 ends :data:`COMPLETED_WITH_WARNINGS` (exit 0, unless ``strict=true``)."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.events import EvalResult, StageChange
 
 COMPLETED, COMPLETED_WITH_WARNINGS = "COMPLETED", "COMPLETED_WITH_WARNINGS"
 # a run that ended normally, whatever it learned: resume has nothing left to do, a sweeper reads it
@@ -59,9 +63,99 @@ def learning_warnings(
     return found
 
 
-def run_warnings(outcome: Any, history: Any) -> list[str]:
+# The reward-hacking alarm compares a GRPO phase's first third of logged steps with its last third;
+# fewer steps than this give thirds too short to tell a trend from the noise of one batch.
+MIN_TREND_STEPS = 9
+MIN_RISE = 0.05  # in reward units (weighted), or a share of completions for the verifier's term
+HACKING_FIX = (
+    "read completions.jsonl (what the rewarded completions say), then lower that term's weight "
+    "(reward.terms.{name}.weight), tighten it, or drop it (~reward.terms.{name})"
+)
+
+
+def _thirds(values: list[float]) -> tuple[float, float, float]:
+    """(mean of the last third - mean of the first, its standard error, mean of the first)."""
+    k = len(values) // 3
+    first, last = values[:k], values[-k:]
+
+    def var(xs: list[float]) -> float:
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+    m1, m2 = sum(first) / k, sum(last) / k
+    return m2 - m1, math.sqrt(var(first) / k + var(last) / k), m1
+
+
+def reward_hacking(
+    history: list[dict[str, Any]],
+    weights: dict[str, float],
+    success: str | None,
+    held_out: StageChange | None,
+) -> list[str]:
+    """The reward-hacking alarm of a GRPO phase: what it was rewarded for rose, the task did not.
+
+    - The shaping terms outran the verifier: from the first third of the logged GRPO steps to the
+      last, the other terms' weighted reward rose (by >= 0.05 and two standard errors) while the
+      verifier's term (``success``) did not rise.
+    - Training correctness rose while held-out accuracy fell: the verifier's term rose by >= 5
+      points of its completions while the paired change on the held-out questions across GRPO
+      (``held_out``: after SFT -> final, greedy) fell with its whole 95% interval below 0.
+
+    ``history``: the run's training rows (``grpo/reward/<term>/mean`` per logged step), ``weights``:
+    term -> weight (rlvr.reward.terms.RewardSet).
+    """
+    if success is None or success not in weights:
+        return []
+    keys = {name: f"grpo/reward/{name}/mean" for name in weights}
+    rows = [r for r in history if all(k in r for k in keys.values())]
+    if len(rows) < MIN_TREND_STEPS:
+        return []
+    found = []
+    shaping = [name for name in weights if name != success]
+    verified, _, start = _thirds([float(r[keys[success]]) for r in rows])
+    if shaping:
+        series = [sum(weights[n] * float(r[keys[n]]) for n in shaping) for r in rows]
+        rise, se, _ = _thirds(series)
+        if verified <= 0 and rise >= max(MIN_RISE, 2 * se):
+            gains = {n: weights[n] * _thirds([float(r[keys[n]]) for r in rows])[0] for n in shaping}
+            rose = ", ".join(f"{n} {d:+.3f}" for n, d in sorted(gains.items(), key=lambda x: -x[1]) if d > 0)
+            top = max(gains, key=lambda n: gains[n])
+            found.append(
+                f"Reward-hacking alarm: from the first to the last third of GRPO's {len(rows)} logged "
+                f"steps the shaping terms' weighted reward rose {rise:+.3f} ({rose}; standard error "
+                f"{se:.3f}) while the verifier's term {success} did not ({verified:+.3f}, from "
+                f"{start:.3f}): the model earns reward the task does not give. Fix: {HACKING_FIX.format(name=top)}"
+            )
+    if held_out is not None and verified >= MIN_RISE and held_out.change.ci_high < 0:
+        c, grpo = held_out.change, held_out
+        found.append(
+            f"Reward-hacking alarm: GRPO's training correctness ({success}) rose {100 * verified:+.1f} "
+            f"points from the first to the last third of its {len(rows)} logged steps while held-out "
+            f"accuracy fell {-100 * c.delta:.1f} points ({grpo.before} {100 * c.before:.1f}% -> "
+            f"{grpo.after} {100 * c.after:.1f}%, 95% CI [{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}]): "
+            "what it learned to earn on its training questions does not carry to new ones. Fix: "
+            "read completions.jsonl for answers the verifier accepts but should not; more training "
+            "questions (data.train_size) or fewer steps (training_loop.grpo.max_steps)"
+        )
+    return found
+
+
+def run_warnings(
+    outcome: Any, history: Any, evaluations: list[EvalResult] | None = None, reward: Any = None
+) -> list[str]:
     """:func:`learning_warnings` of a run's training outcome (rlvr.training_loop.loop.TrainOutcome)
-    with what its earlier attempts left (rlvr.records.run_history.RunHistory)."""
-    return learning_warnings(
-        history.steps(outcome.steps), history.train_history(outcome.history), outcome.stopped
-    )
+    with what its earlier attempts left (rlvr.records.run_history.RunHistory), then the
+    :func:`reward_hacking` alarm with the paired stage changes of the run's ``evaluations`` and its
+    ``reward`` set (rlvr.reward.terms.RewardSet)."""
+    from rlvr.evaluation.schedule import stage_changes
+
+    rows, steps = history.train_history(outcome.history), history.steps(outcome.steps)
+    found = learning_warnings(steps, rows, outcome.stopped)
+    if reward is not None and steps.get("grpo"):
+        weights = {name: term.weight for name, term in reward.terms.items()}
+        # GRPO's own change; the whole run's when GRPO was the only phase that trained
+        only_grpo = not any(n for phase, n in steps.items() if phase != "grpo")
+        wanted = ("GRPO", "whole run") if only_grpo else ("GRPO",)
+        changes = [c for c in stage_changes(evaluations or []) if c.stage in wanted]
+        found += reward_hacking(rows, weights, reward.success_term(), changes[0] if changes else None)
+    return found
