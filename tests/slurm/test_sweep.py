@@ -61,3 +61,47 @@ def test_two_point_sweep_runs_as_a_slurm_array_and_reports(slurm, tmp_path):
     assert [(p["status"], p["overrides"]["seed"]) for p in table] == [("COMPLETED", s) for s in seeds]
     assert set(table[0]["accuracy"]) == {"base model", "after SFT", "final"}
     assert (tmp_path / "sweep_report.png").is_file()
+
+
+def test_benchmark_models_fan_out_as_a_slurm_array_then_one_run_reuses_every_cell(slurm, tmp_path):
+    """The benchmark's fan-out (docs/benchmark.md): one array task per model, each writing its cells to
+    the shared output_dir; then one ordinary run over all models reuses every cell (nothing evaluated
+    again: the files are untouched) and draws the combined report."""
+    out = tmp_path / "bench"
+    models = ["~model@benchmark.models.smollm2_135m", "+model@benchmark.models.a=tiny",
+              "+model@benchmark.models.b=tiny", "benchmark.models.b.seed=3"]  # fmt: skip
+    shared = ["benchmark.tasks=[leg_counting]", "benchmark.num_examples=6", f"benchmark.output_dir={out}",
+              "evaluation.max_new_tokens=8"]  # fmt: skip
+    proc = launch(tmp_path / "sweep", slurm, *models, *shared, "benchmark.only=[a],[b]", config="benchmark")
+    ids = array_jobs(tmp_path / "sweep", 2)
+    log = wait_launcher(proc, tmp_path / "sweep")
+    assert proc.returncode == 0, log[-4000:]
+    assert len({i.split("_")[0] for i in ids}) == 1, ids  # one job array, a task a model
+    for task in ids:
+        info = finished(task)
+        assert (info["JobState"], info["ExitCode"]) == ("COMPLETED", "0:0"), info
+    cells = sorted((out / "cells").glob("*.json"))
+    assert sorted(json.loads(c.read_text())["model"] for c in cells) == ["a", "b"]
+    mtimes = {c: c.stat().st_mtime_ns for c in cells}
+
+    combine = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run_pipeline.py"),
+            "--config-name",
+            "benchmark",
+            f"hydra.run.dir={tmp_path / 'combine'}",
+            *models,
+            *shared,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=slurm,
+        timeout=600,
+    )
+    assert combine.returncode == 0, combine.stderr[-3000:]
+    assert {c: c.stat().st_mtime_ns for c in cells} == mtimes  # every cell reused, none evaluated again
+    every = json.loads((out / "results_all_tasks.json").read_text())
+    assert set(every["average"]) == {"a", "b"}
+    assert (out / "results_all_tasks.png").is_file()
