@@ -228,15 +228,23 @@ def _missing_option_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, 
         names = value if isinstance(value, list) else [value]
         missing = [n for n in names if isinstance(n, str) and "/" not in n and n not in options]
         for name in missing:
+            fix = _option_fix(o.input_line.split("=", 1)[0], name, options, o.key_or_group)
+            if o.key_or_group == "data" and _is_task(name):
+                fix = f"{name} is a reasoning-gym task, not a data option: write data.task={name}"
             issue = ConfigIssue(
                 o.key_or_group,
                 name,
                 f"is not an option of the config group {o.key_or_group} (conf/{o.key_or_group}/<option>.yaml)",
-                f"{_option_fix(o.input_line.split('=', 1)[0], name, options, o.key_or_group)} "
-                f"(options: {', '.join(options)})",
+                f"{fix} (options: {', '.join(options)})",
             )
             found.append((o.input_line, issue))
     return found
+
+
+def _is_task(name: str) -> bool:
+    from rlvr.data.reasoning_gym import task_names
+
+    return name in task_names()
 
 
 def _option_fix(key: str, name: str, options: list[str], group: str | None = None) -> str:
@@ -246,6 +254,33 @@ def _option_fix(key: str, name: str, options: list[str], group: str | None = Non
     if not close:
         return f"pick one of the options, or add conf/{group or key}/{name}.yaml"
     return "did you mean " + " or ".join(f"{key}={c}" for c in close) + "?"
+
+
+def _key_paths(node: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every key path of a config tree as written (interpolations unresolved; ``hydra`` left out)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not prefix and key == "hydra":
+                continue
+            yield (*prefix, str(key))
+            yield from _key_paths(value, (*prefix, str(key)))
+
+
+def _moved_key_fix(cfg: DictConfig, parts: list[str], parent: list[str], value: str) -> str | None:
+    """Where a key the user placed wrongly lives: the full paths that end with what was written below
+    its deepest existing node (``learning_rate`` -> ``training_loop.grpo.learning_rate``), those under
+    that node first; None when no path ends so."""
+    tail = tuple(parts[len(parent) :])
+    container = OmegaConf.to_container(cfg, resolve=False)
+    found = sorted(
+        (p for p in _key_paths(container) if p[-len(tail) :] == tail and len(p) > len(tail)),
+        key=lambda p: (p[: len(parent)] != tuple(parent), len(p), p),
+    )
+    if not found:
+        return None
+    paths = [".".join(p) for p in found]
+    more = f" (also {', '.join(paths[1:4])}{', ...' if len(paths) > 4 else ''})" if len(paths) > 1 else ""
+    return f"it lives at {paths[0]}{more}: write {paths[0]}={value}"
 
 
 def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:
@@ -262,11 +297,21 @@ def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:
     node = OmegaConf.select(cfg, ".".join(parent), default=None) if parent else cfg
     names = [str(k) for k in node] if isinstance(node, DictConfig) else []
     where = f"under {'.'.join(parent)}" if parent else "at the top level"
+    missing = parts[len(parent)]
+    if missing in names:  # it exists but holds a value (null, a number), not keys: set it whole
+        here, held = ".".join([*parent, missing]), OmegaConf.select(node, missing, default=None)
+        return ConfigIssue(
+            key,
+            value,
+            f"{here} is {'null' if held is None else repr(held)} here, not a node with keys",
+            f"set it whole, quoted for the shell: '{here}={{{'.'.join(parts[len(parent) + 1 :])}: {value}}}'",
+        )
+    moved = _moved_key_fix(cfg, parts, parent, value)
     return ConfigIssue(
         key,
         value,
-        f"the config has no key {parts[len(parent)]!r} {where}",
-        f"{suggest(parts[len(parent)], names)} (to add a new key on purpose, write +{line})",
+        f"the config has no key {missing!r} {where}",
+        moved or f"{suggest(missing, names)} (to add a new key on purpose, write +{line})",
     )
 
 
