@@ -105,7 +105,9 @@ def test_checkov_finds_no_failed_check():
 def test_shellcheck_passes_on_every_shell_script(tmp_path):
     rendered = tmp_path / "startup.sh"
     rendered.write_text(render(TEMPLATE.read_text()))
-    tracked = subprocess.run(["git", "ls-files", "*.sh"], capture_output=True, text=True, cwd=ROOT).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.sh", "*.sbatch"], capture_output=True, text=True, cwd=ROOT
+    ).stdout
     scripts = [rendered, ROOT / ".ci" / "run", *(ROOT / p for p in tracked.split())]
     proc = subprocess.run([tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
