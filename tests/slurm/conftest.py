@@ -93,7 +93,9 @@ ENDED_BADLY = {
 }
 
 
-def wait_launcher(proc: subprocess.Popen, sweep_dir: Path, timeout: float = 900) -> str:
+def wait_launcher(
+    proc: subprocess.Popen, sweep_dir: Path, timeout: float = 900, on_poll: Callable[[], None] | None = None
+) -> str:
     """The launcher's output once it returns. submitit learns that a task failed without a result
     file only from sacct, which this cluster (no slurmdbd) lacks: the launcher would wait for ever.
     So SLURM's own word is watched too, and a task that stays ended without success (FAILED,
@@ -106,6 +108,8 @@ def wait_launcher(proc: subprocess.Popen, sweep_dir: Path, timeout: float = 900)
             return out
         except subprocess.TimeoutExpired:
             pass
+        if on_poll is not None:
+            on_poll()
         for folder in (sweep_dir / ".submitit").glob("*"):
             if not any(folder.glob("*_submitted.pkl")):
                 continue
@@ -174,6 +178,13 @@ def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen, timeout: flo
             raise AssertionError(f"launcher ended early: {proc.returncode}\n{proc.stdout.read()[-3000:]}")
         time.sleep(0.3)
     raise AssertionError("timed out")
+
+
+def release_if_requeued(job_id: str) -> None:
+    """Start a requeued job now if it waits for its BeginTime (see :func:`release_requeued`)."""
+    info = job(job_id)
+    if info["JobState"] == "PENDING" and int(info.get("Restarts", "0")) > 0:
+        scontrol("update", f"jobid={job_id}", "StartTime=now")
 
 
 def release_requeued(job_id: str, timeout: float = 120) -> None:

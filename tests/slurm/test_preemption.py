@@ -18,6 +18,7 @@ from tests.slurm.conftest import (
     finished,
     grpo_steps,
     launch,
+    release_if_requeued,
     release_requeued,
     scontrol,
     wait_for,
@@ -161,3 +162,62 @@ def test_time_limit_warning_usr2_checkpoints_submitit_requeues_and_resumes_exact
     assert log.index("checkpoint (grpo step") < log.index("Caught signal SIGUSR2")
     assert "Job completed successfully" in own
     assert_resumed_exactly(run_dir, uninterrupted())
+
+
+# A run long enough to meet a real 2-minute limit. SLURM's timer looks at running jobs every 30 s and
+# sends the warning at the first look that finds the limit within signal_delay_s + ~30 s: measured here
+# (2026-11-28, a batch shell trapping USR2, --time=2) at 21 s after the start with --signal=USR2@75 and
+# @100 alike. With signal_delay_s=60 it lands 30-60 s after the start; 200 GRPO steps of ~0.3-0.5 s after
+# ~15 s of start-up are still running then.
+TIME_LIMITED = (
+    *(o for o in BASE if not o.startswith("training_loop.grpo.max_steps=")),
+    "training_loop.grpo.max_steps=200",
+)
+
+
+def test_a_real_time_limit_warns_with_usr2_and_the_requeued_task_finishes_as_uninterrupted(slurm, tmp_path):
+    """No signal from the test: the job asks for a 2-minute limit and the warning 60 s before it; SLURM's
+    own timer sends USR2; the pipeline stops at its next boundary (a checkpoint when it is training),
+    submitit requeues the task, and the task (requeued as often as the limit needs) ends with the weights
+    and evaluation of an uninterrupted run. The job never ends TIMEOUT."""
+    full = tmp_path / "uninterrupted"
+    plain = subprocess.Popen(
+        [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={full}", *TIME_LIMITED],
+        cwd=ROOT,
+        env=slurm,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    sweep = tmp_path / "sweep"
+    limits = ("hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")
+    proc = launch(sweep, slurm, *TIME_LIMITED, *limits, "resume=auto")
+    (task,) = array_jobs(sweep, 1)
+    script = next((sweep / ".submitit").glob("*/*_submission.sh")).read_text().splitlines()
+    assert "#SBATCH --time=2" in script and "#SBATCH --signal=USR2@60" in script
+    out = wait_launcher(proc, sweep, timeout=1200, on_poll=lambda: release_if_requeued(task))
+    assert proc.returncode == 0, out[-4000:]
+    plain_out, _ = plain.communicate(timeout=900)
+    assert plain.returncode == 0, plain_out[-3000:]
+
+    info = finished(task)
+    restarts = int(info["Restarts"])
+    assert info["JobState"] == "COMPLETED" and restarts >= 1, info
+    log = next((sweep / ".submitit" / task).glob("*_log.out")).read_text()
+    own = [line for line in log.splitlines() if line.startswith("submitit ")]
+    # every requeue was submitit's answer to SLURM's warning: one caught USR2 and one requeue an attempt
+    assert sum("Caught signal SIGUSR2" in line for line in own) == restarts, log[-3000:]
+    assert sum("Requeued job" in line for line in own) == restarts, log[-3000:]
+    # the warning landed mid-GRPO (the calibration above): the checkpoint was on disk before submitit's
+    # handler ran and requeued the task
+    assert log.index("checkpoint (grpo step") < log.index("Caught signal SIGUSR2"), log[-3000:]
+    run_dir = sweep / "0"
+    statuses = [a["status"] for a in json.loads((run_dir / "attempts.json").read_text())]
+    ended = events(full)[-1]["status"]
+    assert statuses == ["PREEMPTED"] * restarts + [ended], statuses
+    wa = load_file(full / "final" / "model.safetensors")
+    wb = load_file(run_dir / "final" / "model.safetensors")
+    assert max((wa[n] - wb[n]).abs().max().item() for n in wa) <= 1e-6
+    final_a = json.loads(next((full / "eval").glob("final_step*.json")).read_text())
+    final_b = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())
+    assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
