@@ -150,7 +150,16 @@ KillWait=60
 OverTimeLimit=0
 InactiveLimit=0
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+# Preemption by partition priority: a job in partition urgent that needs the node requeues the debug jobs in its
+# way at once, as scontrol requeue does (SIGCONT + SIGTERM, SIGKILL after KillWait: time to finish a step and
+# checkpoint). Partition graced has a GraceTime, as many clusters do: SLURM sends SIGTERM and requeues only
+# a job still running when the grace time ends, so the pipeline requeues itself after its checkpoint
+# (rlvr/runtime/slurm_requeue.py).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=graced Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=60
+PartitionName=urgent Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
 	# A fresh key for this folder only (the host's /etc/munge is not touched).
 	if [ ! -s "$DIR/munge.key" ]; then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
+from rlvr.runtime.slurm_requeue import requeue_if_preempted_in_grace
 from rlvr.stages import Stage
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
@@ -99,6 +101,11 @@ def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
         return orchestrator.run()
     except Preempted as exc:
         print(f"preempted: {exc}. Resume with: {continue_command(orchestrator.run_dir)}")
+        if exc.signum == signal.SIGTERM:  # a preemption's grace time: SLURM would not requeue an early exit
+            lock.release()
+            requeued = requeue_if_preempted_in_grace()
+            if requeued:
+                print(requeued)
         if exc.hand_over is not None:
             # Inside a submitit job: submitit's own handler of the signal requeues the task
             # (`scontrol requeue` on SLURM) and exits; it runs only now, with the checkpoint on disk

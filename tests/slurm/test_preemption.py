@@ -221,3 +221,54 @@ def test_a_real_time_limit_warns_with_usr2_and_the_requeued_task_finishes_as_uni
     final_a = json.loads(next((full / "eval").glob("final_step*.json")).read_text())
     final_b = json.loads(next((run_dir / "eval").glob("final_step*.json")).read_text())
     assert [r["completions"] for r in final_b["samples"]] == [r["completions"] for r in final_a["samples"]]
+
+
+@pytest.mark.parametrize("partition", ["debug", "graced"])
+def test_a_higher_priority_job_preempts_the_task_which_checkpoints_exits_75_and_resumes_exactly(
+    slurm, uninterrupted, tmp_path, partition
+):
+    """A real preemption: the cluster's partition ``urgent`` outranks ``debug`` and ``graced``
+    (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE; infrastructure/slurm/local_cluster.sh).
+    A job there that needs every CPU of the node makes SLURM preempt the running task: SIGCONT + SIGTERM,
+    the pipeline finishes the step, checkpoints and exits 75, the task is requeued, runs again once the
+    urgent job is done and resumes exactly. ``debug`` has no GraceTime: SLURM requeues at once.
+    ``graced`` has GraceTime=60: SLURM would requeue only a job still running after it (an early exit 75
+    ended FAILED), so the pipeline requeued itself (rlvr.runtime.slurm_requeue). Mutation: the self-requeue
+    removed -> the graced case ends FAILED."""
+    proc = launch(tmp_path, slurm, *BASE, "resume=auto", f"hydra.launcher.partition={partition}")
+    (task,) = array_jobs(tmp_path, 1)
+    run_dir = tmp_path / "0"
+    wait_for(lambda: 1 in grpo_steps(run_dir), proc)
+    cpus = subprocess.run(["sinfo", "-h", "-N", "-o", "%c"], capture_output=True, text=True, timeout=60)
+    urgent = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--partition=urgent",
+            f"--cpus-per-task={cpus.stdout.split()[0]}",
+            f"--output={tmp_path / 'urgent.out'}",
+            "--wrap",
+            "sleep 3",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=slurm,
+        timeout=60,
+    )
+    assert urgent.returncode == 0, urgent.stderr
+    release_requeued(task)
+    out = wait_launcher(proc, tmp_path)
+    assert proc.returncode == 0, out[-4000:]
+
+    assert finished(urgent.stdout.strip())["JobState"] == "COMPLETED"
+    info = finished(task)
+    assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "1"), info
+    err = next((tmp_path / ".submitit" / task).glob("*_log.err")).read_text()
+    log = next((tmp_path / ".submitit" / task).glob("*_log.out")).read_text()
+    # SLURM's own requeue (no grace time), or the one the pipeline asked for after its checkpoint
+    assert ("DUE TO PREEMPTION" if partition == "debug" else "DUE TO JOB REQUEUE") in err, err[-3000:]
+    assert "stopped by SIGTERM" in log + err, (log + err)[-3000:]
+    assert "task 0: Exited with exit code 75" in err, err[-3000:]
+    requeued_itself = "preempted within its grace time: requeued it (scontrol requeue" in log
+    assert requeued_itself == (partition == "graced"), log[-3000:]
+    assert_resumed_exactly(run_dir, uninterrupted())

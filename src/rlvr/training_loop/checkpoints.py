@@ -299,6 +299,10 @@ class Preempted(Exception):
     exit_code = PREEMPTED_EXIT_CODE
     hand_over: Callable[[], None] | None = None
 
+    def __init__(self, message: str, signum: int | None = None):
+        super().__init__(message)
+        self.signum = signum  # the signal that stopped the run
+
 
 class PreemptionGuard(TrainerCallback):
     """SIGTERM and the warning signal: finish the current step, save a checkpoint, stop.
@@ -383,7 +387,9 @@ class PreemptionGuard(TrainerCallback):
             raise StoppedByLauncher(f"{self.abandoned}; stopped before the {before} stage")
         if self.requested and self.signum is not None:
             name = signal.Signals(self.signum).name
-            raise Preempted(f"{name} received outside training; stopped before the {before} stage")
+            raise Preempted(
+                f"{name} received outside training; stopped before the {before} stage", self.signum
+            )
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training = True

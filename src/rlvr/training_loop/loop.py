@@ -720,5 +720,6 @@ def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
     if guard is not None and guard.requested:
         raise Preempted(
             f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
-            f"{outcome.steps.get(phase)}; checkpoint saved"
+            f"{outcome.steps.get(phase)}; checkpoint saved",
+            guard.signum,
         )
