@@ -151,7 +151,7 @@ def run_warnings(
 
     rows, steps = history.train_history(outcome.history), history.steps(outcome.steps)
     found = learning_warnings(steps, rows, outcome.stopped)
-    if reward is not None and steps.get("grpo"):
+    if getattr(reward, "terms", None) and steps.get("grpo"):
         weights = {name: term.weight for name, term in reward.terms.items()}
         # GRPO's own change; the whole run's when GRPO was the only phase that trained
         only_grpo = not any(n for phase, n in steps.items() if phase != "grpo")
