@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,11 +50,15 @@ BASE = (
 @pytest.fixture(scope="module")
 def uninterrupted(slurm, tmp_path_factory):
     """The same run without a signal, in a plain process (started at once; the SLURM runs go beside it)."""
-    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    return plain_run(tmp_path_factory.mktemp("uninterrupted"), slurm, *BASE)
+
+
+def plain_run(run_dir: Path, env: dict[str, str], *overrides: str) -> Callable[[], Path]:
+    """A run in a plain process, started at once; the returned call waits for it and checks it ended 0."""
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *BASE],
+        [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides],
         cwd=ROOT,
-        env=slurm,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -180,15 +185,7 @@ def test_a_real_time_limit_warns_with_usr2_and_the_requeued_task_finishes_as_uni
     own timer sends USR2; the pipeline stops at its next boundary (a checkpoint when it is training),
     submitit requeues the task, and the task (requeued as often as the limit needs) ends with the weights
     and evaluation of an uninterrupted run. The job never ends TIMEOUT."""
-    full = tmp_path / "uninterrupted"
-    plain = subprocess.Popen(
-        [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={full}", *TIME_LIMITED],
-        cwd=ROOT,
-        env=slurm,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    plain = plain_run(tmp_path / "uninterrupted", slurm, *TIME_LIMITED)
     sweep = tmp_path / "sweep"
     limits = ("hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")
     proc = launch(sweep, slurm, *TIME_LIMITED, *limits, "resume=auto")
@@ -197,8 +194,7 @@ def test_a_real_time_limit_warns_with_usr2_and_the_requeued_task_finishes_as_uni
     assert "#SBATCH --time=2" in script and "#SBATCH --signal=USR2@60" in script
     out = wait_launcher(proc, sweep, timeout=1200, on_poll=lambda: release_if_requeued(task))
     assert proc.returncode == 0, out[-4000:]
-    plain_out, _ = plain.communicate(timeout=900)
-    assert plain.returncode == 0, plain_out[-3000:]
+    full = plain()
 
     info = finished(task)
     restarts = int(info["Restarts"])
