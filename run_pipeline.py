@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rlvr.config import gate
-from rlvr.config.errors import ConfigValidationError
+from rlvr.issues import ConfigValidationError
 from rlvr.runtime.allocator import reexec_with_tunables
 from rlvr.runtime.distributed import is_main
 from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file

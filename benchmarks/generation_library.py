@@ -34,7 +34,8 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: E402
 
 from rlvr.data.reasoning_gym import split_entries  # noqa: E402
-from rlvr.evaluation.generation import BatchedGenerate, HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.generation import BatchedGenerate, HFGenerator, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.sampling import SamplingConfig  # noqa: E402
 from rlvr.model.embedded import ensure_default_model  # noqa: E402
 from rlvr.prompts import PromptTemplate  # noqa: E402
 

@@ -31,7 +31,8 @@ import reasoning_gym  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from rlvr.evaluation.generation import HFGenerator, SamplingConfig, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.generation import HFGenerator, _cut_at_stop  # noqa: E402
+from rlvr.evaluation.sampling import SamplingConfig  # noqa: E402
 
 INSTRUCTION = "Think briefly, then give only the final number inside <answer></answer> tags."
 

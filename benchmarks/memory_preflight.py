@@ -21,7 +21,7 @@ batch with the optimizer state resident (the rollout peak). On CUDA the peak is
 ``torch.autograd.graph.saved_tensors_hooks`` (the term the estimate cannot read off the shape alone)
 beside the parameter, gradient and optimizer bytes.
 
-Beside each measurement: rlvr.runtime.memory's estimate for the same plan, and the ratio. Results:
+Beside each measurement: rlvr.model.memory's estimate for the same plan, and the ratio. Results:
 benchmarks/memory_preflight.md.
 """
 
@@ -249,8 +249,8 @@ def measure_here(case: Case, device: str) -> dict:
 
 
 def estimate(case: Case, device_gb: float) -> dict[str, float]:
+    from rlvr.model import memory
     from rlvr.model.architectures import ARCHITECTURES
-    from rlvr.runtime import memory
 
     shape = memory.shape_of(ARCHITECTURES[case.arch][0])
     plan = memory.Plan(

@@ -25,7 +25,7 @@ Two judges carry the checks that a stand-in could not:
   that never received the trained weights changes (almost) none of them. The check asks that at
   least MIN_CHANGED of the final completions differ: 8 SFT steps at 3e-4 from the base model
   change nearly all of them (the CPU record, benchmarks/gpu_check_cpu.md).
-- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.runtime.memory, per process,
+- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.model.memory, per process,
   with the run's longest prompt) and the run's ``torch.cuda.max_memory_allocated``. The estimate must
   be at least the peak (a run the pre-flight lets through must not run out of memory by the
   estimate's fault) and at most MAX_ESTIMATE_RATIO times it. The memory checks run shape models

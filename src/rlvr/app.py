@@ -9,11 +9,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import run_dir_of
+from rlvr.events import COMPLETED_STATUSES
+from rlvr.issues import ConfigValidationError
 from rlvr.pipeline import PipelineOrchestrator, RunResult
 from rlvr.pipeline.wiring import TRAINING
-from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock

@@ -9,6 +9,12 @@ from typing import Any
 from rlvr.evaluation.metrics import PairedChange
 from rlvr.evaluation.results import Evaluation
 
+# How a run ends (RunResult.status, PipelineEnd.status): the two a run that ended normally has, whatever
+# it learned (resume has nothing left to do, a sweeper reads it as done; rlvr.records.learning says
+# which), then FAILED, INTERRUPTED and PREEMPTED.
+COMPLETED, COMPLETED_WITH_WARNINGS = "COMPLETED", "COMPLETED_WITH_WARNINGS"
+COMPLETED_STATUSES = frozenset({COMPLETED, COMPLETED_WITH_WARNINGS})
+
 
 @dataclass(frozen=True)
 class PipelineStart:

@@ -52,7 +52,7 @@ class PromptTemplate:
     bound: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from rlvr.config.errors import ConfigIssue, ConfigValidationError
+        from rlvr.issues import ConfigIssue, ConfigValidationError
 
         issues = []
         if "{question}" not in self.instruction:

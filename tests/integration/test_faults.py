@@ -283,7 +283,7 @@ def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tm
 
     from rlvr import events as ev
     from rlvr.prompts import PromptTemplate
-    from rlvr.training_loop.loop import Session
+    from rlvr.training_loop.phase import Session
 
     prompt = PromptTemplate("{question}")
     rows = [{"prompt": prompt.messages(f"{i}+1"), "answer": str(i + 1)} for i in range(16)]

@@ -71,7 +71,8 @@ def hf_completions(run_dir: Path, weights: str, questions: list[str]) -> list[st
     from omegaconf import OmegaConf
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.evaluation.generation import BatchedGenerate, SamplingConfig
+    from rlvr.evaluation.generation import BatchedGenerate
+    from rlvr.evaluation.sampling import SamplingConfig
 
     cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
     prompt = instantiate(cfg.prompts)

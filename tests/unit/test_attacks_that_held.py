@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 
 
 def test_a_foreign_searchpath_only_adds_configs_that_are_checked_like_any_other(tmp_path):

@@ -16,10 +16,10 @@ import pytest
 from tests.conftest import ROOT, compose_config, conf_checker
 from tests.unit.test_safe_yaml import alias_bomb
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.validation import check_targets
 from rlvr.data import FileData
 from rlvr.data.processors import GSM8K, FinQA, QuestionAnswer
+from rlvr.issues import ConfigValidationError
 from rlvr.pipeline.wiring import runtime_args
 from rlvr.prompts import PromptTemplate
 

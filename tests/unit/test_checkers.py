@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT, conf_checker, verifier_pool
 
-from rlvr.config.errors import ConfigValidationError
+from rlvr.issues import ConfigValidationError
 from rlvr.security.trust import PLUGINS_ENV
 from rlvr.verifier import ScoreRequest
 from rlvr.verifier.checkers import build

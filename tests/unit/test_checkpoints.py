@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config.errors import ConfigValidationError
+from rlvr.issues import ConfigValidationError
 from rlvr.training_loop.checkpoints import (
     MARKER,
     check_fingerprint,
@@ -235,7 +235,8 @@ def test_a_launchers_stop_cannot_be_swallowed_by_library_code_and_stops_at_the_n
 
     from rlvr.runtime.distributed import LauncherStop, StoppedByLauncher
     from rlvr.training_loop.checkpoints import PreemptionGuard
-    from rlvr.training_loop.loop import TrainOutcome, _stop_if_preempted
+    from rlvr.training_loop.loop import _stop_if_preempted
+    from rlvr.training_loop.phase import TrainOutcome
 
     guard = PreemptionGuard()
     try:

@@ -17,8 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 
 SCRIPT = ROOT / "run_pipeline.py"
 

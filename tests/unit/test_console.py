@@ -10,7 +10,7 @@ from rich.console import Console
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.observers.console import ConsoleObserver
 
 

@@ -9,8 +9,8 @@ from rich.console import Console
 from tests.conftest import make_eval_result
 
 from rlvr import events as ev
-from rlvr.evaluation.schedule import stage_changes
 from rlvr.observers.console import ConsoleObserver
+from rlvr.records.learning import stage_changes
 
 
 def printed(event: ev.PipelineEnd) -> str:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.runtime.disk import dir_size, finish_run_dir, human, keep_checkpoints_issues, prune_checkpoints
+from rlvr.runtime.disk import dir_size, human
 from rlvr.training_loop.checkpoints import MARKER, latest_checkpoint
+from rlvr.training_loop.run_dir import finish_run_dir, keep_checkpoints_issues, prune_checkpoints
 
 
 def make_run(root: Path) -> Path:

@@ -160,7 +160,7 @@ def test_the_check_before_hydra_reports_the_run_directory_with_every_other_probl
     from pathlib import Path
 
     from rlvr.config import gate
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
 
     monkeypatch.setattr(gate, "_HELD", [])
     script = Path(__file__).resolve().parents[2] / "run_pipeline.py"

@@ -304,7 +304,8 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
     """In-training evaluations gather through the trainer of the phase that is running: the phase
     attaches it before train() starts (and so before its first evaluation callback)."""
     from rlvr.runtime.hardware import Hardware
-    from rlvr.training_loop.loop import Session, SFTPhase, TrainOutcome
+    from rlvr.training_loop.loop import SFTPhase
+    from rlvr.training_loop.phase import Session, TrainOutcome
 
     attached = []
 

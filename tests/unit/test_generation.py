@@ -12,7 +12,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rlvr.evaluation import generation
-from rlvr.evaluation.generation import Generation, HFGenerator, SamplingConfig
+from rlvr.evaluation.generation import Generation, HFGenerator
+from rlvr.evaluation.sampling import SamplingConfig
 
 SPECIALS = ["<pad>", "<eos>", "<|user|>", "<|assistant|>"]
 CHAT_TEMPLATE = (
@@ -223,10 +224,10 @@ def test_invalid_config_reports_every_error_at_once():
         SamplingConfig(max_new_tokens=0, temperature=-1.0, top_p=0.0, batch_size=0, stop_strings=("",))
     message = str(err.value)
     for field_name in [
-        "max_new_tokens (0)",
-        "temperature (-1.0)",
-        "top_p (0.0)",
-        "batch_size (0)",
+        "max_new_tokens=0: must be >= 1",
+        "temperature=-1.0: must be >= 0",
+        "top_p=0.0: must be > 0",
+        "batch_size=0: must be >= 1",
         "stop_strings",
     ]:
         assert field_name in message

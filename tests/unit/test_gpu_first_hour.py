@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlvr.runtime import memory
+from rlvr.model import memory
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "memory_preflight_h200.json"
@@ -139,7 +139,7 @@ def test_a_folded_grpo_step_keeps_its_generation_batch():
     from tests.conftest import SIGNAL
 
     from rlvr.training_loop import GRPOLoop
-    from rlvr.training_loop.loop import TrainOutcome
+    from rlvr.training_loop.phase import TrainOutcome
 
     loop = GRPOLoop(
         sft={"enabled": False},
@@ -187,7 +187,7 @@ def _sft_loop(device: str, **sft):
 def _fit_sft(loop, fits):
     import tempfile
 
-    from rlvr.training_loop.loop import TrainOutcome
+    from rlvr.training_loop.phase import TrainOutcome
 
     outcome, warnings = TrainOutcome(model=None), []
     with tempfile.TemporaryDirectory() as tmp:

@@ -51,7 +51,7 @@ def test_a_hard_link_in_the_run_directory_is_refused_before_anything_is_written(
     the log Hydra appends to and the checkpoint files libraries rewrite) with another name outside
     the run directory is refused; the outside file is unchanged and its content never shown."""
     from rlvr import events as ev
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
     from rlvr.observers import JsonlObserver
     from rlvr.runtime.io import HardLinkRefused, refuse_symlinks_in
     from rlvr.runtime.run_lock import LOCK_FILE, RunDirLock

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 
 SCRIPT = ROOT / "run_pipeline.py"
 

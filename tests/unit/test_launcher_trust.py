@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 from rlvr.security.hydra_policy import SBATCH_OPTIONS, check_hydra_node
 
 SLURM = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"

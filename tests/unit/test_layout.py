@@ -64,23 +64,26 @@ def test_the_config_gate_and_the_orchestrator_stay_small():
 
 
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The rlvr modules ``path`` imports when it is imported: statements at module level, those
-    under ``if TYPE_CHECKING:`` too (a circle a type checker sees), not those inside functions."""
+    """The rlvr modules ``path`` imports anywhere: at module level, under ``if TYPE_CHECKING:`` (a
+    circle a type checker sees) and inside functions (a deferred import is still an arrow: it only
+    hides a circle from the interpreter until the function runs)."""
     found = set()
-    for node in ast.parse(path.read_text()).body:
-        statements = [node] if not isinstance(node, ast.If) else [*node.body, *node.orelse]
-        for s in statements:
-            if isinstance(s, ast.Import):
-                found |= {a.name for a in s.names}
-            elif isinstance(s, ast.ImportFrom) and s.module and s.level == 0:
-                for a in s.names:  # ``from rlvr.x import y``: the submodule y where there is one
-                    found.add(f"{s.module}.{a.name}" if f"{s.module}.{a.name}" in modules else s.module)
+    for s in ast.walk(ast.parse(path.read_text())):
+        if isinstance(s, ast.Import):
+            found |= {a.name for a in s.names}
+        elif isinstance(s, ast.ImportFrom) and s.module and s.level == 0:
+            for a in s.names:  # ``from rlvr.x import y``: the submodule y where there is one
+                found.add(f"{s.module}.{a.name}" if f"{s.module}.{a.name}" in modules else s.module)
     return {m for m in found if m in modules}
 
 
-def test_no_import_circle():
+def _graph() -> dict[str, set[str]]:
     modules = _modules()
-    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
+    return {name: _imports(path, modules) - {name} for name, path in modules.items()}
+
+
+def test_no_import_circle():
+    graph = _graph()
     done: set[str] = set()
 
     def visit(name: str, stack: list[str]) -> None:
@@ -94,3 +97,74 @@ def test_no_import_circle():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+# The floors of the source tree, lowest first: a module imports its own floor and those below it,
+# never one above (CONTRIBUTING.md, "Floors"). A module's floor is that of the longest prefix listed.
+FLOORS = (
+    # ground: the machine, files, processes, signals, and the issue type every floor reports with
+    ("rlvr.issues", "rlvr.runtime"),
+    # the trust boundary: what code and files a config may name
+    ("rlvr.security",),
+    # the words the parts share: prompts, verifiers, stage names, evaluation results, events
+    (
+        "rlvr.prompt_families",
+        "rlvr.prompts",
+        "rlvr.verifier",
+        "rlvr.stages",
+        "rlvr.evaluation.metrics",
+        "rlvr.evaluation.results",
+        "rlvr.events",
+    ),  # fmt: skip
+    # the components' inputs and outputs: data, model, reward, observers
+    ("rlvr.data", "rlvr.model", "rlvr.reward", "rlvr.observers"),
+    # measuring and recording a run: evaluation, run history, report
+    ("rlvr.evaluation", "rlvr.records"),
+    # training: the phases and their checkpoints
+    ("rlvr.training_loop",),
+    # assembly: the config gate, the orchestrator and wiring, the apps
+    ("rlvr.config", "rlvr.pipeline", "rlvr.app", "rlvr.benchmark", "rlvr"),
+)
+
+
+def _floor(module: str) -> int:
+    matches = [(len(prefix), n) for n, floor in enumerate(FLOORS) for prefix in floor
+               if module == prefix or module.startswith(prefix + ".")]  # fmt: skip
+    assert matches, f"{module} is on no floor: add it to FLOORS"
+    return max(matches)[1]
+
+
+def test_every_import_points_down_or_level():
+    up = [f"{a} -> {b}" for a, targets in _graph().items() for b in sorted(targets) if _floor(b) > _floor(a)]
+    assert not up, "imports that point up a floor:\n" + "\n".join(sorted(up))
+
+
+def test_the_ground_floor_imports_nothing_above_it():
+    """rlvr.runtime is the ground: it imports only itself and the issue type, which imports only the
+    redaction its messages pass through."""
+    graph = _graph()
+    runtime = {f"{a} -> {b}" for a, bs in graph.items() if a.startswith("rlvr.runtime") for b in bs
+               if not b.startswith("rlvr.runtime") and b != "rlvr.issues"}  # fmt: skip
+    assert not runtime, sorted(runtime)
+    assert graph["rlvr.issues"] <= {"rlvr.runtime.secrets"}, graph["rlvr.issues"]
+    assert not graph["rlvr.runtime.secrets"], graph["rlvr.runtime.secrets"]
+
+
+def test_every_cited_rule_is_in_the_repository():
+    """Code cites CONTRIBUTING.md's numbered rules; a rule cited from a page outside the repository
+    (a style page beside it) cannot be read by a contributor."""
+    rules = set(re.findall(r"^(\d+)\. ", (ROOT / "CONTRIBUTING.md").read_text(), flags=re.M))
+    texts = {p: p.read_text() for folder in ("src", "tests", "conf", "benchmarks", "scripts")
+             for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".yaml", ".sh", ".md")}  # fmt: skip
+    cited = {
+        (p.relative_to(ROOT), n)
+        for p, text in texts.items()
+        for n in re.findall(r"CONTRIBUTING\.md rule (\d+)", text)
+    }
+    assert cited and all(n in rules for _, n in cited), sorted(c for c in cited if c[1] not in rules)
+    outside = sorted(
+        str(p.relative_to(ROOT))
+        for p, text in texts.items()
+        if re.search(r"\bSTYLE\.md\b", text) and p != Path(__file__)
+    )
+    assert not outside, outside

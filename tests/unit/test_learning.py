@@ -15,8 +15,9 @@ from tests.conftest import make_eval_result
 from tests.unit.test_sweep_report import make_sweep
 
 from rlvr import events as ev
+from rlvr.events import COMPLETED_WITH_WARNINGS
 from rlvr.observers.console import ConsoleObserver
-from rlvr.records.learning import COMPLETED_WITH_WARNINGS, end_status, learning_warnings, run_warnings
+from rlvr.records.learning import end_status, learning_warnings, run_warnings
 from rlvr.records.report import write_report
 from rlvr.records.run_history import RunHistory
 from rlvr.records.sweep_report import chart, collect, to_csv, to_markdown
@@ -119,7 +120,7 @@ def grpo_rows(correctness: list[float], format_: list[float]) -> list[dict]:
 
 
 def held_out(before: int, after: int, n: int = 200) -> ev.StageChange:
-    from rlvr.evaluation.schedule import stage_changes
+    from rlvr.records.learning import stage_changes
 
     evals = [make_eval_result("after_sft", 2, before, n), make_eval_result("final", 12, after, n)]
     (change,) = [c for c in stage_changes(evals) if c.stage == "GRPO"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 from rlvr.security.trust import PLUGINS_ENV, judge_target
-from rlvr.training_loop.loop import trl_check_fix
+from rlvr.training_loop.phase import trl_check_fix
 
 SCRIPT = ROOT / "run_pipeline.py"
 PLUGIN_DIR = ROOT / "tests" / "plugins"

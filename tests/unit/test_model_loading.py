@@ -44,7 +44,7 @@ def test_pickled_adapter_is_refused_before_anything_is_unpickled(tmp_path):
     import json
     import pickle
 
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
     from rlvr.model import HFModel
 
     marker = tmp_path / "unpickled"

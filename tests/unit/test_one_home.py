@@ -1,5 +1,5 @@
 """Every value has one home: a key the composed conf/ YAML carries has no Python default in the
-signature of the ``_target_`` it is passed to (STYLE.md 10). Two homes drift apart: evaluation's
+signature of the ``_target_`` it is passed to (CONTRIBUTING.md rule 10). Two homes drift apart: evaluation's
 ``every_n_steps`` once read 160 in YAML and 0 in Python."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def _rows():
 
 def _loss(tmp_path: Path, tiny, **fields) -> torch.Tensor:
     """The loss of all rows in one batch, as the SFT phase's trainer computes it."""
-    from rlvr.training_loop.loop import Session
+    from rlvr.training_loop.phase import Session
 
     model, tokenizer = tiny
     loop = make_loop(sft={"enabled": True, "max_steps": 1, "per_device_train_batch_size": ROWS,
@@ -146,7 +146,7 @@ def test_a_model_whose_attention_mixes_padding_free_rows_is_refused_once_loaded(
     difference. Mutation: place() without the probe -> red."""
     from transformers import AttentionInterface
 
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
 
     model, _ = tiny
     AttentionInterface.register("rlvr_test_unmasked", _unmasked)

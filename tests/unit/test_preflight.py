@@ -1,11 +1,11 @@
-"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.runtime.memory)."""
+"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.model.memory)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.conftest import SIGNAL
 
-from rlvr.runtime.memory import PUBLISHED, Plan, Shape, batch_issue, check, estimate, peak
+from rlvr.model.memory import PUBLISHED, Plan, Shape, batch_issue, check, estimate, peak
 
 QWEN = {size: PUBLISHED[f"Qwen/Qwen2.5-{size}-Instruct"] for size in ("0.5B", "1.5B", "7B")}
 
@@ -133,7 +133,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     """A field the run leaves out is TRL's default, read from trl.GRPOConfig / trl.SFTConfig."""
     import trl
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     model, loop = _components("cuda")
     del loop.grpo_phase.fields["per_device_train_batch_size"]
@@ -150,7 +150,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
 def test_packed_sft_rows_are_bins_of_max_length_tokens():
     """Packing fills each row of the micro-batch to max_length with whole rows: the plan counts full
     bins, not the data's longest prompt and answer. Mutation: no packing branch in plan_of -> red."""
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     model, loop = _components("cuda", grpo=False)
     short = (40, 6)  # the data's longest prompt and answer, in tokens
@@ -162,7 +162,7 @@ def test_packed_sft_rows_are_bins_of_max_length_tokens():
 
 
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_swap_can_hold_it(monkeypatch):
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
     monkeypatch.setattr(preflight, "swap_gb", lambda: 1000.0)
@@ -176,7 +176,7 @@ def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_sw
 def test_a_cpu_run_beyond_ram_plus_swap_is_refused_before_loading(monkeypatch):
     """The attack: a model whose config claims absurd sizes; on a CPU the estimate only warned and
     loading went on allocating. Mutation: the CPU branch back to warn-only (no ``hard`` check) -> red."""
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
     monkeypatch.setattr(preflight, "swap_gb", lambda: 8.0)
@@ -232,7 +232,7 @@ def test_a_7b_full_fine_tune_fits_8_80gb_gpus_only_when_the_optimizer_state_is_s
 def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
     from tests.conftest import compose_config
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
     from rlvr.runtime.distributed import Distributed
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
@@ -254,7 +254,7 @@ def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch
 def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch):
     """report.json ``memory``: the same estimate the pre-flight checks against (scripts/gpu_check.py
     compares it with the measured peak); a CPU run measured no CUDA peak and says so with None."""
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")
@@ -277,7 +277,7 @@ def test_a_model_directory_with_an_absurd_layer_count_is_refused_on_this_machine
     back to warn-only -> red."""
     import json
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     config = {"hidden_size": 576, "num_hidden_layers": 100_000, "num_attention_heads": 9,
               "num_key_value_heads": 3, "vocab_size": 49152, "intermediate_size": 1536}  # fmt: skip
@@ -294,7 +294,7 @@ def test_a_named_card_replaces_this_machines_device_and_its_verdict_is_said_when
     """runtime.memory.target: the 7B full fine-tune that this (pretend 1,000 GB) machine would hold is
     refused for an L4, and the same run as QLoRA fits it, said with the estimate and every term.
     Mutation: run_checks / summary ignoring ``card`` (this machine's memory again) -> red."""
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
     from rlvr.runtime.cards import CARDS
 
     monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 1000.0)
@@ -322,7 +322,7 @@ def test_the_precision_is_the_one_auto_picks_on_the_card_not_on_this_machine(mon
     """TRL's config is built for this CPU (fp32 here); on an H100 ``precision: auto`` trains in bf16,
     on a T4 (no bf16) in fp16, and a pinned precision stays. Mutation: no precision replacement for
     the card -> the plan says fp32 -> red."""
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
     from rlvr.runtime.cards import CARDS
 
     model, loop = _components("cpu")
@@ -401,7 +401,7 @@ MOE = {
 def test_the_preflight_counts_every_expert_shared_expert_and_extra_layer(tmp_path, case):
     import json
 
-    from rlvr.runtime.memory import shape_of
+    from rlvr.model.memory import shape_of
 
     (tmp_path / "config.json").write_text(json.dumps(_DENSE))
     dense = shape_of(str(tmp_path)).params
@@ -415,7 +415,7 @@ def test_a_model_folder_with_160000_experts_is_refused_before_loading(tmp_path):
     counted (mlp_params returns the dense MLP) -> red."""
     import json
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     config = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
               "vocab_size": 49152, "intermediate_size": 1536, "num_local_experts": 160_000}  # fmt: skip
@@ -441,7 +441,7 @@ def test_a_model_folder_with_160000_experts_is_refused_before_loading(tmp_path):
 def test_weights_the_preflight_cannot_count_are_refused_with_the_keys(tmp_path, extra, named):
     import json
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
 
     (tmp_path / "config.json").write_text(json.dumps({**_DENSE, **extra}))
     model, loop = _components("cpu")

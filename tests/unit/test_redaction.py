@@ -21,9 +21,9 @@ from omegaconf import OmegaConf
 from tests.conftest import ROOT, SIGNAL
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 from rlvr.observers.base import Observer, ObserverHub
 from rlvr.runtime import secrets
 from rlvr.runtime.io import atomic_write_json, atomic_write_text

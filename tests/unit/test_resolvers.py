@@ -12,8 +12,8 @@ from tests.conftest import compose_config
 
 import rlvr  # noqa: F401  (registers the resolvers, as run_pipeline.py's imports do)
 from rlvr import prompt_families as resolvers
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
+from rlvr.issues import ConfigValidationError
 from rlvr.prompt_families import FAMILIES, RESOLVER_NAMES, ResolverArgumentError, family_of, marker
 from rlvr.security.trust import SAFE_RESOLVERS, check_resolvers
 

@@ -175,7 +175,7 @@ def test_a_run_recorded_with_a_model_target_of_the_old_package_name_resumes():
     ],
 )
 def test_a_full_disk_is_recognised_in_every_shape(tmp_path, error, what):
-    from rlvr.runtime.faults import disk_fault
+    from rlvr.training_loop.run_dir import disk_fault
 
     wrapped = RuntimeError("saving failed")
     wrapped.__cause__ = error

@@ -12,7 +12,7 @@ from rlvr.data import ReasoningGymData, references
 from rlvr.evaluation.generation import Generation
 from rlvr.prompts import PromptTemplate
 from rlvr.reward import CorrectnessReward, RewardSet
-from rlvr.training_loop.loop import Session
+from rlvr.training_loop.phase import Session
 from rlvr.training_loop.rft import RFTPhase
 
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")

@@ -94,7 +94,7 @@ def test_the_other_ranks_of_a_launch_are_not_refused(tmp_path, holder, monkeypat
 
 
 def test_a_lock_file_planted_as_a_link_is_refused_and_not_followed(tmp_path, monkeypatch):
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
 
     monkeypatch.delenv("RANK", raising=False)
     target = tmp_path / "elsewhere"
@@ -111,7 +111,7 @@ def test_a_lock_file_that_is_a_fifo_or_a_folder_is_refused_in_one_message(tmp_pa
     """Not a traceback (an lseek on a FIFO, EISDIR), and never a wait on a pipe nobody writes."""
     import threading
 
-    from rlvr.config.errors import ConfigValidationError
+    from rlvr.issues import ConfigValidationError
 
     monkeypatch.delenv("RANK", raising=False)
     path = tmp_path / LOCK_FILE

@@ -12,8 +12,8 @@ import time
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 from rlvr.runtime.safe_yaml import MAX_CONFIG_NODES, YamlRefused, config_file_issue, load_data
 
 SCRIPT = ROOT / "run_pipeline.py"

@@ -69,7 +69,7 @@ def test_every_published_architecture_is_a_config_transformers_builds():
     """Each table entry builds a transformers config whose sizes the pre-flight reads back."""
     from transformers import AutoConfig
 
-    from rlvr.runtime.memory import PUBLISHED, Shape
+    from rlvr.model.memory import PUBLISHED, Shape
 
     for name, (hub_id, fields) in architectures.ARCHITECTURES.items():
         values = dict(fields)
@@ -86,8 +86,8 @@ def test_the_benchmark_refuses_a_shape_model(tmp_path):
     """A models x tasks table of random weights would publish numbers that measure nothing."""
     from tests.conftest import compose_config
 
-    from rlvr.config.errors import ConfigValidationError
     from rlvr.config.gate import check
+    from rlvr.issues import ConfigValidationError
 
     cfg = compose_config(
         [

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from tests.conftest import make_eval_result, make_loop
 
-from rlvr.training_loop.loop import _checkpointing_follows_model
+from rlvr.training_loop.phase import _checkpointing_follows_model
 
 
 @pytest.mark.parametrize("model_flag", [False, True])

@@ -11,10 +11,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import checked_config
 from rlvr.config.hydra_check import preflight
 from rlvr.config.validation import check_targets
+from rlvr.issues import ConfigValidationError
 from rlvr.security.hydra_policy import check_hydra_node
 from rlvr.security.trust import PLUGINS_ENV, check_resolvers, judge_target, plugin_packages
 

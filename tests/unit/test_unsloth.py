@@ -19,9 +19,9 @@ import pytest
 from hydra.utils import instantiate
 from tests.conftest import SIGNAL, compose_config
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import check
 from rlvr.config.validation import check_targets
+from rlvr.issues import ConfigValidationError
 from rlvr.model import UnslothModel
 from rlvr.pipeline.wiring import runtime_args
 
@@ -231,7 +231,7 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
 
     import trl
 
-    from rlvr.runtime import memory as preflight
+    from rlvr.model import memory as preflight
     from rlvr.training_loop import GRPOLoop
 
     model = _component()

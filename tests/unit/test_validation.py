@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import compose_config
 
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import check
 from rlvr.config.validation import check_targets
+from rlvr.issues import ConfigValidationError
 from rlvr.pipeline.wiring import runtime_args
 
 
@@ -106,7 +106,7 @@ def test_wrong_types_fail_at_load(override, key):
 
 
 def test_type_check_accepts_valid_values():
-    from rlvr.config.validation import value_issues
+    from rlvr.issues import value_issues
 
     def ok(value, annotation):
         return value_issues("k", value, annotation, "owner") == []
@@ -131,7 +131,7 @@ def test_a_declared_rule_is_named_with_key_value_rule_and_fix():
 
     from pydantic import Field
 
-    from rlvr.config.validation import value_issues
+    from rlvr.issues import value_issues
 
     [mode] = value_issues("observers.wandb.mode", "ofline", Literal["auto", "offline", "online"], "W")
     assert mode.problem == "must be 'auto', 'offline' or 'online'" and "did you mean 'offline'" in mode.fix

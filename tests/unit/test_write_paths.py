@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import ROOT
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.hydra_check import preflight
+from rlvr.issues import ConfigValidationError
 from rlvr.observers import JsonlObserver, TensorBoardObserver
 from rlvr.runtime.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
 

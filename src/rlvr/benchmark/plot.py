@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from rlvr.benchmark.results import KIND_ALL_TASKS, KIND_TASK, paired_markdown
-from rlvr.config.errors import suggest
+from rlvr.issues import suggest
 from rlvr.runtime.charts import ChartFormatError, chart_format, save_chart
 from rlvr.runtime.safe_json import JsonRefused, loads
 

@@ -31,9 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, write_reports
-from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity
 from rlvr.data.reasoning_gym import split_entries, task_names, to_dataset
+from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.model import HFModel
 from rlvr.model.loader import adapter_base
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.config.validation import check_targets, run_key_issues
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.security.hydra_policy import job_code_issues, output_dir_issues
 from rlvr.security.trust import check_resolvers, credential_issues, decoded_json, rebuilt_interpolations
 
@@ -190,8 +190,8 @@ def _run_dir_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
     passes (the run then says there is nothing to resume); with other critical settings it is refused."""
     if "resume" not in cfg:
         return []
-    from rlvr.runtime.disk import keep_checkpoints_issues
     from rlvr.training_loop.resume import resolve_resume, run_dir_issues
+    from rlvr.training_loop.run_dir import keep_checkpoints_issues
 
     issues = keep_checkpoints_issues(cfg.keep_checkpoints)
     resume, resume_issues = resolve_resume(cfg, run_dir, say=lambda line: None)
@@ -212,12 +212,12 @@ def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
 
 def _memory_issues(c: dict[str, Any], card: Any, say: bool) -> list[ConfigIssue]:
     """The memory pre-flight with the budget the run assumes before its data is loaded
-    (rlvr.runtime.memory), against ``card`` (``runtime.memory.target``) or this machine's device;
+    (rlvr.model.memory), against ``card`` (``runtime.memory.target``) or this machine's device;
     its warnings are printed, its refusals returned, and with ``say`` (validate_only or a card) a
     run that fits is told so with its estimate."""
     if "model" not in c or "training_loop" not in c:
         return []
-    from rlvr.runtime.memory import run_checks, summary
+    from rlvr.model.memory import run_checks, summary
 
     issues, warnings = run_checks(c["model"], c["training_loop"], c.get("distributed"), card=card)
     for warning in warnings:

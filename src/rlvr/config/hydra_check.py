@@ -21,7 +21,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
+from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.security.hydra_policy import (
     code_issues,
     config_file_issues,

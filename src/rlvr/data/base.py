@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from datasets import Dataset, concatenate_datasets
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 from rlvr.prompts import PromptTemplate
 
 COLUMNS = ("question", "answer", "task", "entry", "prompt")

@@ -39,10 +39,10 @@ from reasoning_gym.coaching.base_curriculum import (
 )
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
-from rlvr.config.errors import ConfigIssue, suggest
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_drawn_size_issues, with_eval_sets
 from rlvr.data.reasoning_gym import ReasoningGymData, Size, split_entries, to_dataset
+from rlvr.issues import ConfigIssue, suggest
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
 

@@ -32,11 +32,11 @@ import numpy as np
 from datasets import Dataset
 from pydantic import Field
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
 from rlvr.data import identity
 from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
 from rlvr.data.processors import Processor, QAItem, RowError
 from rlvr.data.reasoning_gym import to_dataset
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.secrets import error_text
 from rlvr.verifier.checkers import Checker

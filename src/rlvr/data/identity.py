@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 
 TEST_FRACTION = 0.2
 SPLIT_RULE: dict[str, Any] = {

@@ -23,11 +23,11 @@ from typing import Annotated, Any
 from datasets import Dataset, concatenate_datasets
 from pydantic import Field
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity, references
 from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
 from rlvr.data.files import FileData
 from rlvr.data.reasoning_gym import ReasoningGymData, split_entries, to_dataset
+from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.prompts import PromptTemplate
 
 

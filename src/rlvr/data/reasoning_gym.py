@@ -12,9 +12,9 @@ from datasets import Dataset
 from pydantic import Field
 from reasoning_gym.factory import DATASETS
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
 from rlvr.data import identity, references
 from rlvr.data.base import TaskData, eval_set_drawn_size_issues, eval_set_issues, with_eval_sets
+from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.prompts import PromptTemplate
 from rlvr.verifier.entries import from_json_safe, to_json_safe
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 
 # How many entries of a reasoning-gym task are drawn to see whether it gives reference answers.
 PROBE = 8

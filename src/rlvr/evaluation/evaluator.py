@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 from pydantic import Field
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue, key_issues
 from rlvr.evaluation.results import Evaluation, SampleRecord
+from rlvr.evaluation.sampling import BatchSize, MaxNewTokens, Samples, Temperature
+from rlvr.issues import ConfigIssue, key_issues
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
 from rlvr.verifier.sandbox import Scorer
@@ -28,7 +29,8 @@ if TYPE_CHECKING:  # heavy imports (torch, transformers, datasets) stay out of c
     from datasets import Dataset
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from rlvr.evaluation.generation import Generator, SamplingConfig
+    from rlvr.evaluation.generation import Generator
+    from rlvr.evaluation.sampling import SamplingConfig
     from rlvr.observers.base import ProgressHandle
 
 
@@ -118,11 +120,11 @@ class Evaluator:
         baseline: bool,
         every_n_steps: Annotated[int, Field(ge=0, description="0 = off")],
         max_examples: int | None,
-        num_samples: Annotated[int, Field(ge=1, examples=[1])],
-        temperature: float,
-        max_new_tokens: Annotated[int, Field(ge=1, examples=[16])],
-        batch_size: Annotated[int, Field(ge=1, examples=[16])],
-        cuda_batch_size: Annotated[int, Field(ge=1, examples=[16])],
+        num_samples: Samples,
+        temperature: Temperature,
+        max_new_tokens: MaxNewTokens,
+        batch_size: BatchSize,
+        cuda_batch_size: BatchSize,
         ks: list[int],
         seed: int,
         generator: EvaluationBackend,
@@ -200,7 +202,7 @@ class Evaluator:
         return view
 
     def sampling(self, batch_size: int | None = None) -> SamplingConfig:
-        from rlvr.evaluation.generation import SamplingConfig
+        from rlvr.evaluation.sampling import SamplingConfig
 
         return SamplingConfig(
             max_new_tokens=self.max_new_tokens,

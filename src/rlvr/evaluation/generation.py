@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import math
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 import torch
@@ -39,7 +38,8 @@ from transformers.generation.logits_process import (
 )
 from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.evaluation.sampling import SamplingConfig
+from rlvr.issues import ConfigIssue
 
 __all__ = [
     "Generation",
@@ -47,66 +47,12 @@ __all__ = [
     "HFBackend",
     "HFContinuousBackend",
     "HFGenerator",
-    "SamplingConfig",
     "VLLMBackend",
     "VLLMEngine",
     "VLLMGenerator",
     "no_vllm_usage_stats",
     "require_vllm",
 ]
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How to sample completions. Invalid values raise one ValueError listing every problem."""
-
-    max_new_tokens: int = field(default=128, metadata={"help": "Upper bound on generated tokens per sample."})
-    temperature: float = field(default=0.0, metadata={"help": "0 means greedy decoding; > 0 samples."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass in (0, 1]; 1 disables it."})
-    num_samples: int = field(
-        default=1, metadata={"help": "Completions per prompt (k). k > 1 needs temperature > 0."}
-    )
-    batch_size: int = field(
-        default=32,
-        metadata={
-            "help": "Rows (prompt x sample) decoded together; finished rows are replaced from the queue. "
-            "32 measured best for SmolLM2-135M fp32 on a 2-core CPU (benchmarks/generation_throughput.md)."
-        },
-    )
-    stop_strings: tuple[str, ...] = field(
-        default=("</answer>",),
-        metadata={"help": "A sample ends right after the first of these strings; the text is cut there."},
-    )
-    sort_by_length: bool = field(
-        default=True,
-        metadata={"help": "Batch prompts of similar token length together to minimise padding."},
-    )
-    seed: int = field(default=0, metadata={"help": "Seeds sampling per generate() call."})
-
-    def __post_init__(self) -> None:
-        errors = []
-        if self.max_new_tokens < 1:
-            errors.append(f"max_new_tokens ({self.max_new_tokens}) must be >= 1")
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            errors.append(f"temperature ({self.temperature}) must be a finite number >= 0 (0 means greedy)")
-        if not 0 < self.top_p <= 1:
-            errors.append(f"top_p ({self.top_p}) must be in (0, 1]; use 1.0 to disable nucleus sampling")
-        if self.num_samples < 1:
-            errors.append(f"num_samples ({self.num_samples}) must be >= 1")
-        elif self.num_samples > 1 and self.temperature == 0:
-            errors.append(
-                f"num_samples ({self.num_samples}) > 1 with temperature 0 would return identical greedy "
-                "samples; set temperature > 0 (e.g. 0.7) or num_samples=1"
-            )
-        if self.batch_size < 1:
-            errors.append(f"batch_size ({self.batch_size}) must be >= 1")
-        if isinstance(self.stop_strings, str) or not all(isinstance(s, str) and s for s in self.stop_strings):
-            errors.append(
-                f"stop_strings ({self.stop_strings!r}) must be a tuple of non-empty strings, "
-                "e.g. ('</answer>',) or () for none"
-            )
-        if errors:
-            raise ValueError("Invalid SamplingConfig:\n  - " + "\n  - ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -207,9 +153,8 @@ def _stop_criteria(
 def stop_criteria(tokenizer: PreTrainedTokenizerBase, stops: tuple[str, ...]) -> StoppingCriteriaList | None:
     """The criterion that stops ``generate`` at ``stops``, built once per tokenizer (and vocabulary
     size) and stop strings. ``generate(stop_strings=...)`` builds it on every call, and even when
-    transformers' own cache holds it, the lookup hashes and compares the whole vocabulary: 0.6-0.9 s
-    a call for SmolLM2's 49,152 tokens on this project's CPU (2026-11-26), paid by every batch of
-    every evaluation."""
+    transformers' own cache holds it, the lookup hashes and compares the whole vocabulary, paid by
+    every batch of every evaluation (the cost: docs/measurements.md, "Numbers behind choices in the code")."""
     return _stop_criteria(tokenizer, len(tokenizer), stops) if stops else None
 
 
@@ -657,8 +602,7 @@ def repack_tied_lm_head(worker: Any) -> bool:
     (``dispatch_cpu_unquantized_gemm``: ``layer.cpu_linear``). With tied embeddings (SmolLM2, Qwen2.5
     0.5B/1.5B) the checkpoint has no ``lm_head.weight``, so ``reload_weights`` updates the shared
     embedding and never re-packs the head: vLLM then scored the trained body through the base
-    model's LM head (greedy agreement with transformers 0/8 after an embedding update, measured
-    2026-11-26). Packing again from the shared weight, as vLLM does after its first load, fixes it;
+    model's LM head (docs/measurements.md, "Numbers behind choices in the code"). Packing again from the shared weight, as vLLM does after its first load, fixes it;
     a head without a packed copy (a GPU) reads the shared weight directly and is left alone."""
     model = worker.get_model()
     head = getattr(model, "lm_head", None)
@@ -724,9 +668,8 @@ class HFBackend:
 
 
 class HFContinuousBackend(HFBackend):
-    """``evaluation/generator=hf_continuous``: rlvr's continuous-batching :class:`HFGenerator` (1.51x
-    at 128 new tokens, 1.33x at 16 on 2026-11-22; 1.46x and 1.28x on 2026-11-26, once the library path
-    built its stop criterion once: benchmarks/generation_library.md)."""
+    """``evaluation/generator=hf_continuous``: rlvr's continuous-batching :class:`HFGenerator`, faster
+    than transformers' batched ``generate`` on CPU (benchmarks/generation_library.md)."""
 
     name = "hf_continuous"
 
@@ -787,7 +730,7 @@ class VLLMBackend:
                     "generates the GRPO rollouts with vLLM on every rank)",
                 )
             )
-        from rlvr.runtime.memory import device_memory_gb
+        from rlvr.model.memory import device_memory_gb
 
         # vLLM allocates the whole KV cache up front, beside the model being trained and its own copy
         # of the weights: more than half the machine's RAM leaves them no room.

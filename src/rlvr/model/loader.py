@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 
 QUANTIZATION_FILE = "rlvr_quantization.json"
 """Written beside a LoRA adapter trained on a quantised base, so it loads on that base again."""
@@ -65,7 +65,7 @@ _FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flas
 def attention_issues(value: str | None) -> list[ConfigIssue]:
     """model.attn_implementation: a known implementation (or a hub kernel ``org/name``, which needs
     the ``kernels`` package), and flash attention only where it can run (CUDA, its package)."""
-    from rlvr.config.errors import suggest
+    from rlvr.issues import suggest
     from rlvr.runtime.hardware import cuda_available
 
     key, known = "model.attn_implementation", ", ".join(ATTENTION)
@@ -485,7 +485,7 @@ class ShapeModel(HFModel):
         self.seed = seed
 
     def validate(self) -> list[ConfigIssue]:
-        from rlvr.config.errors import suggest
+        from rlvr.issues import suggest
         from rlvr.model.architectures import ARCHITECTURES
 
         issues = [i for i in super().validate() if i.key != "model.name_or_path"]

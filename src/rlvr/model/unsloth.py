@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.model.loader import LoadedModel, adapter_base, name_or_path_issues, pickled_adapter_issue
 
 """unsloth's ``dtype``: None lets it pick (bf16 where the GPU supports it, else fp16)."""

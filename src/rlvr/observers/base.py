@@ -10,7 +10,7 @@ import logging
 from typing import Any, Protocol
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 from rlvr.runtime.secrets import redact
 
 log = logging.getLogger(__name__)

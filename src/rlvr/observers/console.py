@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigValidationError
+from rlvr.issues import ConfigValidationError
 from rlvr.observers.base import Observer
 from rlvr.runtime.logs import PROGRESS
 from rlvr.stages import PHASES

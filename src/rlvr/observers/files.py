@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 from rlvr.observers.base import Observer
 from rlvr.runtime.io import config_path_problem, inside, open_append
 

@@ -7,9 +7,9 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue
+from rlvr.events import COMPLETED_STATUSES
+from rlvr.issues import ConfigIssue
 from rlvr.observers.base import Observer
-from rlvr.records.learning import COMPLETED_STATUSES
 from rlvr.runtime.io import config_path_problem, inside
 
 if TYPE_CHECKING:

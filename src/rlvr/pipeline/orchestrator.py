@@ -22,29 +22,30 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigValidationError
 from rlvr.config.gate import refuse
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
-from rlvr.evaluation.schedule import EvalSchedule, stage_changes
+from rlvr.evaluation.schedule import EvalSchedule
 from rlvr.events import RunResult
+from rlvr.issues import ConfigValidationError
 from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
+from rlvr.model.memory import data_checks, fits_batch
 from rlvr.observers.base import ObserverHub
 from rlvr.pipeline.wiring import Components, build_run
-from rlvr.records.learning import end_status, run_warnings
+from rlvr.records.learning import end_status, run_warnings, stage_changes
 from rlvr.records.provenance import resolved_config, write_config_record
 from rlvr.records.run_history import AttemptLog, RunHistory, history_of
 from rlvr.runtime import distributed
-from rlvr.runtime.disk import finish_run_dir, low_disk_hint
-from rlvr.runtime.faults import RunFault, fault_of
+from rlvr.runtime.disk import low_disk_hint
+from rlvr.runtime.faults import RunFault
 from rlvr.runtime.io import atomic_write_json, refuse_symlinks_in
-from rlvr.runtime.memory import data_checks, fits_batch
 from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
-from rlvr.training_loop.loop import Session, TrainOutcome
+from rlvr.training_loop.phase import Session, TrainOutcome
 from rlvr.training_loop.resume import continues, fingerprint, resolve_resume
+from rlvr.training_loop.run_dir import fault_of, finish_run_dir
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
 
@@ -200,8 +201,8 @@ def save_model(ctx: RunContext) -> None:
 
 
 def write_report(ctx: RunContext) -> None:
+    from rlvr.model.memory import memory_record
     from rlvr.records.report import write_report
-    from rlvr.runtime.memory import memory_record
     from rlvr.training_loop.throughput import attempt_summary
 
     c = ctx.components
@@ -319,8 +320,7 @@ class PipelineOrchestrator:
             ctx.hub.emit(ev.ErrorEvent(stage, exc))
             return None
         fault = fault_of(exc, stage, self.run_dir)
-        hint = None if fault else low_disk_hint(self.run_dir)
-        if hint:
+        if (hint := None if fault else low_disk_hint(self.run_dir)) is not None:
             ctx.hub.emit(ev.RunWarning(hint))
         ctx.hub.emit(ev.ErrorEvent(stage, fault or exc))
         if not ctx.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it

@@ -16,7 +16,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime.secrets import redact
 
 if TYPE_CHECKING:  # the gate imports this module: the components' heavy imports stay out of it

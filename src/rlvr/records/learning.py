@@ -7,14 +7,12 @@ ends :data:`COMPLETED_WITH_WARNINGS` (exit 0, unless ``strict=true``)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rlvr.events import EvalResult, StageChange
+from rlvr.evaluation.results import paired
+from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageChange
+from rlvr.stages import STAGE_CHANGES
 
-COMPLETED, COMPLETED_WITH_WARNINGS = "COMPLETED", "COMPLETED_WITH_WARNINGS"
-# a run that ended normally, whatever it learned: resume has nothing left to do, a sweeper reads it
-COMPLETED_STATUSES = frozenset({COMPLETED, COMPLETED_WITH_WARNINGS})
 # The share of a GRPO step's groups with no reward variance: the pipeline's own check when the
 # reward set logs it (rlvr.reward.terms), else TRL's.
 ZERO_STD_KEYS = ("grpo/reward/zero_std_groups_frac", "grpo/frac_reward_zero_std")
@@ -22,6 +20,20 @@ FLAT_GRPO_FIX = (
     "warm start with SFT (training_loop.sft.enabled=true), raise training_loop.grpo.temperature or "
     "training_loop.grpo.num_generations, or use an easier task"
 )
+
+
+def stage_changes(evaluations: list[EvalResult]) -> list[StageChange]:
+    """Paired change of each stage that ran (same questions before and after), for report and console."""
+    by_label = {e.label: e for e in evaluations}
+    changes = []
+    for name, before, after in STAGE_CHANGES:
+        if before in by_label and after in by_label:
+            try:
+                change = paired(by_label[before].evaluation, by_label[after].evaluation)
+            except ValueError:  # different question sets (e.g. eval size changed on resume): no pairing
+                continue
+            changes.append(StageChange(name, before, after, change))
+    return changes
 
 
 def end_status(warnings: list[str]) -> str:
@@ -147,7 +159,6 @@ def run_warnings(
     with what its earlier attempts left (rlvr.records.run_history.RunHistory), then the
     :func:`reward_hacking` alarm with the paired stage changes of the run's ``evaluations`` and its
     ``reward`` set (rlvr.reward.terms.RewardSet)."""
-    from rlvr.evaluation.schedule import stage_changes
 
     rows, steps = history.train_history(outcome.history), history.steps(outcome.steps)
     found = learning_warnings(steps, rows, outcome.stopped)

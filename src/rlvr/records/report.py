@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlvr import events as ev
-from rlvr.evaluation.schedule import stage_changes
+from rlvr.records.learning import stage_changes
 from rlvr.runtime.charts import save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
 from rlvr.stages import Stage, run_order

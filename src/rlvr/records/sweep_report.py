@@ -34,7 +34,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from rlvr.records.learning import COMPLETED_STATUSES, COMPLETED_WITH_WARNINGS
+from rlvr.events import COMPLETED_STATUSES, COMPLETED_WITH_WARNINGS
 from rlvr.records.run_history import ATTEMPTS, CONFIG_SHA256
 from rlvr.runtime.charts import ChartFormatError, chart_format, save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text

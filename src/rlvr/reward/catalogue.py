@@ -21,8 +21,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
+from rlvr.issues import ConfigIssue
 from rlvr.prompts import PromptTemplate
 from rlvr.reward.terms import CorrectnessReward, _Term, completion_text
 from rlvr.verifier.sandbox import Scorer

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
+from rlvr.issues import ConfigIssue
 from rlvr.prompts import PromptTemplate
+
+if TYPE_CHECKING:
+    import torch
 from rlvr.reward.timeout import Deadline, plugin_module
 from rlvr.verifier.sandbox import Scorer
 
@@ -201,6 +204,39 @@ class _Recorded:
         return out
 
 
+def weighted_totals(per_term: torch.Tensor, weights: torch.Tensor | list[float]) -> torch.Tensor:
+    """Each completion's reward: its terms' rewards (one column a term, NaN where a term abstains)
+    times their weights, NaN skipped, as TRL's ``sum_then_normalize`` sums them (``nansum``).
+
+    >>> import torch
+    >>> weighted_totals(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), [1.0, 0.5]).tolist()
+    [1.0, 0.5]
+    """
+    import torch
+
+    weights = torch.as_tensor(weights, dtype=per_term.dtype, device=per_term.device)
+    return (per_term * weights).nansum(dim=1)
+
+
+def flat_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """One flag per group: whether its scorable rewards are all equal (no reward variance).
+
+    TRL divides (reward - group mean) by (group std + 1e-4); for a group whose rewards are all 1.2
+    (correct and well formatted), the float32 mean differs from 1.2 in the last bit, and every
+    completion gets an advantage of about 1e-3 instead of 0 (and TRL's ``frac_reward_zero_std``
+    reports 0). Such a group carries no signal: its advantages are set to the 0 GRPO defines.
+
+    >>> import torch
+    >>> flat_groups(torch.tensor([1.2, 1.2, 0.0, 1.0, float("nan"), 0.2]), 2).tolist()
+    [True, False, True]
+    """
+    grouped = rewards.reshape(-1, group_size)
+    nan = grouped.isnan()
+    low = grouped.masked_fill(nan, float("inf")).min(dim=1).values
+    high = grouped.masked_fill(nan, float("-inf")).max(dim=1).values
+    return high <= low
+
+
 class RewardSet:
     """Named, weighted reward terms (``reward.terms.format.weight=0.2`` from the CLI).
 
@@ -269,17 +305,17 @@ class RewardSet:
             return
         batch, self._batch = self._batch, {}
         # None = the term abstains on that completion; TRL sums the others (nansum), so do we.
-        totals = [
-            sum((self.terms[n].weight * v for n in self.terms if (v := batch[n][i]) is not None), 0.0)
-            for i in range(len(values))
-        ]
-        for task, total in zip(tasks or [], totals, strict=False):
+        import torch
+
+        nan = float("nan")
+        per_term = torch.tensor([[nan if v is None else v for v in batch[n]] for n in self.terms]).T
+        totals = weighted_totals(per_term, [t.weight for t in self.terms.values()])
+        for task, total in zip(tasks or [], totals.tolist(), strict=False):
             self._by_task.setdefault(task, []).append(total)
         g = self.group_size
-        if g > 1 and totals and len(totals) % g == 0:
-            groups = [totals[i : i + g] for i in range(0, len(totals), g)]
-            self._zero_std.append(sum(max(x) - min(x) <= 1e-6 for x in groups) / len(groups))
-        self._sample(batch, totals, completions, columns)
+        if g > 1 and len(totals) and len(totals) % g == 0:
+            self._zero_std.append(flat_groups(totals, g).float().mean().item())
+        self._sample(batch, totals.tolist(), completions, columns)
 
     def _sample(
         self, batch: dict[str, list[float | None]], totals: list[float], completions: list[Any], columns: dict

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue, suggest
+from rlvr.issues import ConfigIssue, suggest
 
 KEY = "runtime.memory.target"
 

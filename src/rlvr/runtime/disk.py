@@ -1,5 +1,6 @@
-"""Run-directory disk use: after a completed run keep only the checkpoints asked for, and report the size;
-after a failure, say when the disk is nearly full (:func:`low_disk_hint`).
+"""Disk use: the bytes under a folder, sizes as people read them, and a hint after a failure when the
+disk is nearly full (:func:`low_disk_hint`). What a completed run keeps of its checkpoints is
+rlvr.training_loop.run_dir's.
 
 A checkpoint of the 135M default is 1.5 GiB (fp32 weights 0.5 GiB, Adam's two moments 1.0 GiB)
 beside a 0.5 GiB final model, and a sweep multiplies that. Once a run has completed, ``resume=auto``
@@ -14,47 +15,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from rlvr.config.errors import ConfigIssue
-from rlvr.training_loop.checkpoints import latest_checkpoint
-
-KEEP_CHOICES = ("none", "last", "all")
-
-
-def keep_checkpoints_issues(value: object) -> list[ConfigIssue]:
-    if value in KEEP_CHOICES:
-        return []
-    return [
-        ConfigIssue(
-            "keep_checkpoints",
-            value,
-            f"must be one of {', '.join(KEEP_CHOICES)}",
-            "keep_checkpoints=last (what resume=auto needs), none or all",
-        )
-    ]
-
-
-def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
-    """Delete the checkpoints ``keep`` does not ask for; returns the deleted directories."""
-    (problem,) = keep_checkpoints_issues(keep) or (None,)
-    if problem:
-        raise ValueError(str(problem))
-    root = run_dir / "checkpoints"
-    if keep == "all" or not root.is_dir():
-        return []
-    if keep == "none":
-        removed = [p for p in root.glob("*/checkpoint-*") if p.is_dir() and not p.is_symlink()]
-        shutil.rmtree(root)
-        return removed
-    found = latest_checkpoint(run_dir)
-    kept = found[1] if found else None
-    removed = []
-    for phase_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
-        for ckpt in sorted(phase_dir.iterdir()):
-            if ckpt != kept and ckpt.is_dir() and not ckpt.is_symlink():
-                shutil.rmtree(ckpt)
-                removed.append(ckpt)
-    return removed
-
 
 def dir_size(path: Path) -> int:
     """Bytes under ``path``, symlinks not followed (a link to a model cache is not this run's disk)."""
@@ -67,14 +27,6 @@ def human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
-
-
-def finish_run_dir(run_dir: Path, keep: str) -> str:
-    """Prune after a completed run; returns the run directory, its size and what was deleted (for
-    the closing summary)."""
-    removed = prune_checkpoints(run_dir, keep)
-    note = f"; {len(removed)} checkpoint dir(s) deleted (keep_checkpoints={keep})" if removed else ""
-    return f"{run_dir} ({human(dir_size(run_dir))}{note})"
 
 
 def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
+from rlvr.runtime.faults import chain
 
 T = TypeVar("T")
 
@@ -453,14 +454,7 @@ def peer_lost(exc: BaseException) -> bool:
     not the cause: the failing rank prints the cause), also when a library wrapped that notice: a
     SIGTERM that lands while TRL imports a trainer lazily arrives as TRL's ``RuntimeError('Failed to
     import trl.trainer.sft_trainer ...')`` raised from our :class:`StoppedByLauncher`."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if _peer_lost_here(cause):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
+    return any(_peer_lost_here(cause) for cause in chain(exc))
 
 
 def _peer_lost_here(exc: BaseException) -> bool:

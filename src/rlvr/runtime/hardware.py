@@ -5,10 +5,8 @@ that support it (fp16 on older ones) and, on a CPU, bf16 only where the CPU has 
 instructions (AVX512-BF16 or AMX, as oneDNN reports them); fp32 everywhere else.
 
 Why the CPU check matters: TRL's SFTConfig and GRPOConfig default to ``bf16=True``. On a CPU
-without bf16 instructions, torch falls back to a scalar bf16 matmul: measured on a 2-core AMD
-EPYC (AVX2 only), a 768x576 @ 576x1536 matmul took 1.1 s in bf16 against 0.009 s in fp32, and an
-SFT step of the default model took 100-113 s instead of 6-9 s. On a CPU with AMX the same step
-took 2.86 s in bf16 against 5.33 s in fp32 (benchmarks/precision.md).
+without bf16 instructions, torch falls back to a scalar bf16 matmul, an order of magnitude slower
+than fp32; with AMX or AVX512-BF16, bf16 is the faster (benchmarks/precision.md).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError
+from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime import distributed
 from rlvr.runtime.io import hard_link_problem
 

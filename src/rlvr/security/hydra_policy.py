@@ -23,7 +23,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 from rlvr.security.trust import (
     CODE_SETTINGS,
     check_resolvers,

@@ -29,7 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr.config.errors import ConfigIssue, ConfigValidationError, suggest
+from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 
 PLUGINS_ENV = "RLVR_PLUGINS"
 PROJECT_PACKAGE = "rlvr"

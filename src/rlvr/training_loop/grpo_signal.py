@@ -1,7 +1,8 @@
 """Every rollout carries signal: zero-advantage skipping and dynamic sampling on TRL's GRPOTrainer.
 
 **Zero advantage where there is no signal.** A group whose rewards are all equal gets advantage 0
-(TRL leaves a float residue of about 1e-3 there: :func:`flat_groups`).
+(TRL leaves a float residue of about 1e-3 there: rlvr.reward.terms.flat_groups, the one test of a
+flat group, which the reward set's ``reward/zero_std_groups_frac`` also counts with).
 
 **Skipping.** A completion whose advantage is exactly zero (every completion of a group without
 reward variance) adds nothing to the policy loss of any TRL loss type: each one multiplies the
@@ -34,7 +35,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlvr.config.errors import ConfigIssue, key_issues
+from rlvr.issues import ConfigIssue, key_issues
+from rlvr.reward.terms import flat_groups, weighted_totals
 
 # How each TRL loss type normalises a micro-batch's summed per-token loss (trl GRPOTrainer._compute_loss).
 ROW_MEAN = frozenset({"grpo", "sapo", "dr_grpo", "luspo"})  # by the micro-batch's rows
@@ -203,25 +205,6 @@ def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, min_rows: int = 
     return out
 
 
-def flat_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """One flag per group: whether its scorable rewards are all equal (no reward variance).
-
-    TRL divides (reward - group mean) by (group std + 1e-4); for a group whose rewards are all 1.2
-    (correct and well formatted), the float32 mean differs from 1.2 in the last bit, and every
-    completion gets an advantage of about 1e-3 instead of 0 (and TRL's ``frac_reward_zero_std``
-    reports 0). Such a group carries no signal: its advantages are set to the 0 GRPO defines.
-
-    >>> import torch
-    >>> flat_groups(torch.tensor([1.2, 1.2, 0.0, 1.0, float("nan"), 0.2]), 2).tolist()
-    [True, False, True]
-    """
-    grouped = rewards.reshape(-1, group_size)
-    nan = grouped.isnan()
-    low = grouped.masked_fill(nan, float("inf")).min(dim=1).values
-    high = grouped.masked_fill(nan, float("-inf")).max(dim=1).values
-    return high <= low
-
-
 def informative(advantages: torch.Tensor, group_size: int) -> torch.Tensor:
     """One flag per group of ``group_size`` consecutive rows: whether any of its advantages is nonzero."""
     return advantages.reshape(advantages.shape[0], -1).ne(0).any(dim=1).reshape(-1, group_size).any(dim=1)
@@ -326,8 +309,8 @@ class _Signal(_TrainerBase):
     def _score_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
         if self.model.training and self.args.multi_objective_aggregation == "sum_then_normalize":
-            weights = self.reward_weights.to(self._rewards_per_func.device)
-            flat = flat_groups((self._rewards_per_func * weights).nansum(dim=1), self.num_generations)
+            totals = weighted_totals(self._rewards_per_func, self.reward_weights)
+            flat = flat_groups(totals, self.num_generations)
             rows = flat.repeat_interleave(self.num_generations)
             n = len(inputs)
             local = rows[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]

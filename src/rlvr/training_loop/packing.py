@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 
 # Strategies that keep a row whole (truncated at max_length like an unpacked row); "bfd_split" puts
 # the overflow of a long row into another bin and "wrapped" cuts rows anywhere, so an answer can be

@@ -13,8 +13,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr.config.errors import ConfigIssue
-from rlvr.records.learning import COMPLETED_STATUSES
+from rlvr.events import COMPLETED_STATUSES
+from rlvr.issues import ConfigIssue
 from rlvr.runtime import distributed
 from rlvr.runtime.io import run_records_in
 from rlvr.runtime.secrets import redact

@@ -31,12 +31,12 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr.config.errors import ConfigIssue
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
+from rlvr.issues import ConfigIssue
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.io import atomic_write_json
 from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
-from rlvr.training_loop.loop import Session, TrainOutcome, _Phase, _quiet
+from rlvr.training_loop.phase import Phase, Session, TrainOutcome, quiet
 
 ROUNDS_FILE = "rft_rounds.json"
 MAX_ROUND_SAMPLES = 1_000_000  # completions one round samples (prompts_per_round x samples_per_prompt)
@@ -170,7 +170,7 @@ class _RoundEnd(TrainerCallback):
         atomic_write_json(path / ROUNDS_FILE, payload, root=path)
 
 
-class RFTPhase(_Phase):
+class RFTPhase(Phase):
     """Rounds of sampling, keeping the verified completions and fine-tuning on them (TRL ``SFTTrainer``)."""
 
     name, key = "rft", "training_loop.rft"
@@ -266,7 +266,7 @@ class RFTPhase(_Phase):
 
     def sample(self, model: Any, session: Session, index: int) -> Round:
         """Round ``index``: sample from ``model``'s current weights, keep the verified completions."""
-        from rlvr.evaluation.generation import SamplingConfig
+        from rlvr.evaluation.sampling import SamplingConfig
 
         s = self.valid
         if session.generator is None:
@@ -371,7 +371,7 @@ class RFTPhase(_Phase):
         )
         callbacks = [bridge, round_end, CompletionMarker()]
         callbacks += [session.guard] if session.guard is not None else []
-        trainer = _quiet(
+        trainer = quiet(
             SFTTrainer(
                 model=model,
                 args=args,

@@ -95,7 +95,7 @@ class MathVerify(Checker):
     percent_scale: bool
 
     def __post_init__(self) -> None:
-        from rlvr.config.errors import ConfigIssue, ConfigValidationError
+        from rlvr.issues import ConfigIssue, ConfigValidationError
 
         if not (isinstance(self.rel_tol, (int, float)) and 0 <= self.rel_tol < 1):
             raise ConfigValidationError(

@@ -200,7 +200,7 @@ class VerifierPool:
         max_answer_chars: int,
         failure_reward: float,
     ) -> None:
-        from rlvr.config.errors import ConfigIssue, ConfigValidationError
+        from rlvr.issues import ConfigIssue, ConfigValidationError
 
         checks = [
             ("num_workers", num_workers, num_workers >= 0, "must be >= 0", "use 0 to score in-process"),

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.errors import ConfigIssue
+from rlvr.issues import ConfigIssue
 from rlvr.runtime.cards import Card
 
 GB = 1024**3
@@ -374,7 +374,7 @@ def peak(terms: dict[str, float]) -> float:
 
 
 # The shape models whose measured training peaks the estimate was fitted to, and how far above those
-# peaks it came out (benchmarks/memory_preflight.md: one H200, 2026-11-26/27).
+# peaks it came out (benchmarks/memory_preflight.md).
 MEASURED = ("HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct")
 MEASURED_RATIO = (1.03, 1.28)
 

@@ -1,0 +1,210 @@
+"""Configuration problems, collected and reported all at once before anything heavy loads: the issue
+type every layer reports with, and how an issue is found for a key (:func:`key_issues`) and for a value
+against its annotation (:func:`value_issues`, with pydantic). A leaf: it imports nothing of rlvr, so the
+ground floor (rlvr.runtime) reports issues without pointing up (tests/unit/test_layout.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import json
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem: where (dotted config key), what value, which rule, and how to fix it."""
+
+    key: str
+    value: Any
+    problem: str
+    fix: str
+    # A value of the right type that breaks a rule its parameter declares (a range, a choice): the
+    # component is still built, so its own validate() reports the rules between its fields too.
+    builds: bool = field(default=False, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        from rlvr.runtime.secrets import redact_text  # a message quotes values: it is an output too
+
+        return redact_text(f"{self.key}={self.value!r}: {self.problem}. Fix: {self.fix}")
+
+
+class ConfigValidationError(ValueError):
+    """Raised with every ConfigIssue found, so a user fixes them in one pass."""
+
+    def __init__(self, issues: Iterable[ConfigIssue]):
+        self.issues = list(issues)
+        lines = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f"{len(self.issues)} configuration problem(s):\n{lines}")
+
+
+def suggest(value: str, choices: Iterable[str], n: int = 3) -> str:
+    """'did you mean ...' text for a misspelt name."""
+    close = difflib.get_close_matches(value, list(choices), n=n, cutoff=0.5)
+    return f"did you mean {', '.join(repr(c) for c in close)}?" if close else "no close match"
+
+
+def key_issues(key: str, raw: Any, names: Iterable[str], missing_fix: str = "") -> list[ConfigIssue]:
+    """Unknown keys (with a close match) and missing keys of a nested settings node ``key`` that
+    must hold exactly ``names`` (a typed settings dataclass's fields)."""
+    names = list(names)
+    issues = [
+        ConfigIssue(f"{key}.{name}", raw[name], f"unknown key (valid: {', '.join(names)})",
+                    f"{suggest(name, names)} remove {key}.{name}")
+        for name in raw if name not in names
+    ]  # fmt: skip
+    return issues + [
+        ConfigIssue(f"{key}.{name}", None, "missing", f"set +{key}.{name}=...{missing_fix}")
+        for name in names
+        if name not in raw
+    ]
+
+
+def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    """A pydantic adapter for a parameter's annotation, built once; None where pydantic cannot
+    build one (an unresolved forward reference, a TypeVar): such values are accepted."""
+    if annotation in (Any, inspect.Parameter.empty) or isinstance(annotation, (str, typing.TypeVar)):
+        return None
+    try:
+        return _cached_adapter(annotation)
+    except TypeError:  # an unhashable annotation: built each time
+        return _cached_adapter.__wrapped__(annotation)
+
+
+@functools.cache
+def _cached_adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    try:  # a class pydantic does not know is one the config cannot spell: see value_issues
+        return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
+    except Exception:  # PydanticSchemaGenerationError, PydanticUndefinedAnnotation, ...: not checkable
+        return None
+
+
+# Pydantic error types that are rules on a value of the right type (a range, a choice), in the
+# user's words; any other error says the value has the wrong type.
+_RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
+          "less_than_equal": "<= {le}", "literal_error": "{expected}", "multiple_of": "a multiple of {multiple_of}",
+          "string_too_short": "at least {min_length} characters", "too_short": "at least {min_length} items",
+          "finite_number": "a finite number"}  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A config value as YAML gives it: OmegaConf containers become plain lists and dicts."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _has_target(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "_target_" in value or any(_has_target(v) for v in value.values())
+    return isinstance(value, list) and any(_has_target(v) for v in value)
+
+
+def _located(value: Any, loc: tuple[Any, ...]) -> tuple[str, Any]:
+    """The part of ``value`` a pydantic error location points at, as a key suffix (``.name``,
+    ``[0]``) and that part; location steps that name a union member, not a part, are skipped."""
+    suffix = ""
+    for step in loc:
+        if isinstance(value, dict) and str(step) in value:
+            value, suffix = value[str(step)], f"{suffix}.{step}"
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value, suffix = value[step], f"{suffix}[{step}]"
+    return suffix, value
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The strings of the ``Literal`` choices within an annotation (for "did you mean")."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(c) for c in typing.get_args(annotation) if isinstance(c, str)]
+    return [c for a in typing.get_args(annotation) for c in _choices(a)]
+
+
+def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[ConfigIssue]:
+    """``value`` validated against ``annotation`` with pydantic as a YAML value (JSON mode, strict:
+    ``maybe`` is no bool, ``'3'`` no int, ``3`` is a float); one issue per wrong part, naming the
+    annotation's ``owner`` (``has type str, GRPOConfig.learning_rate expects float``) or its rule
+    (``must be >= 0``)."""
+    adapter = _adapter(annotation)
+    if adapter is None:
+        return []
+    try:
+        value = _plain(value)
+        if _has_target(value):  # nested components are bound on their own
+            return []
+        adapter.validate_json(json.dumps(value, allow_nan=True), strict=True)
+        return []
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    except (TypeError, ValueError, OmegaConfBaseException):  # not a YAML value, or unresolvable: not ours
+        return []
+    by_part: dict[str, list[dict[str, Any]]] = {}
+    for error in errors:
+        by_part.setdefault(_located(value, tuple(error["loc"]))[0], []).append(dict(error))
+    issues = []
+    for suffix, found in by_part.items():
+        part, where = _located(value, tuple(found[0]["loc"]))[1], f"{key}{suffix}"
+        kinds = {e["type"] for e in found}
+        # A part that may be an object of a class pydantic does not know (``dict[str, _Term]``,
+        # ``Scorer | None``) is built by the caller or a nested ``_target_``: accepted, as its type says.
+        if "needs_python_object" in kinds:
+            continue
+        if kinds - set(_RULES) or not isinstance(part, str) and "literal_error" in kinds:
+            # the wrong type, or a union's members each refusing it (``'maybe'`` for ``Literal['unsloth'] | bool``)
+            within = f" ({found[0]['msg'].replace('Input should', 'should')})" if suffix else ""
+            problem = f"has type {type(part).__name__}, {owner} expects {spelt(annotation)}{within}"
+            issues.append(ConfigIssue(where, part, problem, f"give {where} a value of that type"))
+            continue
+        first = found[0]  # a rule on a value of the right type: a range, a choice
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in first["ctx"].items()}
+        rule = _RULES[first["type"]].format(**ctx)
+        fix = _rule_fix(where, part, rule, annotation)
+        issues.append(ConfigIssue(where, part, f"must be {rule}", fix, builds=True))
+    return issues
+
+
+def _rule_fix(where: str, part: Any, rule: str, annotation: Any) -> str:
+    """How to meet a rule: a close choice, the rule, and the example and note its declaration
+    gives (``Annotated[int, Field(ge=1, examples=[5], description="0 = off")]``)."""
+    choices = _choices(annotation)
+    if choices:
+        close = f"{suggest(str(part), choices)} " if isinstance(part, str) else ""
+        return f"{close}set {where} to {rule}"
+    info = _field_info(annotation)
+    example = f", e.g. {info.examples[0]}" if info is not None and info.examples else ""
+    note = f" ({info.description})" if info is not None and info.description else ""
+    return f"set {where} to a value {rule}{example}{note}"
+
+
+def _field_info(annotation: Any) -> FieldInfo | None:
+    """The ``Field(...)`` an annotation declares, within an ``Optional`` too."""
+    found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, FieldInfo)]
+    found += [i for a in typing.get_args(annotation) if (i := _field_info(a)) is not None]
+    return found[0] if found else None
+
+
+def spelt(annotation: Any) -> str:
+    """An annotation as a user reads it: ``int | None``, ``list[str]``, ``Literal['a', 'b']``,
+    without ``Annotated`` rules or ``typing.`` prefixes."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return spelt(args[0])
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else spelt(a) for a in args)
+    if origin is not None and args:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(spelt(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

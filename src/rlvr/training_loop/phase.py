@@ -1,0 +1,370 @@
+"""A training phase of the loop, and what every phase shares: the TRL config built from the phase's
+settings (checked by name, by type and by TRL's own validation), the trainer run with the pipeline's
+callbacks, a resumed checkpoint restored, and the :class:`Session` (what the run provides to training)
+and :class:`TrainOutcome` (what it hands back). :class:`Phase` is the base of the SFT and GRPO phases
+(rlvr.training_loop.loop) and of RFT (rlvr.training_loop.rft)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from rlvr import events as ev
+from rlvr.issues import ConfigIssue, suggest
+from rlvr.runtime import hardware
+from rlvr.runtime.faults import CheckpointDamaged
+from rlvr.runtime.secrets import error_text
+from rlvr.training_loop.callbacks import EventBridge
+from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
+
+# Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
+_MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
+# Refused from config (SECURITY.md): a config file must not make a run upload anything.
+_NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
+# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.runtime.hardware).
+_HARDWARE = {"use_cpu": "device", "no_cuda": "device", "bf16": "precision", "fp16": "precision"}
+
+
+def quiet(trainer: Any) -> Any:
+    """Drop transformers' own progress bar and log printer: the console observer shows progress."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    return trainer
+
+
+class _Started(TrainerCallback):
+    """Notes that the trainer got past loading the checkpoint it resumes (``on_train_begin`` comes
+    after the weights, optimizer and scheduler are loaded)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.started = True
+
+
+def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, outcome: Any) -> Any:
+    """Run one phase (resuming from ``ckpt`` if given) and record its steps, time and history."""
+    start = time.perf_counter()
+    started = _Started()
+    trainer.add_callback(started)
+    try:
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    except Exception as exc:
+        if ckpt is None or started.started:
+            raise
+        raise CheckpointDamaged(
+            f"checkpoint {ckpt} could not be loaded ({error_text(exc)}), though its files passed the "
+            f"completeness check. Continue from an older one with resume=<its path> (they are in "
+            f"{ckpt.parent}), or move {ckpt.name} out of that folder and run resume=auto again."
+        ) from exc
+    outcome.seconds[phase] = time.perf_counter() - start
+    outcome.steps[phase] = trainer.state.global_step
+    outcome.history.extend(bridge.history)
+    return trainer.model
+
+
+def _restore(trainer: Any, phase: str, ckpt: Path, step: int, outcome: Any) -> Any:
+    """A checkpoint saved at the phase's last step: the phase is finished, so its weights are loaded
+    and nothing is trained. (transformers 5.17's ``train(resume_from_checkpoint=)`` checks for the
+    end only after a step, so it trained one step past ``max_steps``.) ``_load_from_checkpoint`` is the
+    loader that method uses (full weights, sharded files or a PEFT adapter); there is no public one."""
+    trainer._load_from_checkpoint(str(ckpt))
+    outcome.seconds[phase] = 0.0
+    outcome.steps[phase] = step  # the checkpoint's own trainer state's (checkpoints.resumed_step)
+    return trainer.model
+
+
+@dataclass
+class TrainOutcome:
+    model: Any
+    steps: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    hardware: dict[str, str] = field(default_factory=dict)
+    # a phase's micro-batch where the device changed the configured one (GRPO folding on a GPU)
+    micro_batches: dict[str, int] = field(default_factory=dict)
+    # a phase that stopped before its max_steps -> why (the run's report warns: rlvr.records.learning)
+    stopped: dict[str, str] = field(default_factory=dict)
+
+
+def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any) -> Any:
+    """TRL turns gradient checkpointing on by default; unless the training_loop sets it, follow ``model.gradient_checkpointing``.
+
+    On a CPU the recomputation costs time and saves memory nobody needs: with it off, an SFT step of the
+    embedded default went from 7.0 s to 5.3 s, and GRPO generation keeps its KV cache (benchmarks/learning.md).
+    """
+    if not {"gradient_checkpointing", "activation_checkpointing"} & explicit.keys():
+        flag = getattr(model, "is_activation_checkpointing", None)
+        if flag is None:
+            flag = getattr(model, "is_gradient_checkpointing", False)
+        args.gradient_checkpointing = bool(flag)
+        if hasattr(args, "activation_checkpointing"):  # the newer name (transformers > 5.17): kept in step
+            args.activation_checkpointing = bool(flag)
+    return args
+
+
+def _divisors_near(n: int, target: int, low: int = 1) -> list[int]:
+    """The divisors of ``n`` (at least ``low``) closest to ``target``, nearest first (two at most)."""
+    found = sorted((d for d in range(low, n + 1) if n % d == 0), key=lambda d: (abs(d - target), d))
+    return found[:2]
+
+
+def trl_check_fix(key: str, message: str, fields: dict[str, Any]) -> str:
+    """A fix for one of TRL's config checks (its __post_init__ messages), with the values computed
+    from the message's numbers and the phase's ``fields``; TRL's own message says only the rule."""
+    if m := re.search(
+        r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)", message
+    ):
+        batch, groups = int(m[1]), int(m[2])
+        options = " or ".join(f"{key}.num_generations={d}" for d in _divisors_near(batch, groups, low=2))
+        fix = f"set {options or f'{key}.num_generations=2'} (divides the generation batch of {batch} rows)"
+        if fields.get("generation_batch_size") or fields.get("steps_per_generation"):
+            return fix  # the batch is set on its own: which other value fits depends on that setting
+        per_device = int(fields.get("per_device_train_batch_size") or 1)
+        rows = batch // per_device or 1  # per_device x processes x accumulation makes the batch
+        fitting = next(b for b in range(per_device + 1, per_device * groups + 1) if (b * rows) % groups == 0)
+        return (
+            f"{fix}, or {key}.per_device_train_batch_size={fitting} (a batch of {fitting * rows} rows, "
+            f"whole groups of {groups})"
+        )
+    if m := re.search(
+        r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)", message
+    ):
+        batch, global_batch = int(m[1]), int(m[2])
+        up = -(-batch // global_batch) * global_batch
+        down = batch // global_batch * global_batch
+        values = " or ".join(str(v) for v in dict.fromkeys(v for v in (down, up) if v > 0))
+        return f"set {key}.generation_batch_size={values} (a multiple of the global batch of {global_batch})"
+    if m := re.search(r"at least 2 generations per prompt", message):
+        return f"set {key}.num_generations=2 or more (GRPO's advantage compares completions of one prompt)"
+    return f"change the {key} fields the message names so that the combination passes"
+
+
+def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    issues = []
+    for name in values:
+        if name in _MANAGED:
+            issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
+        elif name in _HARDWARE:
+            owner = _HARDWARE[name]
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    f"both phases take it from training_loop.{owner}",
+                    f"remove it and set training_loop.{owner}=... ({'/'.join(getattr(hardware, owner.upper() + 'S'))})",
+                )
+            )
+        elif name in _NO_UPLOADS and values[name]:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}",
+                    values[name],
+                    "a run never uploads from config (a shared config must not publish your model)",
+                    "push final/ yourself after the run, e.g. `huggingface-cli upload <repo> <run_dir>/final`",
+                )
+            )
+        elif name not in names:
+            issues.append(
+                ConfigIssue(
+                    f"{key}.{name}", values[name], f"not a {config_cls.__name__} field", suggest(name, names)
+                )
+            )
+    return issues
+
+
+def _type_issues(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
+    """Values whose type does not fit the TRL config field's own annotation (``learning_rate=fast``)."""
+    import typing
+
+    from rlvr.issues import value_issues
+
+    hints = typing.get_type_hints(config_cls)
+    return [
+        issue
+        for name, value in values.items()
+        if name in hints
+        for issue in value_issues(f"{key}.{name}", value, hints[name], f"{config_cls.__name__}.{name}")
+    ]
+
+
+@dataclass
+class Session:
+    """What the run hands to every training phase (the same for SFT and GRPO)."""
+
+    tokenizer: Any
+    train_dataset: Any
+    emit: Callable[[Any], None]
+    # on_weights(model, phase, step, next_phase=None): new weights, every ``eval_every`` steps of a phase
+    # and when a phase hands them to the next (rlvr.evaluation.schedule.EvalSchedule.on_weights, which
+    # decides what to evaluate); returns the evaluation made, or None.
+    on_weights: Callable[..., ev.EvalResult | None]
+    eval_every: int
+    run_dir: Path
+    # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
+    guard: Any = None
+    # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
+    curriculum: Any = None
+    # Told each phase's trainer once built (rlvr.runtime.distributed.Distributed.attach): under FSDP / ZeRO-3
+    # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
+    attach: Callable[[Any], None] | None = None
+    # fits(micro_batch, phase) -> bool: whether the memory estimate of a micro-batch of that many
+    # sequences in that phase fits the device (rlvr.model.memory.fits_batch); None: keep the
+    # configured batches.
+    fits: Callable[..., bool] | None = None
+    # The run's generation backend (evaluation.generator): the RFT phase samples with it, as evaluation does.
+    generator: Any = None
+
+
+class Phase:
+    """One TRL training phase: its config fields, its TRL config, its trainer, its run.
+
+    Subclasses set ``name`` and ``config_cls`` and build their trainer in ``trainer()``.
+    """
+
+    name: str
+    key: str
+
+    def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
+        self.fields = dict(fields)
+        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by GRPOLoop.validate
+        self.seed = seed
+        self._hardware = hardware
+
+    @property
+    def config_cls(self) -> type:
+        raise NotImplementedError
+
+    def _managed(self) -> dict[str, Any]:
+        """Fields the pipeline sets for this phase beside the common ones."""
+        return {}
+
+    def config(self, output_dir: Path) -> Any:
+        from rlvr.runtime.secrets import redact_pickles_of
+
+        # transformers pickles this object into every checkpoint (training_args.bin): its fields are
+        # pickled with secrets masked (a run name, a path read from the environment).
+        redact_pickles_of(self.config_cls)
+        return self.config_cls(
+            output_dir=str(output_dir),
+            report_to="none",
+            seed=self.seed,
+            data_seed=self.seed,
+            **self._managed(),
+            **self._hardware().trainer_args(),
+            **self.fields,
+        )
+
+    def checked_config(self) -> Any:
+        """The TRL config as :meth:`config` builds it, for checks (its output dir is temporary)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            return self.config(Path(tmp))
+
+    # (field, bound it must exceed, rule, fix): checked once the field has its TRL type.
+    _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
+        ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
+        ("max_steps", 0, "must be > 0", "set e.g. 100"),
+        ("per_device_train_batch_size", 0, "must be > 0", "set e.g. 8"),
+        ("gradient_accumulation_steps", 0, "must be > 0", "set e.g. 1"),
+    )
+
+    def issues(self, build: bool = True) -> list[ConfigIssue]:
+        """Unknown or pipeline-owned keys, values of the wrong type (TRL's own field types) or out of
+        range, and TRL's own config checks (``build``: only when every field is well-formed)."""
+        issues = _check_keys(self.key, self.fields, self.config_cls) + _type_issues(
+            self.key, self.fields, self.config_cls
+        )
+        typed_ok = not issues
+        bad = {i.key for i in issues}
+        for name, low, rule, fix in self._BOUNDS:
+            value = self.fields.get(name)
+            if f"{self.key}.{name}" not in bad and value is not None and not value > low:
+                issues.append(ConfigIssue(f"{self.key}.{name}", value, rule, fix))
+        if not (typed_ok and build):
+            return issues
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.config(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
+        except (ValueError, TypeError) as exc:
+            issues.append(
+                ConfigIssue(
+                    self.key,
+                    "(combination)",
+                    f"rejected by {self.config_cls.__name__}: {exc}",
+                    trl_check_fix(self.key, str(exc), self.fields),
+                )
+            )
+        return issues
+
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+        """The TRL config as it runs on this device (unchanged unless a phase says otherwise)."""
+        return args
+
+    def args_and_bridge(self, model: Any, session: Session, outcome: TrainOutcome) -> tuple[Any, EventBridge]:
+        """The TRL config as this phase's trainer runs it on this device, and the callback that turns
+        its logs into the run's events (every phase's trainer, an RFT round's too)."""
+        args = _checkpointing_follows_model(
+            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
+        )
+        args = self.fit_to_device(args, session, outcome)
+        bridge = EventBridge(
+            session.emit,
+            self.name,
+            args.max_steps,
+            session.eval_every,
+            lambda step: session.on_weights(model, self.name, step),
+            extra_metrics=self.metrics,
+            extra_events=self.events,
+        )
+        return args, bridge
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of this phase's own beside TRL's logs (added to every step's event)."""
+        return {}
+
+    def events(self) -> list[Any]:
+        """Events this phase's components have ready at a logged step (emitted after its TrainStep)."""
+        return []
+
+    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+        """This phase's own callbacks, run before a checkpoint is marked complete."""
+        return []
+
+    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+        """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
+        the trained model."""
+        args, bridge = self.args_and_bridge(model, session, outcome)
+        # The guard before the marker: a save the guard asks for at a step saved before also first
+        # drops that step's old marker (CompletionMarker.on_step_end).
+        guard = [session.guard] if session.guard is not None else []
+        callbacks = [bridge, *self.callbacks(session, checkpoint), *guard, CompletionMarker()]
+        trainer = quiet(self.trainer(model, args, session, callbacks))
+        if session.attach is not None:
+            session.attach(trainer)
+        sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
+            trainer, "is_fsdp_enabled", False
+        )
+        step = resumed_step(checkpoint, self.name, args.max_steps) if checkpoint is not None else None
+        if checkpoint is not None and step is not None and step >= args.max_steps and not sharded:
+            model = _restore(trainer, self.name, checkpoint, step, outcome)
+        else:
+            model = _train(trainer, self.name, bridge, checkpoint, outcome)
+        session.emit(
+            ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
+        )
+        return model
