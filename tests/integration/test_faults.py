@@ -86,9 +86,9 @@ def start(run_dir: Path, *overrides: str, **kwargs) -> subprocess.Popen:
     )
 
 
-def kill_when(proc: subprocess.Popen, path: Path, interval: float = 0.2) -> None:
+def kill_when(proc: subprocess.Popen, path: Path, interval: float = 0.2, ready=lambda: True) -> None:
     # a shared 2-core machine took over 5 min to get there
-    wait_for(path.exists, proc, timeout=1800, interval=interval)
+    wait_for(lambda: path.exists() and ready(), proc, timeout=1800, interval=interval)
     proc.kill()  # SIGKILL: nothing is cleaned up, the lock file keeps this holder's record
     proc.wait()
 
@@ -133,7 +133,16 @@ def test_a_run_killed_at_each_phase_boundary_and_in_its_last_stages_ends_as_if_u
     for attempt in range(3):
         run_dir = tmp_path / f"run{attempt}"
         shutil.copytree(killed_at_grpo_end, run_dir, symlinks=True)
-        kill_when(start(run_dir, "resume=auto"), run_dir / "final", interval=0.01)
+        # The second attempt may have begun writing final/ before its own kill landed (its final
+        # evaluation reused, 2026-11-28 under load): this attempt is killed once it has recorded
+        # itself (a third entry in attempts.json) and reached final/ itself.
+        left = (run_dir / "final").stat().st_mtime_ns if (run_dir / "final").exists() else None
+
+        def ready(run_dir: Path = run_dir, left: int | None = left) -> bool:
+            recorded = len(json.loads((run_dir / "attempts.json").read_text())) >= 3
+            return recorded and (run_dir / "final").stat().st_mtime_ns != left
+
+        kill_when(start(run_dir, "resume=auto"), run_dir / "final", interval=0.01, ready=ready)
         if not json.loads((run_dir / "attempts.json").read_text())[-1]["status"].startswith("COMPLETED"):
             break
     else:
