@@ -308,7 +308,8 @@ class RewardSet:
         import torch
 
         nan = float("nan")
-        per_term = torch.tensor([[nan if v is None else v for v in batch[n]] for n in self.terms]).T
+        rows = [[nan if v is None else v for v in batch[n]] for n in self.terms]
+        per_term = torch.tensor(rows, dtype=torch.float64).T  # the scores reports print, unrounded
         totals = weighted_totals(per_term, [t.weight for t in self.terms.values()])
         for task, total in zip(tasks or [], totals.tolist(), strict=False):
             self._by_task.setdefault(task, []).append(total)

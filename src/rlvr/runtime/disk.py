@@ -1,13 +1,6 @@
 """Disk use: the bytes under a folder, sizes as people read them, and a hint after a failure when the
 disk is nearly full (:func:`low_disk_hint`). What a completed run keeps of its checkpoints is
 rlvr.training_loop.run_dir's.
-
-A checkpoint of the 135M default is 1.5 GiB (fp32 weights 0.5 GiB, Adam's two moments 1.0 GiB)
-beside a 0.5 GiB final model, and a sweep multiplies that. Once a run has completed, ``resume=auto``
-has nothing left to do (rlvr.training_loop.resume.finished_run) and the report reads only the
-evaluation files, so by default no checkpoint is kept. ``keep_checkpoints`` (top level): ``none``
-deletes ``checkpoints/``, ``last`` keeps the newest intact checkpoint (GRPO before SFT; to train on
-from it with ``resume=<path>``), ``all`` keeps everything. Measured in docs/scaling.md (paragraph "Disk").
 """
 
 from __future__ import annotations
