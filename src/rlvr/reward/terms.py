@@ -20,11 +20,11 @@ from rlvr import events as ev
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.issues import ConfigIssue
 from rlvr.prompts import PromptTemplate
+from rlvr.reward.timeout import Deadline, plugin_module
+from rlvr.verifier.sandbox import Scorer
 
 if TYPE_CHECKING:
     import torch
-from rlvr.reward.timeout import Deadline, plugin_module
-from rlvr.verifier.sandbox import Scorer
 
 # The ceiling of reward.plugin_timeout_s: a call is one generation batch of one term.
 MAX_TIMEOUT_S = 3600.0
