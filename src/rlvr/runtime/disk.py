@@ -22,12 +22,16 @@ def human(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
-    """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
-    path = run_dir
+def free_bytes(path: Path) -> int:
+    """Free bytes on the disk that holds ``path`` (or would: its nearest existing parent)."""
     while not path.exists() and path != path.parent:
         path = path.parent
-    free = shutil.disk_usage(path).free
+    return shutil.disk_usage(path).free
+
+
+def low_disk_hint(run_dir: Path, min_free: int = 256 * 2**20) -> str | None:
+    """A hint when a failure is probably a full disk: torch reports it as e.g. "unexpected pos"."""
+    free = free_bytes(run_dir)
     if free >= min_free:
         return None
     return (

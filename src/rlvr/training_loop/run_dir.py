@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from rlvr.issues import ConfigIssue
-from rlvr.runtime.disk import dir_size, human
+from rlvr.runtime.disk import dir_size, free_bytes, human
 from rlvr.runtime.faults import DiskFull, RunFault, chain, is_disk_error
 from rlvr.training_loop.checkpoints import latest_checkpoint
 from rlvr.training_loop.resume import continue_command
@@ -74,12 +74,6 @@ def finish_run_dir(run_dir: Path, keep: str) -> str:
     return f"{run_dir} ({human(dir_size(run_dir))}{note})"
 
 
-def _free(path: Path) -> int:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return shutil.disk_usage(path).free
-
-
 def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> DiskFull | None:
     """A :class:`DiskFull` for ``exc`` if it is a full disk (or a file size limit), else None.
     ``resume`` is the command that continues the run."""
@@ -101,7 +95,7 @@ def disk_fault(exc: BaseException, stage: str, run_dir: Path, resume: str) -> Di
     else:
         what = "the disk is full"
     return DiskFull(
-        f"{what} while writing in stage {stage!r} ({human(_free(run_dir))} free on the disk holding "
+        f"{what} while writing in stage {stage!r} ({human(free_bytes(run_dir))} free on the disk holding "
         f"{run_dir}, which holds {human(dir_size(run_dir))}). Nothing already written is lost: {kept}, "
         "and an incomplete one is never resumed. Fix: free space (or raise the limit), or set a "
         "larger disk with hydra.run.dir; fewer checkpoints per run: training_loop.<sft|grpo>."
