@@ -180,3 +180,61 @@ def test_an_attention_implementation_this_machine_cannot_run_is_named(value, rul
     (issue,) = attention_issues(value)
     assert issue.key == "model.attn_implementation" and issue.value == value and rule in issue.problem
     assert attention_issues("sdpa") == attention_issues(None) == []
+
+
+def test_varlen_is_sdpa_on_a_cpu_for_padded_padding_free_and_packed_batches(tmp_path, tiny):
+    """model.attn_implementation=varlen (rlvr.model.varlen) hands every call it does not compute
+    with torch's CUDA varlen kernel to sdpa with sdpa's own mask: on a CPU the three losses of the
+    test above are sdpa's to the bit, and the padding-free probe passes. The kernel itself runs on
+    CUDA only (aten::_flash_attention_forward has no CPU kernel); benchmarks/varlen_check.py checks
+    it there against the padded sdpa loss and gradients. Mutation: register() without the mask
+    function (transformers then builds no packed mask for it) -> the padding-free losses move."""
+    from rlvr.model import varlen
+
+    model, _ = tiny
+    varlen.register()
+    expected = {}
+    try:
+        for attention in ("sdpa", "varlen"):
+            model.set_attn_implementation(attention)
+            expected[attention] = [
+                _loss(tmp_path / f"{attention}-padded", tiny).item(),
+                _loss(tmp_path / f"{attention}-free", tiny, padding_free=True, max_length=None).item(),
+                _loss(tmp_path / f"{attention}-packed", tiny, packing=True).item(),
+            ]
+        assert model.config._attn_implementation == "varlen"
+        assert packing.probe(model) <= packing.tolerance(model)
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert expected["varlen"] == expected["sdpa"]
+
+
+def test_the_varlen_kernel_is_taken_only_for_a_padding_free_batch_on_cuda():
+    """The rule that decides between torch's varlen kernel and sdpa, on tensors of a CPU (is_cuda is
+    False) and of the meta device standing in for nothing but the shapes: a CPU never takes it; the
+    shape rules (one row, restarting position ids, no KV cache, no window, no dropout) are read from
+    the same function, with the device rule set aside through ``on_cuda``. Mutation: any rule
+    dropped -> its case red."""
+    from rlvr.model.varlen import takes_kernel
+
+    q = torch.zeros(1, 4, 10, 8)
+    packed = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 0, 1, 2]])
+    assert not takes_kernel(q, q, packed, 0.0, None)  # a CPU tensor
+    assert takes_kernel(q, q, packed, 0.0, None, on_cuda=True)
+    assert not takes_kernel(q, q, torch.arange(10)[None], 0.0, None, on_cuda=True)  # one row: sdpa's own
+    assert not takes_kernel(q, q, None, 0.0, None, on_cuda=True)
+    assert not takes_kernel(torch.zeros(2, 4, 10, 8), torch.zeros(2, 4, 10, 8), packed.repeat(2, 1), 0.0,
+                            None, on_cuda=True)  # fmt: skip
+    assert not takes_kernel(q[:, :, :1], q, packed[:, :1], 0.0, None, on_cuda=True)  # KV cache
+    assert not takes_kernel(q, q, packed, 0.1, None, on_cuda=True)
+    assert not takes_kernel(q, q, packed, 0.0, 4096, on_cuda=True)
+
+
+def test_varlen_needs_torchs_varlen_api(monkeypatch):
+    from rlvr.model import loader, varlen
+
+    assert loader.attention_issues("varlen") == []
+    monkeypatch.setattr(varlen, "available", lambda: False)
+    (issue,) = loader.attention_issues("varlen")
+    assert issue.key == "model.attn_implementation" and "torch >= 2.10" in issue.problem
+    assert issue.fix == "model.attn_implementation=sdpa"

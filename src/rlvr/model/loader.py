@@ -55,9 +55,11 @@ def name_or_path_issues(name_or_path: str, use_safetensors: bool) -> list[Config
     return issues
 
 
-# transformers' attention implementations that run here without a hub kernel; each keeps the rows of
-# a padding-free batch apart by their position ids (rlvr.training_loop.packing).
-ATTENTION = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
+# transformers' attention implementations that run here without a hub kernel, and this project's
+# ``varlen`` (rlvr.model.varlen: torch's own varlen flash kernel for padding-free batches on CUDA, sdpa
+# elsewhere); each keeps the rows of a padding-free batch apart by their position ids
+# (rlvr.training_loop.packing).
+ATTENTION = ("sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3", "varlen")
 # The package each flash-attention implementation imports (transformers' own check, at load).
 _FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
 
@@ -82,6 +84,15 @@ def attention_issues(value: str | None) -> list[ConfigIssue]:
                 key, value, f"not an attention implementation (known: {known})", suggest(value, ATTENTION)
             )
         ]
+    if value == "varlen":
+        from rlvr.model import varlen
+
+        if not varlen.available():
+            import torch
+
+            return [ConfigIssue(key, value, f"needs torch.nn.attention.varlen (torch >= 2.10; this is "
+                                f"{torch.__version__})", "model.attn_implementation=sdpa")]  # fmt: skip
+        return []
     package = _FLASH_PACKAGES.get(value)
     if package and not cuda_available():
         return [ConfigIssue(key, value, "flash-attention kernels run on CUDA GPUs only, and none is visible",
@@ -124,8 +135,10 @@ class HFModel:
             ``lora`` this is QLoRA.
         gradient_checkpointing: trade compute for memory during training.
         attn_implementation: transformers' attention (``sdpa``, ``eager``, ``flex_attention``,
-            ``flash_attention_2``/``_3`` on CUDA, or a hub kernel ``org/name``); None = transformers'
-            choice (sdpa where the architecture has it).
+            ``flash_attention_2``/``_3`` on CUDA, or a hub kernel ``org/name``), or ``varlen``
+            (rlvr.model.varlen: packed rows through torch's own varlen flash kernel on CUDA, no
+            flash-attn package needed; sdpa elsewhere); None = transformers' choice (sdpa where the
+            architecture has it).
     """
 
     def __init__(
@@ -196,6 +209,10 @@ class HFModel:
         if self.dtype != "float32":
             kwargs["dtype"] = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
         if self.attn_implementation:
+            if self.attn_implementation == "varlen":
+                from rlvr.model import varlen
+
+                varlen.register()
             kwargs["attn_implementation"] = self.attn_implementation
         if self.gguf_file:
             kwargs["gguf_file"] = self.gguf_file
