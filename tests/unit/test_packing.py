@@ -238,3 +238,20 @@ def test_varlen_needs_torchs_varlen_api(monkeypatch):
     (issue,) = loader.attention_issues("varlen")
     assert issue.key == "model.attn_implementation" and "torch >= 2.10" in issue.problem
     assert issue.fix == "model.attn_implementation=sdpa"
+
+
+def test_padding_free_rows_on_cuda_under_a_dense_mask_get_the_varlen_hint(tiny):
+    """The hint is read from the model's device and attention alone (a namespace carries the two for
+    the CUDA rows: this machine has no GPU). Mutation: the device or the attention rule dropped -> red."""
+    from types import SimpleNamespace
+
+    def on(device, attention):
+        return SimpleNamespace(
+            device=torch.device(device), config=SimpleNamespace(_attn_implementation=attention)
+        )
+
+    assert "model.attn_implementation=varlen" in packing.slow_attention_hint(on("cuda", "sdpa"))
+    assert packing.slow_attention_hint(on("cuda", "eager")) is not None
+    for quiet in (on("cuda", "varlen"), on("cuda", "flash_attention_2"), on("cpu", "sdpa")):
+        assert packing.slow_attention_hint(quiet) is None
+    assert packing.slow_attention_hint(tiny[0]) is None  # the real tiny model, on this CPU

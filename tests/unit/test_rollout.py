@@ -65,3 +65,36 @@ def test_vllm_rollouts_are_refused_without_cuda(monkeypatch, rollout):
     assert "rollout=hf" in issue.fix
     # the reason names what fails on a CPU: TRL's colocate weight sync, or server mode's NCCL
     assert ("sync_weights" if rollout == "vllm_colocate" else "NCCL") in issue.problem
+
+
+@pytest.mark.parametrize(
+    ("fields", "env", "cards", "refused"),
+    [
+        ({}, {}, 1, True),  # the conf's host (0.0.0.0), a one-GPU host: the H200 lease's failure
+        ({"vllm_server_host": "localhost"}, {}, 1, True),
+        ({"+vllm_server_base_url": "http://127.0.0.1:8000"}, {}, 1, True),  # a key the conf leaves out
+        ({}, {"CUDA_VISIBLE_DEVICES": "0"}, 1, False),  # the GPUs shared out by the user
+        ({}, {}, 2, False),  # the server can have a GPU of its own
+        ({"vllm_server_host": "10.0.0.5"}, {}, 1, False),  # another host
+    ],
+)
+def test_a_vllm_server_sharing_the_only_gpu_is_refused(monkeypatch, gpu_machine, fields, env, cards, refused):
+    """On an H200, `trl vllm-serve` and the trainer on one card failed in the server's NCCL weight
+    transfer ("NCCL error: invalid usage") while the trainer retried until stopped
+    (benchmarks/gpu_varlen_lease.md): refused at the gate instead. Mutation: the host, the
+    CUDA_VISIBLE_DEVICES or the GPU-count rule dropped -> a False row goes red; the rule removed ->
+    the True rows go red."""
+    import torch
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: cards)
+    overrides = ["rollout=vllm_server", "training_loop.precision=fp32"]
+    overrides += [
+        f"{k[:1] if k[0] == '+' else ''}training_loop.grpo.{k.lstrip('+')}={v}" for k, v in fields.items()
+    ]
+    found = [i for i in loop_for(*overrides).validate() if i.key == "training_loop.grpo.vllm_mode"]
+    assert bool(found) is refused
+    if refused:
+        assert "NCCL error: invalid usage" in found[0].problem and "rollout=vllm_colocate" in found[0].fix

