@@ -57,14 +57,14 @@ def loop_collaborators() -> dict:
 
 
 def make_loop(**kwargs):
-    """A GRPOLoop built with :func:`loop_collaborators`."""
-    from rlvr.training_loop import GRPOLoop
+    """A TrainingLoop built with :func:`loop_collaborators`."""
+    from rlvr.training_loop import TrainingLoop
 
     kwargs.setdefault("signal", SIGNAL)
     kwargs.setdefault("rft", {"enabled": False})
     for key, value in {"seed": 0, "device": "auto", "precision": "auto"}.items():  # conf/training_loop's
         kwargs.setdefault(key, value)
-    return GRPOLoop(**loop_collaborators(), **kwargs)
+    return TrainingLoop(**loop_collaborators(), **kwargs)
 
 
 # conf/training_loop/sft_grpo.yaml's training_loop.signal

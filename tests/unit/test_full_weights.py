@@ -198,7 +198,7 @@ def test_a_failure_on_rank0_ends_every_rank_with_one_error(tmp_path):
 
 
 class ShardedLoop:
-    """A training loop as GRPOLoop drives it under FSDP: the trainer is attached, then an
+    """A training loop as TrainingLoop drives it under FSDP: the trainer is attached, then an
     in-training evaluation through the session (on every rank)."""
 
     def __init__(self, trainer):
@@ -238,7 +238,7 @@ def test_a_sharded_run_evaluates_and_saves_gathered_copies_on_rank0(tmp_path, mo
     monkeypatch.setenv("RANK", rank)
     monkeypatch.setenv("WORLD_SIZE", "2")
     model = tiny_model()
-    setup, trainer = sharded_setup(model, attach=False)  # the loop attaches it, as GRPOLoop does
+    setup, trainer = sharded_setup(model, attach=False)  # the loop attaches it, as TrainingLoop does
     evaluated = run_with(tmp_path, model, setup, trainer)
     # every rank gathered for the in-training evaluation, the final one and the save
     assert len(trainer.accelerator.calls) == 3

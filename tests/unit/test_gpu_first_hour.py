@@ -63,7 +63,7 @@ def _gpu_experiment(overrides: list[str]):
     from hydra.utils import instantiate
     from tests.conftest import compose_config
 
-    from rlvr.training_loop import GRPOLoop
+    from rlvr.training_loop import TrainingLoop
 
     cfg = compose_config(["experiment=gsm_symbolic_gpu", *overrides])
     model = instantiate(cfg.model, _convert_="all")
@@ -71,7 +71,7 @@ def _gpu_experiment(overrides: list[str]):
 
     fields = OmegaConf.to_container(cfg.training_loop, resolve=True)  # interpolations from the root
     fields.pop("_target_")
-    loop = GRPOLoop(**fields, prompt=None, rewards=None)
+    loop = TrainingLoop(**fields, prompt=None, rewards=None)
     loop.hardware = SimpleNamespace(
         device="cuda", trainer_args=lambda: {"use_cpu": True, "bf16": True, "fp16": False}
     )
@@ -138,10 +138,10 @@ def test_a_folded_grpo_step_keeps_its_generation_batch():
     micro-batches: folding changes the split, never what is generated or the update."""
     from tests.conftest import SIGNAL
 
-    from rlvr.training_loop import GRPOLoop
+    from rlvr.training_loop import TrainingLoop
     from rlvr.training_loop.phase import TrainOutcome
 
-    loop = GRPOLoop(
+    loop = TrainingLoop(
         sft={"enabled": False},
         rft={"enabled": False},
         grpo={"per_device_train_batch_size": 16, "gradient_accumulation_steps": 4, "num_generations": 8},
@@ -170,9 +170,9 @@ def test_a_folded_grpo_step_keeps_its_generation_batch():
 def _sft_loop(device: str, **sft):
     from tests.conftest import SIGNAL
 
-    from rlvr.training_loop import GRPOLoop
+    from rlvr.training_loop import TrainingLoop
 
-    loop = GRPOLoop(
+    loop = TrainingLoop(
         sft={"max_steps": 640, "learning_rate": 3e-4, "per_device_train_batch_size": 16, "warmup_steps": 10,
              "save_steps": 160, **sft},
         rft={"enabled": False}, grpo={"enabled": False},

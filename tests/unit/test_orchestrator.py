@@ -111,7 +111,7 @@ class FakeLoop:
 
 
 class FakeSFTThenGRPO(FakeLoop):
-    """SFT, whose weights it hands to GRPO (reported to the session, as GRPOLoop does), then GRPO."""
+    """SFT, whose weights it hands to GRPO (reported to the session, as TrainingLoop does), then GRPO."""
 
     def run(self, model, session, resume=None):
         session.on_weights(model, "sft", 1, next_phase="grpo")

@@ -113,15 +113,15 @@ class _Hardware:
 
 
 def _components(device: str, sft: bool = True, grpo: bool = True):
-    """A 7B full fine-tune: the model component's settings and a real GRPOLoop (its phases build the
+    """A 7B full fine-tune: the model component's settings and a real TrainingLoop (its phases build the
     trl.SFTConfig / trl.GRPOConfig the pre-flight reads)."""
     from types import SimpleNamespace
 
-    from rlvr.training_loop import GRPOLoop
+    from rlvr.training_loop import TrainingLoop
 
     model = SimpleNamespace(name_or_path="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", quantization=None,
                             lora=None, gradient_checkpointing=False)  # fmt: skip
-    loop = GRPOLoop(sft={"enabled": sft, "max_length": 256}, rft={"enabled": False},
+    loop = TrainingLoop(sft={"enabled": sft, "max_length": 256}, rft={"enabled": False},
                     grpo={"enabled": grpo, "per_device_train_batch_size": 16, "num_generations": 8,
                           "max_completion_length": 256},
                     signal=SIGNAL, seed=0, device="auto", precision="auto", prompt=None, rewards=None)  # fmt: skip

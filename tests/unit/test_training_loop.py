@@ -1,4 +1,4 @@
-"""GRPOLoop turns component config into TRL configs: checks that need no model."""
+"""TrainingLoop turns component config into TRL configs: checks that need no model."""
 
 from __future__ import annotations
 

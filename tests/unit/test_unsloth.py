@@ -232,14 +232,14 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
     import trl
 
     from rlvr.model import memory as preflight
-    from rlvr.training_loop import GRPOLoop
+    from rlvr.training_loop import TrainingLoop
 
     model = _component()
     args = trl.GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, per_device_train_batch_size=8)
     plan = preflight.plan_of(model, args, 1)
     assert (plan.quantization, plan.lora_r, len(plan.lora_targets)) == ("4bit", 16, 7)
     assert plan.dtype == "bfloat16" and plan.activation_checkpointing
-    loop = GRPOLoop(
+    loop = TrainingLoop(
         sft={},
         rft={"enabled": False},
         grpo={"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 256},

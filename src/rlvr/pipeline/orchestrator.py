@@ -1,7 +1,7 @@
 """PipelineOrchestrator: builds the components (rlvr.pipeline.wiring) and runs the lifecycle; the
 config gate (rlvr.config.gate) has judged the config before, and the work lives in the components.
 
-Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`STAGES` in order:
+Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`LIFECYCLE` in order:
 observers up -> data -> model -> rewards -> history (a resumed run: what its earlier attempts left,
 rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final evaluation ->
 save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`. On failure:
@@ -229,27 +229,30 @@ def write_report(ctx: RunContext) -> None:
 
 
 @dataclass(frozen=True)
-class Stage:
+class LifecycleStage:
+    """One step of a run, in :data:`LIFECYCLE` order (not an evaluation label: those are
+    :class:`rlvr.stages.Stage`)."""
+
     name: str
     run: Callable[[RunContext], None]
     when: Callable[[RunContext], bool] = lambda ctx: True
     main_only: bool = False  # rank 0 alone: nothing in it is a collective
 
 
-STAGES = (
-    Stage("data", load_data),
-    Stage("model", load_model),
-    Stage("rewards", check_rewards),
-    Stage("history", load_history, when=lambda ctx: ctx.attempts.continues, main_only=True),
+LIFECYCLE = (
+    LifecycleStage("data", load_data),
+    LifecycleStage("model", load_model),
+    LifecycleStage("rewards", check_rewards),
+    LifecycleStage("history", load_history, when=lambda ctx: ctx.attempts.continues, main_only=True),
     # Also on resume: the model is still the base model here (the trainer loads the checkpoint's
     # weights), so a baseline no earlier attempt left on disk is made now; one on disk is reused.
     # The evaluations run on every rank: under FSDP / ZeRO-3 each takes part in gathering the weights
     # rank 0 evaluates (EvalSchedule.evaluate); otherwise the other ranks return at once.
-    Stage("baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline),
-    Stage("train", train),
-    Stage("final_eval", final_eval),
-    Stage("save", save_model),
-    Stage("report", write_report, main_only=True),
+    LifecycleStage("baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline),
+    LifecycleStage("train", train),
+    LifecycleStage("final_eval", final_eval),
+    LifecycleStage("save", save_model),
+    LifecycleStage("report", write_report, main_only=True),
 )
 
 
@@ -278,7 +281,7 @@ class PipelineOrchestrator:
         try:
             on_sigterm.__enter__()
             write_records(ctx)
-            for step in STAGES:
+            for step in LIFECYCLE:
                 if step.when(ctx) and (ctx.main or not step.main_only):
                     ctx.guard.stop_if_requested(step.name)  # a signal's stop (a launcher's too): made here
                     stage = step.name

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the gate imports this module: the components' heavy imports
     from rlvr.prompts import PromptTemplate
     from rlvr.reward.terms import RewardSet
     from rlvr.runtime.distributed import Distributed
-    from rlvr.training_loop.loop import GRPOLoop
+    from rlvr.training_loop.loop import TrainingLoop
     from rlvr.verifier.sandbox import VerifierPool
 
 
@@ -67,7 +67,7 @@ class Components:
     prompts: PromptTemplate
     reward: RewardSet
     verifier: VerifierPool
-    training_loop: GRPOLoop
+    training_loop: TrainingLoop
     evaluation: Evaluator
     observers: dict[str, Observer]
     distributed: Distributed | None = None  # None = one process

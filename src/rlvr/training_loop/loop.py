@@ -5,7 +5,7 @@ Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` field
 suggestions) and by TRL's own validation before any model loads.
 
 Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
-(the prompt for SFT targets, the reward set for GRPO); :class:`GRPOLoop` only orders them
+(the prompt for SFT targets, the reward set for GRPO); :class:`TrainingLoop` only orders them
 and hands each the same :class:`Session` (what the run provides to training).
 """
 
@@ -276,8 +276,9 @@ class GRPOPhase(Phase):
         )
 
 
-class GRPOLoop:
-    """SFT warm start (optional), rejection-sampling fine-tuning (optional), then GRPO.
+class TrainingLoop:
+    """SFT warm start (optional), rejection-sampling fine-tuning (optional), then GRPO: each phase
+    optional, so ``training_loop=rft`` and ``training_loop=grpo`` are this class too.
 
     Args:
         sft: ``enabled`` plus ``trl.SFTConfig`` fields for the warm start on generated gold answers.
@@ -406,3 +407,8 @@ def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
             f"{outcome.steps.get(phase)}; checkpoint saved",
             guard.signum,
         )
+
+
+GRPOLoop = TrainingLoop
+"""The class's name before 2026-11-28: the ``_target_`` that run directories written before then
+record in config_resolved.yaml, so ``resume=auto`` on such a run still builds it."""

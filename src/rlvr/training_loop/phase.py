@@ -239,7 +239,7 @@ class Phase:
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
         self.fields = dict(fields)
-        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by GRPOLoop.validate
+        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by TrainingLoop.validate
         self.seed = seed
         self._hardware = hardware
 
