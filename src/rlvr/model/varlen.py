@@ -5,9 +5,9 @@ images rarely carry it).
 
 Why: a padding-free batch is one row whose position ids restart at every packed row. ``sdpa`` keeps
 the rows apart with a block-diagonal mask built from those ids, and with a mask it leaves its flash
-kernel for one that reads the whole mask per head (benchmarks/grpo_rollout.md: packed 4 x 2,048
-tokens ran at half the tokens/s of short unpacked rows). The varlen kernel takes the row boundaries
-(``cu_seqlens``) instead and skips the blocks between rows.
+kernel for one that reads the whole mask per head. The varlen kernel takes the row boundaries
+(``cu_seqlens``) instead and skips the blocks between rows (what it bought: docs/measurements.md,
+"Numbers behind choices in the code").
 
 Registered with transformers' ``AttentionInterface`` under the name ``varlen``. It takes the varlen
 kernel only for a padding-free training batch on CUDA (one row, position ids that restart, no KV

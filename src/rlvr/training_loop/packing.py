@@ -126,15 +126,15 @@ def tolerance(model: Any) -> float:
 
 def slow_attention_hint(model: Any) -> str | None:
     """A padding-free batch on CUDA under an attention that keeps its rows apart with a dense mask
-    (sdpa, eager): the hint to take the varlen kernel instead. Measured on an H200: packed SFT of the
-    1.5B shape at MFU 14.6% under sdpa, 51.5% under varlen (benchmarks/gpu_varlen_lease.md)."""
+    (sdpa, eager): the hint to take the varlen kernel instead (why: docs/measurements.md, "Numbers
+    behind choices in the code")."""
     attention = getattr(model.config, "_attn_implementation", None)
     if getattr(model.device, "type", None) != "cuda" or attention not in ("sdpa", "eager"):
         return None
     return (
         f"padding-free rows on CUDA under {attention}: the rows are kept apart by a dense mask; "
-        "model.attn_implementation=varlen runs PyTorch's variable-length flash kernel instead "
-        "(3.5x the tokens/s of sdpa for packed SFT of the 1.5B shape on an H200: benchmarks/gpu_varlen_lease.md)"
+        "model.attn_implementation=varlen runs PyTorch's variable-length flash kernel instead, "
+        "without the mask (measured: benchmarks/gpu_varlen_lease.md)"
     )
 
 
