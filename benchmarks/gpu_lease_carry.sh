@@ -17,7 +17,7 @@ set -u
 step=${1:?start|part|vllm|wait|collect}
 site=/tmp/site lease=/tmp/lease parts=/tmp/parts
 mkdir -p "$site" "$lease" "$parts"
-keep_parts() { if compgen -G ".whl/parts/*" > /dev/null; then cp -n .whl/parts/* "$parts"/; fi; ls "$parts" | tr '\n' ' '; echo; }
+keep_parts() { if compgen -G ".whl/parts/*" > /dev/null; then cp -n .whl/parts/* "$parts"/; fi; printf '%s ' "$parts"/*; echo; }
 case $step in
   start)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/base/*.whl \

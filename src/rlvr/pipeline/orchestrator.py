@@ -229,10 +229,7 @@ def write_report(ctx: RunContext) -> None:
 
 
 @dataclass(frozen=True)
-class LifecycleStage:
-    """One step of a run, in :data:`LIFECYCLE` order (not an evaluation label: those are
-    :class:`rlvr.stages.Stage`)."""
-
+class LifecycleStage:  # a step of LIFECYCLE (an evaluation label is rlvr.stages.Stage)
     name: str
     run: Callable[[RunContext], None]
     when: Callable[[RunContext], bool] = lambda ctx: True
