@@ -7,20 +7,18 @@ import signal
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from rlvr.config.gate import run_dir_of
+from rlvr.config.gate import Passed
 from rlvr.events import COMPLETED_STATUSES
 from rlvr.issues import ConfigValidationError
 from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.pipeline.wiring import TRAINING
+from rlvr.pipeline.wiring import TRAINING, run_components
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
 from rlvr.runtime.slurm_requeue import requeue_if_preempted_in_grace
 from rlvr.stages import Stage
-from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
-from rlvr.training_loop.resume import continue_command, finished_run
+from rlvr.training_loop.checkpoints import Preempted, checkpoints_in, latest_checkpoint, step_of
+from rlvr.training_loop.resume import continue_command, finished_run, resolve_resume
 
 # strict=true and a run that completed with warnings about what it learned (rlvr.records.learning)
 WARNINGS_EXIT_CODE = 3
@@ -45,9 +43,9 @@ def resume_hint(run_dir: Path) -> str:
     return f"the last checkpoint is {phase} step {step_of(path)}. Resume with: {continue_command(run_dir)}"
 
 
-def train(cfg: DictConfig) -> RunResult | None:
-    """Build the components of a config the gate passed (rlvr.config.gate.check), then (unless
-    ``validate_only``) run the training pipeline in a run directory this process owns (rlvr.runtime.run_lock)."""
+def train(passed: Passed) -> RunResult | None:
+    """Run the training pipeline over what the config gate built and passed (rlvr.config.gate.check),
+    unless ``validate_only``, in a run directory this process owns (rlvr.runtime.run_lock)."""
     import datasets
 
     from rlvr.runtime.logs import library_output_to_log_file
@@ -55,37 +53,56 @@ def train(cfg: DictConfig) -> RunResult | None:
     # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
     library_output_to_log_file()
-    orchestrator = PipelineOrchestrator(cfg, run_dir_of(cfg))
+    cfg, run_dir = passed.cfg, passed.run_dir
     if cfg.validate_only:
-        orchestrator.build()
+        passed.close()
+        for line in passed.resume_lines:
+            print(line)
         print("configuration OK: every component built and validated; nothing was loaded or trained")
         return None
-    lock = RunDirLock(orchestrator.run_dir)
+    lock = RunDirLock(run_dir)
+    running = False
     try:
         lock.acquire()
-    except RunDirBusy as exc:
-        print(f"\nrefused: {exc}\n", file=sys.stderr)
-        raise SystemExit(exc.exit_code) from None
-    try:
-        done = finished_run(cfg, orchestrator.run_dir)
+        done = finished_run(cfg, run_dir)
         if done:
             print(done)
             return None
         if lock.taken_over():
             print(f"warning: {lock.taken_over()}", file=sys.stderr)
-        orchestrator.build()
+        orchestrator = PipelineOrchestrator(cfg, run_dir, run_components(passed.components), _resume(passed))
+        running = True  # the run closes its components at its end
         result = _run(orchestrator, lock)
+    except RunDirBusy as exc:
+        print(f"\nrefused: {exc}\n", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
     finally:
         lock.release()
+        if not running:
+            passed.close()
     if cfg.strict and result.warnings:
         print(
             f"\nstrict=true: the run completed with {len(result.warnings)} warning(s) about what it did not "
-            f"learn (above, and in {orchestrator.run_dir}/report.md); exit {WARNINGS_EXIT_CODE}. Fix the "
+            f"learn (above, and in {run_dir}/report.md); exit {WARNINGS_EXIT_CODE}. Fix the "
             "cause, or set strict=false to exit 0 with the warnings in the report",
             file=sys.stderr,
         )
         raise SystemExit(WARNINGS_EXIT_CODE)
     return result
+
+
+def _resume(passed: Passed) -> tuple[str, Path] | None:
+    """The checkpoint the run continues from: the gate's, unless another process of this run wrote or
+    removed a checkpoint between the gate's look and this process taking the run directory; then it
+    is resolved again, under the lock."""
+    if checkpoints_in(passed.run_dir) == passed.checkpoints_seen:
+        for line in passed.resume_lines:
+            print(line)
+        return passed.resume
+    resume, issues = resolve_resume(passed.cfg, passed.run_dir)
+    if issues:
+        raise ConfigValidationError(issues)
+    return resume
 
 
 # What the config gate builds and judges for this app (rlvr.config.gate.check).

@@ -162,7 +162,6 @@ def test_the_check_before_hydra_reports_the_run_directory_with_every_other_probl
     from rlvr.config import gate
     from rlvr.issues import ConfigValidationError
 
-    monkeypatch.setattr(gate, "_HELD", [])
     script = Path(__file__).resolve().parents[2] / "run_pipeline.py"
     launched(2)
     with pytest.raises(ConfigValidationError) as exc:
@@ -170,8 +169,6 @@ def test_the_check_before_hydra_reports_the_run_directory_with_every_other_probl
     keys = [i.key for i in exc.value.issues]
     assert keys[0] == "hydra.run.dir" and any(k.startswith("hydra.job.env_set") for k in keys[1:]), keys
     launched(1)
-    assert gate.before_hydra(["validate_only=true", "sed=1"], script, "conf", "config") == [
-        "validate_only=true"
-    ]
-    [held] = gate._HELD
+    argv, [held] = gate.before_hydra(["validate_only=true", "sed=1"], script, "conf", "config")
+    assert argv == ["validate_only=true"]
     assert held.key == "sed" and "seed" in held.fix

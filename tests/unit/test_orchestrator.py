@@ -134,18 +134,20 @@ class FakeVerifier:
 
 def orchestrator(tmp_path, loop, observers):
     cfg = OmegaConf.create({"seed": 1, "keep_checkpoints": "last"})
-    orch = PipelineOrchestrator(cfg, tmp_path)
-    orch.components = Components(
-        data=FakeDataComponent(),
-        model=FakeModelComponent(),
-        prompts=FakePrompt(),
-        reward=FakeRewards(),
-        verifier=FakeVerifier(),
-        training_loop=loop,
-        evaluation=FakeEvaluator(),
-        observers=observers,
+    return PipelineOrchestrator(
+        cfg,
+        tmp_path,
+        Components(
+            data=FakeDataComponent(),
+            model=FakeModelComponent(),
+            prompts=FakePrompt(),
+            reward=FakeRewards(),
+            verifier=FakeVerifier(),
+            training_loop=loop,
+            evaluation=FakeEvaluator(),
+            observers=observers,
+        ),
     )
-    return orch
 
 
 def test_lifecycle_event_order_and_files(tmp_path):
@@ -154,7 +156,18 @@ def test_lifecycle_event_order_and_files(tmp_path):
     assert result.status == "COMPLETED"
     kinds = [(type(e).__name__, getattr(e, "stage", getattr(e, "label", ""))) for e in rec.events]
     stages = [s for k, s in kinds if k == "StageStart"]
-    assert stages == ["data", "model", "rewards", "baseline_eval", "train", "final_eval", "save", "report"]
+    assert stages == [
+        "data",
+        "model",
+        "preflight",
+        "place",
+        "rewards",
+        "baseline_eval",
+        "train",
+        "final_eval",
+        "save",
+        "report",
+    ]
     assert kinds[0][0] == "PipelineStart" and kinds[-1][0] == "PipelineEnd"
     assert rec.events[-1].status == "COMPLETED"
     assert [e.label for e in rec.events if isinstance(e, ev.EvalResult)] == ["baseline", "final"]
@@ -282,3 +295,23 @@ def test_a_stop_during_the_final_prune_leaves_a_completed_run(tmp_path):
     attempts = json.loads((tmp_path / "attempts.json").read_text())
     assert attempts[-1]["status"] == "COMPLETED"
     assert "the run has completed" in proc.stderr
+
+
+def test_a_refusal_that_needs_the_data_comes_in_the_preflight_stage_before_the_model_is_placed(
+    tmp_path, monkeypatch
+):
+    """The prompt-length and data-memory refusals are one named stage between loading and placing
+    (a 7B placed on the card before its memory refusal would cost the card). Mutation: the checks back
+    inside the model stage, or after place -> red."""
+    from rlvr.issues import ConfigIssue, ConfigValidationError
+    from rlvr.pipeline import orchestrator as module
+
+    issue = ConfigIssue("data.task", "t", "a prompt is 900 tokens, the context 512", "shorter prompts")
+    monkeypatch.setattr(module, "prompt_length_issues", lambda *args: [issue])
+    rec, loop, placed = Recorder(), FakeLoop(), []
+    loop.place = lambda model: placed.append(model) or model
+    with pytest.raises(ConfigValidationError):
+        orchestrator(tmp_path, loop, {"rec": rec}).run()
+    [error] = [e for e in rec.events if isinstance(e, ev.ErrorEvent)]
+    assert error.stage == "preflight" and placed == []
+    assert [e.stage for e in rec.events if isinstance(e, ev.StageStart)] == ["data", "model", "preflight"]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
@@ -36,6 +36,9 @@ from rlvr.data.reasoning_gym import split_entries, task_names, to_dataset
 from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.model import HFModel
 from rlvr.model.loader import adapter_base
+
+if TYPE_CHECKING:
+    from rlvr.config.gate import Passed
 
 log = logging.getLogger(__name__)
 
@@ -424,15 +427,17 @@ def results_table(cells: Sequence[CellResult]) -> Any:
     return table
 
 
-def run(cfg: DictConfig) -> list[Path]:
-    """The benchmark app (``python run_pipeline.py --config-name benchmark ...``)."""
-    from rlvr.app import run_dir_of
+def run(passed: Passed) -> list[Path]:
+    """The benchmark app (``python run_pipeline.py --config-name benchmark ...``), over what the config
+    gate built and passed (rlvr.config.gate.check)."""
     from rlvr.runtime.logs import library_output_to_log_file
 
     library_output_to_log_file()
-    if cfg.benchmark.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)
-        cfg.benchmark.output_dir = str(run_dir_of(cfg))
-    bench, evaluator, prompt, verifier = _build(cfg)
+    cfg, c = passed.cfg, passed.components
+    bench, evaluator, prompt, verifier = c["benchmark"], c["evaluation"], c["prompts"], c["verifier"]
+    if bench.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)
+        bench.output_dir = passed.run_dir
+        cfg.benchmark.output_dir = str(passed.run_dir)  # the device workers build from the config
     if cfg.validate_only:
         verifier.close()
         print("configuration OK")

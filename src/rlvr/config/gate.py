@@ -6,12 +6,16 @@
 every component against its signature, builds the components the app names (rlvr.pipeline.wiring)
 and runs their own validate(), the rules between components, the run directory's and the memory
 checks, reporting every problem at once. Command-line mistakes the check before Hydra held back
-(:func:`hold`) join that report. The apps then only build and run.
+(returned by :func:`before_hydra`, passed to :func:`check`) join that report. What passes is handed
+to the app as it was built and resolved (:class:`Passed`): the app builds nothing again and reads no
+checkpoint the gate has read.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +58,7 @@ def _resolved(cfg: DictConfig) -> Any:
         ) from None
 
 
-def checked_config(cfg: DictConfig) -> DictConfig:
+def checked_config(cfg: DictConfig, held: Sequence[ConfigIssue] = ()) -> DictConfig:
     """The config resolved into a fresh node, after the resolver check and the ``app`` target check.
 
     Everything downstream instantiates from the returned copy, so nothing a resolver could
@@ -62,7 +66,7 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     """
     issues = check_resolvers(cfg)
     if issues:
-        refuse(issues)
+        refuse(issues, held)
     # Resolving records every value oc.env returns (rlvr.runtime.secrets.watch_env_reads): from here on
     # they are masked in every output of this process.
     container = _resolved(cfg)
@@ -73,31 +77,24 @@ def checked_config(cfg: DictConfig) -> DictConfig:
     issues += output_dir_issues()
     issues += [i for i in job_code_issues(container) if i not in json_issues]
     if issues:
-        refuse(issues)
+        refuse(issues, held)
     resolved = OmegaConf.create(container)
     # Every other node is judged by check() next, together with each component's own validation,
     # before the app instantiates anything (so a user sees all problems at once).
     issues = [i for i in check_targets(resolved, targets_only=True) if i.key.startswith("app.")]
     if issues:
-        refuse(issues)
+        refuse(issues, held)
     return resolved
 
 
-# Command-line overrides of keys that do not exist, named by the check before Hydra (which hands
-# Hydra the command line without them): reported by the gate with every other problem, so a
-# misspelt key never hides the rest. Held in this process only: a sweep refuses them at once.
-_HELD: list[ConfigIssue] = []
-
-
-def hold(issues: list[ConfigIssue]) -> None:
-    _HELD.extend(issues)
-
-
-def before_hydra(argv: list[str], script: Path, config_path: str, config_name: str) -> list[str]:
+def before_hydra(
+    argv: list[str], script: Path, config_path: str, config_name: str
+) -> tuple[list[str], list[ConfigIssue]]:
     """The check before Hydra composes the config (a multi-process launch's run directory, Hydra's
     own settings, the config files, every override): raise ConfigValidationError with every problem
-    found, else return the command line Hydra gets, without the overrides of keys the config lacks
-    (held: :func:`check` reports them with every other problem)."""
+    found, else return the command line Hydra gets and the issues held back: the overrides of keys
+    the config lacks, left out of that command line so that :func:`check` reports them with every
+    other problem (a misspelt key never hides the rest; a sweep refuses them at once)."""
     from rlvr.config.hydra_check import preflight
     from rlvr.runtime.distributed import run_dir_issue
 
@@ -108,8 +105,7 @@ def before_hydra(argv: list[str], script: Path, config_path: str, config_name: s
         raise ConfigValidationError([*found, *exc.issues]) from None
     if found:
         raise ConfigValidationError([*found, *(issue for _, issue in held)])
-    hold([issue for _, issue in held])
-    return [a for a in argv if a not in {line for line, _ in held}]
+    return [a for a in argv if a not in {line for line, _ in held}], [issue for _, issue in held]
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -121,13 +117,46 @@ def run_dir_of(cfg: DictConfig) -> Path:
     return Path(cfg.paths.run_dir)
 
 
-def check(cfg: DictConfig, run_dir: Path | None = None) -> DictConfig:
-    """Every check after composition; raise ConfigValidationError with every problem found, else
-    return the resolved config the app instantiates from. ``run_dir``: the run's directory (default
-    :func:`run_dir_of`)."""
-    resolved = checked_config(cfg)
-    refuse(component_issues(resolved, run_dir_of(resolved) if run_dir is None else run_dir))
-    return resolved
+@dataclass
+class Passed:
+    """What the gate hands the app (:func:`check`): the resolved config, the run's directory, the
+    components the app names, built and validated, and for a training run the checkpoint it continues
+    from, resolved once, here (``resume_lines``: what resolving it found to say; ``checkpoints_seen``:
+    the complete checkpoints it chose among, so the app can tell whether another process of the run
+    wrote one since)."""
+
+    cfg: DictConfig
+    run_dir: Path
+    components: dict[str, Any] = field(default_factory=dict)
+    resume: tuple[str, Path] | None = None
+    resume_lines: list[str] = field(default_factory=list)
+    checkpoints_seen: tuple[Path, ...] = ()
+
+    def close(self) -> None:
+        """Stop what building started (a verifier's workers) when the app ends without running the
+        components (a run that runs them closes them at its end)."""
+        close_components(self.components)
+
+
+def check(cfg: DictConfig, run_dir: Path | None = None, held: Sequence[ConfigIssue] = ()) -> Passed:
+    """Every check after composition; raise ConfigValidationError with every problem found (and the
+    ``held`` command-line issues of :func:`before_hydra`), else return what passed, built, for the
+    app to run. ``run_dir``: the run's directory (default :func:`run_dir_of`)."""
+    resolved = checked_config(cfg, held)
+    passed = Passed(resolved, run_dir_of(resolved) if run_dir is None else run_dir)
+    try:
+        refuse(_judge(passed), held)
+    except BaseException:  # a refusal, or a bug in a component (its own exception and traceback)
+        passed.close()
+        raise
+    return passed
+
+
+def close_components(components: dict[str, Any]) -> None:
+    """Close the built components that hold workers (a verifier's); observers close with a run."""
+    for key, component in components.items():
+        if not key.startswith("observers.") and hasattr(component, "close"):
+            component.close()
 
 
 def _app_components(cfg: DictConfig) -> tuple[str, ...]:
@@ -146,11 +175,23 @@ def _broken(issues: list[ConfigIssue]) -> set[str]:
 
 
 def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
+    """The issues :func:`check` finds in a resolved config's components (:func:`checked_config`),
+    with what it built closed again."""
+    passed = Passed(cfg, run_dir)
+    try:
+        return _judge(passed)
+    finally:
+        close_components(passed.components)
+
+
+def _judge(passed: Passed) -> list[ConfigIssue]:
     """The app's components judged: present, bound against their signatures, built (their
     constructors' checks), each one's validate(), the rules between them, the run directory and,
-    when nothing else is wrong, the memory the run needs."""
+    when nothing else is wrong, the memory the run needs. What was built and the resume point are
+    kept in ``passed``."""
     from rlvr.pipeline.wiring import OPTIONAL_KEYS, build_all, runtime_args
 
+    cfg = passed.cfg
     keys = _app_components(cfg)
     missing = [k for k in keys if k not in cfg and k not in OPTIONAL_KEYS]
     if missing:
@@ -161,41 +202,36 @@ def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
     from rlvr.runtime.cards import KEY, card_of
 
     card, card_issues = card_of(OmegaConf.select(cfg, KEY, default=None))
-    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _run_dir_issues(cfg, run_dir)
+    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _run_dir_issues(passed)
     issues += card_issues
     built = build_all(cfg, keys, skip=_broken(issues))
-    try:
-        c = built.components
-        issues += built.issues + [
-            issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()
-        ]
-        issues += _between_issues(c)
-        validate_only = OmegaConf.select(cfg, "validate_only", default=False) is True
-        if not issues and validate_only:  # a run's data stage draws these itself, once
-            issues += [
-                i for x in c.values() if hasattr(x, "drawn_size_issues") for i in x.drawn_size_issues()
-            ]
-        if not issues:
-            issues += _memory_issues(c, card, say=card is not None or validate_only)
-    finally:
-        for key, component in built.components.items():  # a verifier's workers
-            if not key.startswith("observers.") and hasattr(component, "close"):
-                component.close()
+    passed.components = c = built.components
+    issues += built.issues + [issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()]
+    issues += _between_issues(c)
+    validate_only = OmegaConf.select(cfg, "validate_only", default=False) is True
+    if not issues and validate_only:  # a run's data stage draws these itself, once
+        issues += [i for x in c.values() if hasattr(x, "drawn_size_issues") for i in x.drawn_size_issues()]
+    if not issues:
+        issues += _memory_issues(c, card, say=card is not None or validate_only)
     return issues
 
 
-def _run_dir_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
+def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
     """A training run's ``resume`` and ``keep_checkpoints``, and what its directory already holds
-    (rlvr.training_loop.resume). A finished run continued with ``resume=auto`` and its own settings
-    passes (the run then says there is nothing to resume); with other critical settings it is refused."""
+    (rlvr.training_loop.resume); the resume point is kept in ``passed``. A finished run continued
+    with ``resume=auto`` and its own settings passes (the run then says there is nothing to resume);
+    with other critical settings it is refused."""
+    cfg, run_dir = passed.cfg, passed.run_dir
     if "resume" not in cfg:
         return []
+    from rlvr.training_loop.checkpoints import checkpoints_in
     from rlvr.training_loop.resume import resolve_resume, run_dir_issues
     from rlvr.training_loop.run_dir import keep_checkpoints_issues
 
     issues = keep_checkpoints_issues(cfg.keep_checkpoints)
-    resume, resume_issues = resolve_resume(cfg, run_dir, say=lambda line: None)
-    return issues + resume_issues + run_dir_issues(cfg, run_dir, resume)
+    passed.checkpoints_seen = checkpoints_in(run_dir)
+    passed.resume, resume_issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
+    return issues + resume_issues + run_dir_issues(cfg, run_dir, passed.resume)
 
 
 def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
@@ -228,8 +264,8 @@ def _memory_issues(c: dict[str, Any], card: Any, say: bool) -> list[ConfigIssue]
     return issues
 
 
-def refuse(issues: list[ConfigIssue]) -> None:
-    """Raise ConfigValidationError with the held command-line issues and ``issues``, if any."""
-    found = [*_HELD, *issues]
+def refuse(issues: Sequence[ConfigIssue], held: Sequence[ConfigIssue] = ()) -> None:
+    """Raise ConfigValidationError with the ``held`` command-line issues and ``issues``, if any."""
+    found = [*held, *issues]
     if found:
         raise ConfigValidationError(found)

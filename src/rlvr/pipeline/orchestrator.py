@@ -1,11 +1,12 @@
-"""PipelineOrchestrator: builds the components (rlvr.pipeline.wiring) and runs the lifecycle; the
-config gate (rlvr.config.gate) has judged the config before, and the work lives in the components.
+"""PipelineOrchestrator: runs the lifecycle over the components the config gate (rlvr.config.gate)
+built and passed, and the resume point it resolved; the work lives in the components.
 
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`LIFECYCLE` in order:
-observers up -> data -> model -> rewards -> history (a resumed run: what its earlier attempts left,
-rlvr.records.run_history) -> baseline evaluation -> training (SFT warm start, GRPO) -> final evaluation ->
-save -> report -> ``on_pipeline_end`` with the :class:`~rlvr.events.RunResult`. On failure:
-``on_error``, then ``on_pipeline_end("FAILED")``; observers and verifier workers are always closed.
+observers up -> data -> model -> preflight (refusals that need the data and the tokenizer) -> place -> rewards
+-> history (a resumed run: what its earlier attempts left, rlvr.records.run_history) -> baseline evaluation
+-> training (SFT warm start, GRPO) -> final evaluation -> save -> report -> ``on_pipeline_end`` with the
+:class:`~rlvr.events.RunResult`. On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers
+and verifier workers are always closed.
 Each stage reads one :class:`RunContext`; under ``accelerate launch`` every rank runs them, rank 0 writes.
 """
 
@@ -22,7 +23,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlvr import events as ev
-from rlvr.config.gate import refuse
 from rlvr.data.base import prompt_length_issues
 from rlvr.data.identity import MANIFEST, manifest_hash
 from rlvr.evaluation.schedule import EvalSchedule
@@ -32,9 +32,9 @@ from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.model.memory import data_checks, fits_batch
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.wiring import Components, build_run
+from rlvr.pipeline.wiring import Components
 from rlvr.records.learning import end_status, run_warnings, stage_changes
-from rlvr.records.provenance import resolved_config, write_config_record
+from rlvr.records.provenance import resolved_config, write_config_record, write_run_provenance
 from rlvr.records.run_history import AttemptLog, RunHistory, history_of
 from rlvr.runtime import distributed
 from rlvr.runtime.disk import low_disk_hint
@@ -44,7 +44,7 @@ from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.phase import Session, TrainOutcome
-from rlvr.training_loop.resume import continues, fingerprint, resolve_resume
+from rlvr.training_loop.resume import continues, fingerprint
 from rlvr.training_loop.run_dir import fault_of, finish_run_dir
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
@@ -63,8 +63,7 @@ class RunContext:
     main: bool  # rank 0 (or the only process): writes files, observes, evaluates
     attempts: AttemptLog  # this attempt's entry in attempts.json (kept by rank 0)
     result: RunResult
-    # What earlier attempts of this run left that is still valid (empty for a fresh run).
-    history: RunHistory = field(default_factory=RunHistory)
+    history: RunHistory = field(default_factory=RunHistory)  # what earlier attempts left that holds
     start: float = field(default_factory=time.perf_counter)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, secrets masked
     data: Any = None
@@ -107,26 +106,36 @@ def load_data(ctx: RunContext) -> None:
 
 
 def load_model(ctx: RunContext) -> None:
-    """Load and place the model, then record provenance (model, data, hardware, resume point)."""
+    """Load the model and its tokenizer; the prompt binds to the tokenizer (its chat template)."""
     from transformers import set_seed
 
-    c = ctx.components
     # Before loading: a fresh LoRA adapter's initial weights come from the global RNG, so
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(ctx.cfg.seed)
-    ctx.loaded = c.model.load()
-    c.prompts.bind(ctx.loaded.tokenizer)  # from here the prompt hash covers the chat template used
-    # Before any generation: a prompt longer than the context is refused with the numbers.
+    ctx.loaded = ctx.components.model.load()
+    ctx.components.prompts.bind(ctx.loaded.tokenizer)  # the prompt hash covers the chat template used
+
+
+def preflight(ctx: RunContext) -> None:
+    """Refusals that need the data and the tokenizer, before the model is placed: a prompt longer than
+    the context, then the memory pre-flight again with the data's own lengths, each naming its numbers."""
+    c = ctx.components
     too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
     if too_long:
         raise ConfigValidationError(too_long)
-    # Again with the data's own lengths: a refusal stops the run before any step, naming the terms.
     ctx.lengths, issues, warnings = data_checks(
         c.model, c.training_loop, c.distributed, ctx.data.train, ctx.loaded.tokenizer, c.prompts
     )
     for warning in warnings:
         ctx.hub.emit(ev.RunWarning(warning))
-    refuse(issues)
+    if issues:
+        raise ConfigValidationError(issues)
+
+
+def place(ctx: RunContext) -> None:
+    """The training loop places the model (device, adapter); then the evaluation schedule and the
+    run's provenance (model, data, hardware, resume point)."""
+    c = ctx.components
     ctx.loaded.model = c.training_loop.place(ctx.loaded.model)
     ctx.evals = EvalSchedule(
         c.evaluation,
@@ -139,8 +148,6 @@ def load_model(ctx: RunContext) -> None:
         distributed=c.distributed,
     )
     if ctx.main:
-        from rlvr.records.provenance import write_run_provenance
-
         path = write_run_provenance(ctx.run_dir, ctx.config, ctx.meta, c, ctx.resume)
         ctx.result.files["provenance"] = str(path)
 
@@ -215,17 +222,9 @@ def write_report(ctx: RunContext) -> None:
     ctx.result.throughput = attempt_summary(ctx.outcome)
     meta = {**ctx.meta, "status": end_status(ctx.result.warnings), "warnings": ctx.result.warnings}
     meta.update(memory=memory, throughput=ctx.result.throughput, notes=ctx.result.notes)
-    ctx.result.files.update(
-        write_report(
-            ctx.run_dir,
-            ctx.evals.evaluations,
-            ctx.outcome,
-            meta,
-            time.perf_counter() - ctx.start,
-            history=ctx.history,
-            attempt=ctx.attempts.snapshot(meta["status"]),
-        )
-    )
+    seconds, attempt = time.perf_counter() - ctx.start, ctx.attempts.snapshot(meta["status"])
+    files = write_report(ctx.run_dir, ctx.evals.evaluations, ctx.outcome, meta, seconds, ctx.history, attempt)
+    ctx.result.files.update(files)
 
 
 @dataclass(frozen=True)
@@ -239,6 +238,8 @@ class LifecycleStage:  # a step of LIFECYCLE (an evaluation label is rlvr.stages
 LIFECYCLE = (
     LifecycleStage("data", load_data),
     LifecycleStage("model", load_model),
+    LifecycleStage("preflight", preflight),
+    LifecycleStage("place", place),
     LifecycleStage("rewards", check_rewards),
     LifecycleStage("history", load_history, when=lambda ctx: ctx.attempts.continues, main_only=True),
     # Also on resume: the model is still the base model here (the trainer loads the checkpoint's
@@ -253,25 +254,18 @@ LIFECYCLE = (
 )
 
 
+@dataclass
 class PipelineOrchestrator:
-    """Builds and runs the components named in ``cfg``."""
+    """Runs the lifecycle over built ``components`` (what the config gate passed, rlvr.config.gate.check),
+    continuing from ``resume`` (phase, checkpoint) when set."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path):
-        self.cfg = cfg
-        self.run_dir = Path(run_dir)
-        self.components: Components | None = None
-        self.resume: tuple[str, Path] | None = None
+    cfg: DictConfig
+    run_dir: Path
+    components: Components
+    resume: tuple[str, Path] | None = None
 
-    def build(self) -> Components:
-        """Instantiate every component (constructors are cheap) as :data:`~rlvr.pipeline.wiring.WIRING`
-        says; the config gate (rlvr.config.gate.check) has judged the config before."""
-        self.resume, _ = resolve_resume(self.cfg, self.run_dir)
-        self.components = build_run(self.cfg)
-        return self.components
-
-    # -- run ----------------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        ctx = self._context(self.components or self.build())
+        ctx = self._context()
         # Checkpoint-on-SIGTERM is single-process: with several ranks the launcher's SIGTERM ends all.
         on_sigterm = ctx.guard if distributed.world_size() == 1 else distributed.LauncherStop(ctx.guard)
         stage = "setup"
@@ -299,8 +293,8 @@ class PipelineOrchestrator:
             on_sigterm.__exit__()
         return ctx.result
 
-    def _context(self, c: Components) -> RunContext:
-        main = distributed.is_main()
+    def _context(self) -> RunContext:
+        c, main = self.components, distributed.is_main()
         resumed_from = str(self.resume[1]) if self.resume else None
         attempts = AttemptLog(self.run_dir, continues=continues(self.cfg), resumed_from=resumed_from)
         # Other ranks stay quiet; the attempt record is no configurable observer (a report needs it).

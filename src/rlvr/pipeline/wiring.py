@@ -2,7 +2,8 @@
 
 :data:`WIRING` is the table: per component key, the constructor arguments it takes from components
 built before it. The training pipeline, the benchmark and the config gate build through
-:func:`build_all`, so the three can never disagree on who gets what; :func:`runtime_args` tells
+:func:`build_all` (a training run and a benchmark through the gate, which hands the app what it
+built), so they can never disagree on who gets what; :func:`runtime_args` tells
 :func:`rlvr.config.validation.check_targets` which arguments are provided at build time (absent from
 the YAML on purpose).
 """
@@ -60,7 +61,7 @@ OPTIONAL_KEYS = ("distributed",)
 
 @dataclass
 class Components:
-    """A training run's built components (:func:`build_run`)."""
+    """A training run's built components (:func:`run_components`)."""
 
     data: DataComponent
     model: HFModel | UnslothModel
@@ -79,10 +80,6 @@ class Built:
 
     components: dict[str, Any] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
-
-    @property
-    def observers(self) -> dict[str, Any]:
-        return {k.split(".", 1)[1]: v for k, v in self.components.items() if k.startswith("observers.")}
 
 
 def runtime_args(cfg: DictConfig) -> dict[str, set[str]]:
@@ -163,13 +160,11 @@ def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set
     return out
 
 
-def build_run(cfg: DictConfig) -> Components:
-    """The components of a training run (:data:`TRAINING`); raise ConfigValidationError with what
-    their constructors refuse (the config gate, rlvr.config.gate.check, reports it with the rest)."""
-    built = build_all(cfg, TRAINING)
-    if built.issues:
-        raise ConfigValidationError(built.issues)
-    c = built.components
+def run_components(built: dict[str, Any]) -> Components:
+    """A training run's components (:data:`TRAINING`) from what the config gate built and passed
+    (rlvr.config.gate.check: :attr:`Built.components`, keyed as there)."""
     return Components(
-        **{k: c[k] for k in COMPONENT_KEYS}, observers=built.observers, distributed=c.get("distributed")
+        **{k: built[k] for k in COMPONENT_KEYS},
+        observers={k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")},
+        distributed=built.get("distributed"),
     )

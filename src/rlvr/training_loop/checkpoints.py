@@ -157,6 +157,12 @@ def complete_checkpoints(folder: Path) -> list[Path]:
     return sorted(found, key=step_of)
 
 
+def checkpoints_in(run_dir: Path) -> tuple[Path, ...]:
+    """The complete checkpoints of every phase under ``run_dir`` (names and markers only, no weights
+    read): what a resume point was chosen among, to tell later whether it still stands."""
+    return tuple(p for phase in PHASES for p in complete_checkpoints(run_dir / "checkpoints" / phase))
+
+
 def step_of(checkpoint: Path) -> int:
     """``.../checkpoint-N`` -> N."""
     match = _STEP.search(checkpoint.name)
