@@ -40,18 +40,18 @@ def compose_cfg():
 
 def loop_collaborators() -> dict:
     """What the orchestrator passes a training loop at instantiation: a prompt and a reward set (one
-    format term of weight 0.5, no scorer needed)."""
+    format term of weight 0.5, no verifier needed)."""
     from rlvr.prompts import PromptTemplate
     from rlvr.reward import FormatReward, RewardSet
 
     prompt = PromptTemplate("{question}")
     rewards = RewardSet(
-        {"format": FormatReward(0.5, prompt=prompt, scorer=None)},
+        {"format": FormatReward(0.5, prompt=prompt, verifier=None)},
         plugin_timeout_s=60.0,
         completions_per_step=0,
         seed=0,
         prompt=prompt,
-        scorer=None,
+        verifier=None,
     )
     return {"prompt": prompt, "rewards": rewards}
 
@@ -87,13 +87,13 @@ def make_eval_result(label: str, step: int, correct: int, n: int = 200):
 
 def make_evaluator(overrides: list[str] | None = None, config_name: str = "config", **kwargs):
     """The Evaluator conf/evaluation/default.yaml builds (``overrides`` compose into it), with a plain
-    prompt and no scorer unless ``kwargs`` give them; other ``kwargs`` replace YAML values."""
+    prompt and no verifier unless ``kwargs`` give them; other ``kwargs`` replace YAML values."""
     from hydra.utils import instantiate
 
     from rlvr.prompts import PromptTemplate
 
     node = compose_config(overrides, config_name).evaluation
-    kwargs = {"prompt": PromptTemplate("{question}"), "scorer": None, **kwargs}
+    kwargs = {"prompt": PromptTemplate("{question}"), "verifier": None, **kwargs}
     return instantiate(node, _convert_="all", _partial_=True)(**kwargs)
 
 

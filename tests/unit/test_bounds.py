@@ -333,7 +333,7 @@ def test_a_hanging_plugin_reward_times_out_scores_zero_and_is_counted(released, 
         "format": FormatReward(0.5, prompt=PROMPT),
     }
     rewards = RewardSet(
-        terms, plugin_timeout_s=0.3, completions_per_step=0, seed=0, prompt=PROMPT, scorer=None
+        terms, plugin_timeout_s=0.3, completions_per_step=0, seed=0, prompt=PROMPT, verifier=None
     )
     mine, fmt = rewards.functions
     assert fmt.deadline is None  # rlvr's own term runs as it is

@@ -302,7 +302,7 @@ def test_a_curriculum_needs_a_term_that_runs_the_verifier():
         completions_per_step=0,
         seed=0,
         prompt=PROMPT,
-        scorer=None,
+        verifier=None,
     )
     issues = success_term_issues(data(), format_only)
     assert [i.key for i in issues] == ["reward.terms"] and "correctness" in issues[0].fix
@@ -319,7 +319,7 @@ def test_grpo_step_metrics_carry_the_difficulty():
         completions_per_step=0,
         seed=0,
         prompt=PROMPT,
-        scorer=None,
+        verifier=None,
     )
     phase = GRPOPhase({}, 0, lambda: None, rewards, SIGNAL)
     source = (

@@ -28,7 +28,7 @@ def test_reward_and_evaluation_score_the_same_answer_of_one_completion():
     rollout = f"<answer>{entry['answer']}</answer> wait, <answer>{int(entry['answer']) + 1}</answer>"
     evaluated, _ = _cut_at_stop(rollout, (PROMPT.close_tag,))  # what evaluation's generator returns
     with verifier_pool(num_workers=0) as pool:
-        reward = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
+        reward = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=pool)
         assert reward([rollout], task=["basic_arithmetic"], entry=[json.dumps(entry)]) == [1.0]
     assert PROMPT.extract(evaluated) == PROMPT.extract(rollout) == entry["answer"]
 
@@ -61,7 +61,7 @@ def _entries(task, n=4, **params):
 def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
     entries = _entries("basic_arithmetic", min_digits=1, max_digits=1)
     with verifier_pool(num_workers=0) as pool:
-        reward = CorrectnessReward(weight=1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
+        reward = CorrectnessReward(weight=1.0, partial_credit=False, prompt=PROMPT, verifier=pool)
         completions = [
             [{"role": "assistant", "content": f"<answer>{entries[0]['answer']}</answer>"}],
             [{"role": "assistant", "content": "<answer>not a number</answer>"}],
@@ -73,39 +73,39 @@ def test_correctness_reward_uses_task_verifier_and_survives_bad_answers():
 
 
 def test_format_and_length_terms():
-    fmt = FormatReward(1.0, prompt=PROMPT, scorer=None)
-    length = LengthPenalty(1.0, free_chars=5, scale_chars=5, prompt=PROMPT, scorer=None)
+    fmt = FormatReward(1.0, prompt=PROMPT, verifier=None)
+    length = LengthPenalty(1.0, free_chars=5, scale_chars=5, prompt=PROMPT, verifier=None)
     assert fmt(["<answer>3</answer>", "<answer>3</answer><answer>4</answer>", "3"]) == [1.0, 0.0, 0.0]
     assert length(["abc", "x" * 10]) == [0.0, -1.0]
 
 
 def test_reward_set_exposes_functions_weights_and_names():
     with verifier_pool(num_workers=0) as pool:
-        terms = {"correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)}
+        terms = {"correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=pool)}
         rs = RewardSet(
-            {**terms, "fmt": FormatReward(0.25, prompt=PROMPT, scorer=None)},
+            {**terms, "fmt": FormatReward(0.25, prompt=PROMPT, verifier=None)},
             plugin_timeout_s=60.0,
             completions_per_step=0,
             seed=0,
             prompt=PROMPT,
-            scorer=pool,
+            verifier=pool,
         )
     assert rs.weights == [1.0, 0.25]
     assert [f.__name__ for f in rs.functions] == ["correctness", "fmt"]
     zero = RewardSet(
-        {"a": FormatReward(0.0, prompt=PROMPT, scorer=None)},
+        {"a": FormatReward(0.0, prompt=PROMPT, verifier=None)},
         plugin_timeout_s=60.0,
         completions_per_step=0,
         seed=0,
         prompt=PROMPT,
-        scorer=None,
+        verifier=None,
     )
     assert zero.validate()  # all-zero weights are refused
 
 
 def test_a_correctness_term_without_a_scorer_does_not_exist():
-    with pytest.raises(ValueError, match="scorer"):
-        CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=None)
+    with pytest.raises(ValueError, match="verifier"):
+        CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=None)
 
 
 def test_terms_are_checked_on_gold_answers_before_training():
@@ -136,20 +136,20 @@ def test_terms_are_checked_on_gold_answers_before_training():
 
     with verifier_pool(num_workers=0) as pool:
         good = {
-            "correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool),
-            "cols": Columns(1.0, prompt=PROMPT, scorer=pool),
+            "correctness": CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=pool),
+            "cols": Columns(1.0, prompt=PROMPT, verifier=pool),
         }
         RewardSet(
-            good, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, scorer=pool
+            good, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, verifier=pool
         ).check_on_gold(data)
         assert Columns.seen["task"] == ["basic_arithmetic"] * 4 and len(Columns.seen["entry"]) == 4
         broken = RewardSet(
-            {"scalar": Scalar(1.0, prompt=PROMPT, scorer=pool)},
+            {"scalar": Scalar(1.0, prompt=PROMPT, verifier=pool)},
             plugin_timeout_s=60.0,
             completions_per_step=0,
             seed=0,
             prompt=PROMPT,
-            scorer=pool,
+            verifier=pool,
         )
         with pytest.raises(RuntimeError, match="reward.terms.scalar returned float"):
             broken.check_on_gold(data)
@@ -163,7 +163,7 @@ def test_correctness_is_exact_unless_partial_credit(partial_credit, expected):
     # so a sign error ("-3" for 3) would earn 0.5; the default reward counts only exact answers.
     entry = json.dumps({"question": "Calculate 1 + 2.", "answer": "3", "metadata": {}})
     with verifier_pool(num_workers=0) as pool:
-        reward = CorrectnessReward(1.0, partial_credit=partial_credit, prompt=PROMPT, scorer=pool)
+        reward = CorrectnessReward(1.0, partial_credit=partial_credit, prompt=PROMPT, verifier=pool)
         scores = reward(
             ["<answer>3</answer>", "<answer>-3</answer>", "<answer>-13</answer>"],
             task=["basic_arithmetic"] * 3,
@@ -176,10 +176,10 @@ def test_reward_set_counts_groups_without_variance_on_weighted_totals():
     # TRL's frac_reward_zero_std misses an all-equal group at 1.0 + 0.2 (float32 std 1.3e-7);
     # the reward set compares weighted totals per group instead.
     terms = {
-        "fmt": FormatReward(0.2, prompt=PROMPT, scorer=None),
-        "length": LengthPenalty(0.7, free_chars=18, scale_chars=10, prompt=PROMPT, scorer=None),
+        "fmt": FormatReward(0.2, prompt=PROMPT, verifier=None),
+        "length": LengthPenalty(0.7, free_chars=18, scale_chars=10, prompt=PROMPT, verifier=None),
     }
-    rs = RewardSet(terms, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, scorer=None)
+    rs = RewardSet(terms, plugin_timeout_s=60.0, completions_per_step=0, seed=0, prompt=PROMPT, verifier=None)
     rs.group_size = 2
     batch = ["<answer>1</answer>", "<answer>2</answer>", "<answer>1</answer>", "<answer>123456</answer>"]
     for fn in rs.functions:  # TRL calls each term once on the whole generation batch

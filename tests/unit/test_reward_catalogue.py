@@ -47,9 +47,9 @@ def family(name: str) -> PromptTemplate:
 PLAIN, THINK, WORKING_OUT = family("plain"), family("think"), family("working_out")
 
 
-def build_rewards(cfg, prompt, scorer=None) -> RewardSet:
+def build_rewards(cfg, prompt, verifier=None) -> RewardSet:
     """The reward set with its collaborators passed at instantiation, as the orchestrator does."""
-    run = {"prompt": prompt, "scorer": scorer if scorer is not None else verifier_pool(num_workers=0)}
+    run = {"prompt": prompt, "verifier": verifier if verifier is not None else verifier_pool(num_workers=0)}
     # Partial, then called: Hydra's config merge would turn the PromptTemplate dataclass into a dict.
     terms = {n: instantiate(t, _convert_="all", _partial_=True)(**run) for n, t in cfg.reward.terms.items()}
     return instantiate(cfg.reward, _convert_="all", _partial_=True, _recursive_=False)(**run, terms=terms)
@@ -76,7 +76,7 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
             no_answer_reward=-2.0,
             weight=1.0,
             prompt=WORKING_OUT,
-            scorer=pool,
+            verifier=pool,
         )
         out = term(completions, task=["basic_arithmetic"] * 3, entry=[json.dumps(e) for e in entries])
     assert out == [3.0, -1.0, -2.0]
@@ -85,7 +85,7 @@ def test_answer_match_gives_the_configured_values_for_right_wrong_and_missing_an
 def test_answer_match_refuses_a_penalty_above_the_reward():
     issues = AnswerMatchReward(
         prompt=PLAIN,
-        scorer=verifier_pool(num_workers=0),
+        verifier=verifier_pool(num_workers=0),
         correct_reward=-1.0,
         wrong_penalty=3.0,
         no_answer_reward=0.0,
@@ -211,7 +211,7 @@ def test_every_term_file_is_a_drop_in_and_scores_the_gold_answer_best_for_every_
         for fam in FAMILIES:
             prompt = family(fam)
             # The collaborators as the orchestrator passes them at instantiation.
-            term = instantiate(node, _partial_=True)(prompt=prompt, scorer=pool)
+            term = instantiate(node, _partial_=True)(prompt=prompt, verifier=pool)
             gold = prompt.format_answer(entry["answer"])
             out = term([gold], task=["basic_arithmetic"], entry=[json.dumps(entry)], answer=[entry["answer"]])
             expected = node["present_once"] * len(prompt.markers) if name == "format_approx" else best[name]
@@ -273,7 +273,7 @@ def test_reward_set_sums_weighted_terms_skipping_abstentions():
         completions_per_step=0,
         seed=0,
         prompt=PLAIN,
-        scorer=None,
+        verifier=None,
     )
     rewards.group_size = 2
     f, g = rewards.functions

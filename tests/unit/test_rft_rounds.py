@@ -81,11 +81,11 @@ def test_a_round_keeps_only_verified_distinct_completions_capped_per_prompt():
         }
     )
     with verifier_pool(num_workers=0) as pool:
-        correctness = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, scorer=pool)
+        correctness = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=pool)
         rewards = RewardSet(
             {"correctness": correctness},
             prompt=PROMPT,
-            scorer=pool,
+            verifier=pool,
             plugin_timeout_s=60.0,
             completions_per_step=0,
             seed=0,

@@ -122,7 +122,7 @@ def rescore_problem(cell: CellResult, rows: Any, evaluator: Any) -> str | None:
             return f"stored question {i} has {len(sample.completions)} completions but {len(sample.scores)} scores"
     fresh = [
         (req.answer, score.value)
-        for req, score in zip(requests, evaluator.scorer.score(requests), strict=True)
+        for req, score in zip(requests, evaluator.verifier.score(requests), strict=True)
     ]
     wrong = sum(a != b for a, b in zip(fresh, stored, strict=True))
     return f"{wrong} of {len(fresh)} stored answers do not score as stored" if wrong else None

@@ -108,9 +108,9 @@ class Evaluator:
             ``completions/eval/<label>``, ``completions.jsonl``), chosen by ``seed``: the same
             questions at every evaluation of a run, so a table reads as before/after; 0 = none.
         prompt: the run's PromptTemplate (rendering and answer extraction, shared with the rewards).
-        scorer: the run's verifier sandbox (rlvr.verifier.VerifierPool).
+        verifier: the run's verifier sandbox (rlvr.verifier.VerifierPool).
 
-    ``prompt`` and ``scorer`` are runtime objects: the orchestrator (or the benchmark) passes them
+    ``prompt`` and ``verifier`` are runtime objects: the orchestrator (or the benchmark) passes them
     at instantiation, beside the YAML values.
     """
 
@@ -131,7 +131,7 @@ class Evaluator:
         sampled: Mapping[str, Any] | None,
         completions_per_eval: Annotated[int, Field(ge=0, examples=[16])],
         prompt: PromptTemplate,
-        scorer: Scorer | None,
+        verifier: Scorer | None,
     ):
         self.baseline = baseline
         self.every_n_steps = every_n_steps
@@ -147,7 +147,7 @@ class Evaluator:
         self.sampled, self._sampled_issues = SampledEvaluation.build(sampled)
         self.completions_per_eval = completions_per_eval
         self.prompt = prompt
-        self.scorer = scorer
+        self.verifier = verifier
 
     @property
     def backend(self) -> str:
@@ -188,7 +188,7 @@ class Evaluator:
         return issues + self._sampled_issues
 
     def sampled_view(self) -> Evaluator | None:
-        """This evaluator with ``sampled``'s settings (same prompt, scorer, generator, engine), or None."""
+        """This evaluator with ``sampled``'s settings (same prompt, verifier, generator, engine), or None."""
         if self.sampled is None:
             return None
         view = copy.copy(self)
@@ -294,9 +294,11 @@ class Evaluator:
             )
             for i in range(len(generations))
         ]
-        if self.scorer is None:
-            raise ValueError("an Evaluator needs a scorer (the verifier sandbox) to score answers")
-        for owner, req, score in zip(owners, requests, self.scorer.score(requests), strict=True):
+        if self.verifier is None:
+            raise ValueError(
+                "an Evaluator needs a verifier (the verifier sandbox, rlvr.verifier.VerifierPool) to score answers"
+            )
+        for owner, req, score in zip(owners, requests, self.verifier.score(requests), strict=True):
             samples[owner].answers.append(req.answer)
             samples[owner].scores.append(score.value)
             samples[owner].status.append(score.status)

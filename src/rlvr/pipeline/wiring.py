@@ -46,8 +46,8 @@ class Wiring:
 
 
 WIRING: dict[str, Wiring] = {
-    "reward": Wiring({"prompt": "prompts", "scorer": "verifier"}, each="terms"),
-    "evaluation": Wiring({"prompt": "prompts", "scorer": "verifier"}),
+    "reward": Wiring({"prompt": "prompts", "verifier": "verifier"}, each="terms"),
+    "evaluation": Wiring({"prompt": "prompts", "verifier": "verifier"}),
     "training_loop": Wiring({"prompt": "prompts", "rewards": "reward"}, without_providers=True),
 }
 

@@ -52,9 +52,9 @@ class AnswerMatchReward(CorrectnessReward):
         weight: float,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, partial_credit=False, prompt=prompt, scorer=scorer)
+        super().__init__(weight, partial_credit=False, prompt=prompt, verifier=verifier)
         self.correct_reward = float(correct_reward)
         self.wrong_penalty = float(wrong_penalty)
         self.no_answer_reward = float(no_answer_reward)
@@ -108,9 +108,9 @@ class ApproxFormatReward(_Term):
         weight: float,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
+        super().__init__(weight, prompt=prompt, verifier=verifier)
         self.present_once = float(present_once)
         self.otherwise = float(otherwise)
 
@@ -194,9 +194,9 @@ class NumericToleranceReward(_Term):
         weight: float,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
+        super().__init__(weight, prompt=prompt, verifier=verifier)
         self.rel_tol = float(rel_tol)
         self.abs_tol = float(abs_tol)
 
@@ -238,9 +238,9 @@ class OverlongPenalty(_Term):
         weight: float,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
+        super().__init__(weight, prompt=prompt, verifier=verifier)
         self.max_tokens = max_tokens
         self.buffer_tokens = buffer_tokens
 
@@ -291,9 +291,9 @@ class FunctionReward(_Term):
         weight: float,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
+        super().__init__(weight, prompt=prompt, verifier=verifier)
         self.function = function
 
     def validate(self, key: str) -> list[ConfigIssue]:

@@ -2,7 +2,7 @@
 
 Each term has a ``weight``; the RewardSet hands TRL the functions and the weights
 (``GRPOConfig.reward_weights``). Every term is constructed with the run's shared
-PromptTemplate (``prompt``) and verifier sandbox (``scorer``), which the orchestrator
+PromptTemplate (``prompt``) and verifier sandbox (``verifier``), which the orchestrator
 passes at instantiation beside the YAML values, so extraction and scoring are the
 same objects that evaluation uses and a term is usable as soon as it exists.
 """
@@ -38,24 +38,24 @@ def completion_text(completion: Any) -> str:
 
 
 class _Term:
-    """Base of the reward terms: a weight, the run's prompt and its scorer (the verifier sandbox).
+    """Base of the reward terms: a weight, the run's prompt and its verifier (the sandbox).
 
-    Subclasses with options of their own pass the collaborators (prompt, scorer) on to it.
+    Subclasses with options of their own pass the collaborators (prompt, verifier) on to it.
 
     Args:
         weight: weight of this term in the summed reward (``reward.terms.<name>.weight``).
         prompt: the run's PromptTemplate (answer markers, extraction); passed at instantiation.
-        scorer: the run's verifier sandbox, for terms that run the task's verifier.
+        verifier: the run's verifier sandbox, for terms that run the task's verifier.
     """
 
     name = "term"
     # Each subclass is a TRL reward function: (completions, **dataset columns) -> a value per completion.
     __call__: Callable[..., Any]
 
-    def __init__(self, weight: float, *, prompt: PromptTemplate, scorer: Scorer | None = None):
+    def __init__(self, weight: float, *, prompt: PromptTemplate, verifier: Scorer | None = None):
         self.weight = float(weight)
         self.prompt = prompt
-        self.scorer = scorer
+        self.verifier = verifier
         # TRL logs each reward under the function's __name__.
         self.__name__ = self.name
 
@@ -81,11 +81,11 @@ class CorrectnessReward(_Term):
     name = "correctness"
 
     def __init__(
-        self, weight: float, partial_credit: bool, *, prompt: PromptTemplate, scorer: Scorer | None = None
+        self, weight: float, partial_credit: bool, *, prompt: PromptTemplate, verifier: Scorer | None = None
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
-        if self.scorer is None:
-            raise ValueError("CorrectnessReward needs a scorer (the verifier sandbox)")
+        super().__init__(weight, prompt=prompt, verifier=verifier)
+        if self.verifier is None:
+            raise ValueError("CorrectnessReward needs a verifier (the sandbox that runs the task's check)")
         self.partial_credit = partial_credit
 
     def verdicts(
@@ -99,8 +99,8 @@ class CorrectnessReward(_Term):
             ScoreRequest(task=t, answer=a, entry=json.loads(e))
             for a, t, e in zip(answers, task, entry, strict=True)
         ]
-        assert self.scorer is not None  # __init__ refuses a CorrectnessReward without one
-        scores = [s.value for s in self.scorer.score(requests)]
+        assert self.verifier is not None  # __init__ refuses a CorrectnessReward without one
+        scores = [s.value for s in self.verifier.score(requests)]
         # The verifier's verdicts of the latest batch: a curriculum reads its success rate here
         # (RewardSet.accepted) instead of scoring every completion a second time.
         self.last_scores = scores
@@ -172,9 +172,9 @@ class LengthPenalty(_Term):
         scale_chars: Annotated[int, Field(gt=0, examples=[400])],
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
-        super().__init__(weight, prompt=prompt, scorer=scorer)
+        super().__init__(weight, prompt=prompt, verifier=verifier)
         self.free_chars = free_chars
         self.scale_chars = scale_chars
 
@@ -246,7 +246,7 @@ class RewardSet:
     (an all-correct group at 1.0 + 0.2 gets a std of 1.3e-7, which ``isclose(std, 0)`` rejects).
 
     Args:
-        terms: name -> reward term (``reward.terms``), each built with the run's prompt and scorer.
+        terms: name -> reward term (``reward.terms``), each built with the run's prompt and verifier.
         plugin_timeout_s: seconds one call of a term from a plugin package may take; past it the
             batch scores 0.0 for that term, with a warning and the metric ``reward/plugin_timeouts``
             (rlvr.reward.timeout). rlvr's own terms need none (the verifier sandbox has its own).
@@ -255,7 +255,7 @@ class RewardSet:
             ``completions.jsonl``); 0 = none. Drained with :meth:`completions`.
         seed: seeds that sampling (the run's seed), so a rerun shows the same rows.
         prompt: the run's PromptTemplate; passed at instantiation.
-        scorer: the run's verifier sandbox; passed at instantiation.
+        verifier: the run's verifier sandbox; passed at instantiation.
     """
 
     def __init__(
@@ -274,7 +274,7 @@ class RewardSet:
         seed: int,
         *,
         prompt: PromptTemplate,
-        scorer: Scorer | None = None,
+        verifier: Scorer | None = None,
     ):
         self.terms = dict(terms)
         self.completions_per_step, self.seed = completions_per_step, seed
@@ -284,7 +284,7 @@ class RewardSet:
             name: Deadline(name, plugin_timeout_s) for name, term in self.terms.items() if plugin_module(term)
         }
         self.prompt = prompt
-        self.scorer = scorer
+        self.verifier = verifier
         for name, term in self.terms.items():
             term.__name__ = name
         self.group_size = 0
@@ -423,7 +423,7 @@ class RewardSet:
         """Cumulative verifier counters (errors, timeouts, rejected answers, crashes) as metrics,
         and, over the batches scored since the last call, the zero-variance group fraction and
         (when the batches held several tasks) the mean weighted reward per task."""
-        counters = getattr(self.scorer, "counters", None) or {}
+        counters = getattr(self.verifier, "counters", None) or {}
         out = {f"reward/{k}": float(v) for k, v in counters.items()}
         if self._deadlines:
             out["reward/plugin_timeouts"] = float(sum(d.timeouts for d in self._deadlines.values()))
