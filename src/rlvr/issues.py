@@ -134,7 +134,10 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
     """``value`` validated against ``annotation`` with pydantic as a YAML value (JSON mode, strict:
     ``maybe`` is no bool, ``'3'`` no int, ``3`` is a float); one issue per wrong part, naming the
     annotation's ``owner`` (``has type str, GRPOConfig.learning_rate expects float``) or its rule
-    (``must be >= 0``)."""
+    (``must be >= 0``). A typed node (a ``TypedDict`` annotation) is judged key by key: :func:`_node_issues`."""
+    node = _typed_node(annotation)
+    if node is not None and isinstance(plain := _plain(value), dict):
+        return _node_issues(key, plain, node)
     adapter = _adapter(annotation)
     if adapter is None:
         return []
@@ -173,6 +176,44 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
     return issues
 
 
+def _typed_node(annotation: Any) -> Any:
+    """The ``TypedDict`` an annotation is (within ``Annotated``), or None."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation if typing.is_typeddict(annotation) else None
+
+
+def _titled(annotation: Any) -> tuple[Any, str | None]:
+    """A node key's annotation without ``Required``, and the title its ``Field(title=...)`` gives (the
+    owner messages name: ``GRPOConfig.learning_rate``)."""
+    wrappers = {getattr(typing, name, None) for name in ("Required", "NotRequired")} - {None}  # 3.11+
+    if typing.get_origin(annotation) in wrappers:
+        annotation = typing.get_args(annotation)[0]
+    meta = typing.get_args(annotation)[1:] if typing.get_origin(annotation) is typing.Annotated else ()
+    titles = [m.title for m in meta if isinstance(m, FieldInfo) and m.title]
+    return annotation, (titles[0] if titles else None)
+
+
+def _node_issues(key: str, value: dict[str, Any], node: Any) -> list[ConfigIssue]:
+    """A typed node's keys: one it does not declare (with the close names), each value against its
+    key's own annotation, and a required key left out."""
+    hints = typing.get_type_hints(node, include_extras=True)
+    issues = [
+        ConfigIssue(f"{key}.{name}", v, f"not a {node.__name__} field", suggest(name, hints))
+        for name, v in value.items()
+        if name not in hints
+    ]
+    for name, v in value.items():
+        if name in hints:
+            annotation, title = _titled(hints[name])
+            issues += value_issues(f"{key}.{name}", v, annotation, title or f"{node.__name__}.{name}")
+    return issues + [
+        ConfigIssue(f"{key}.{name}", None, "missing", f"set {key}.{name}")
+        for name in sorted(node.__required_keys__)
+        if name not in value
+    ]
+
+
 def _rule_fix(where: str, part: Any, rule: str, annotation: Any) -> str:
     """How to meet a rule: a close choice, the rule, and the example and note its declaration
     gives (``Annotated[int, Field(ge=1, examples=[5], description="0 = off")]``)."""
@@ -190,7 +231,8 @@ def _field_info(annotation: Any) -> FieldInfo | None:
     """The ``Field(...)`` an annotation declares, within an ``Optional`` too."""
     found = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, FieldInfo)]
     found += [i for a in typing.get_args(annotation) if (i := _field_info(a)) is not None]
-    return found[0] if found else None
+    told = [i for i in found if i.examples or i.description]  # not a Field that only titles its key
+    return (told or found)[0] if found else None
 
 
 def spelt(annotation: Any) -> str:

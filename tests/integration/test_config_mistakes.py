@@ -57,7 +57,7 @@ def test_a_misspelt_key_without_plus_is_named_and_hides_nothing(tmp_path):
     assert "training_loop.grpo.learnin_rate='1e-5': the config has no key 'learnin_rate'" in err
     assert "did you mean 'learning_rate'?" in err and "+training_loop.grpo.learnin_rate=1e-5" in err
     assert "did you mean 'training_loop'?" in err
-    assert "training_loop.precision='fp8': unknown precision" in err
+    assert "training_loop.precision='fp8': must be 'auto', 'bf16', 'fp16' or 'fp32'" in err
     assert "training_loop.grpo.max_steps=-3: must be > 0" in err
 
 
@@ -78,7 +78,7 @@ def test_run_settings_of_the_wrong_shape_are_named(tmp_path):
     )
     assert "validate_only='maybe': has type str, the run expects bool" in err
     assert "resume=123: checkpoint directory does not exist" in err
-    assert "training_loop.sft.enabled='maybe': must be true or false" in err
+    assert "training_loop.sft.enabled='maybe': has type str, training_loop.sft.enabled expects bool" in err
     assert "observers.console.log_every=0: must be >= 1" in err
     assert "reward.terms=5: has type int" in err
 

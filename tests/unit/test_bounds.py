@@ -289,11 +289,13 @@ def test_rft_sizes_have_ceilings_checked_before_any_work(tmp_path):
     sizes = ("rounds", "prompts_per_round", "samples_per_prompt")
     issues = rft_issues(*[f"training_loop.rft.{k}=1000000000" for k in sizes])
     assert {k: (i.value, i.problem) for k, i in issues.items()} == {
-        "training_loop.rft.rounds": (10**9, "must be at most 1,000"),
-        "training_loop.rft.prompts_per_round": (10**9, "must be at most 100,000"),
-        "training_loop.rft.samples_per_prompt": (10**9, "must be at most 1,024"),
+        "training_loop.rft.rounds": (10**9, "must be <= 1000"),
+        "training_loop.rft.prompts_per_round": (10**9, "must be <= 100000"),
+        "training_loop.rft.samples_per_prompt": (10**9, "must be <= 1024"),
     }
-    assert issues["training_loop.rft.rounds"].fix == "set training_loop.rft.rounds to at most 1000"
+    assert issues["training_loop.rft.rounds"].fix.startswith(
+        "set training_loop.rft.rounds to a value <= 1000"
+    )
     # each within its own ceiling, together past what one round may sample
     [issue] = rft_issues(
         "training_loop.rft.prompts_per_round=100000", "training_loop.rft.samples_per_prompt=1024"

@@ -219,10 +219,22 @@ def test_sft_on_a_gpu_takes_cuda_batch_size_rows_in_proportionally_fewer_steps()
 
 
 def test_a_bad_sft_cuda_batch_size_is_named_with_its_fix():
-    issues = _sft_loop("cpu", cuda_batch_size="big").validate()
-    assert [i.key for i in issues] == ["training_loop.sft.cuda_batch_size"]
-    assert "null" in issues[0].fix
-    assert _sft_loop("cpu", cuda_batch_size=None).validate() == []
+    """Its type and bound are the SFT node's (rlvr.training_loop.settings), bound by the config gate
+    against TrainingLoop's signature. Mutation: cuda_batch_size left out of the node -> red."""
+    from tests.conftest import compose_config
+
+    from rlvr.config.validation import check_targets
+    from rlvr.pipeline.wiring import runtime_args
+
+    def issues(value):
+        cfg = compose_config([f"training_loop.sft.cuda_batch_size={value}"])
+        return [i for i in check_targets(cfg, runtime_args(cfg)) if i.key.startswith("training_loop")]
+
+    [bad] = issues("big")
+    assert bad.key == "training_loop.sft.cuda_batch_size" and "expects int | None" in bad.problem
+    [low] = issues(0)
+    assert low.problem == "must be >= 1" and "null keeps" in low.fix
+    assert issues("null") == [] and issues(64) == []
 
 
 def test_a_cuda_evaluation_batch_is_what_half_the_free_memory_holds(monkeypatch):

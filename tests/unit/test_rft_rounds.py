@@ -118,9 +118,18 @@ def test_round_block_cycles_the_kept_rows_to_exactly_the_steps_batches():
 
 
 def test_rft_settings_are_checked_with_key_value_and_fix():
-    loop = make_loop(sft={}, rft={**RFT, "rounds": 0, "max_steps": 5}, grpo={}, device="cpu")
+    """The rounds' bounds are the RFT node's type, bound by the config gate; the keys the phase sets
+    itself are refused by the phase."""
+    from tests.conftest import compose_config
+
+    from rlvr.config.validation import check_targets
+    from rlvr.pipeline.wiring import runtime_args
+
+    cfg = compose_config(["training_loop=rft", "training_loop.rft.rounds=0"])
+    [bound] = [i for i in check_targets(cfg, runtime_args(cfg)) if i.key.startswith("training_loop")]
+    assert (bound.key, bound.value, bound.problem) == ("training_loop.rft.rounds", 0, "must be >= 1")
+    loop = make_loop(sft={}, rft={**RFT, "max_steps": 5}, grpo={}, device="cpu")
     issues = {i.key: i for i in loop.validate()}
-    assert issues["training_loop.rft.rounds"].value == 0
     assert "rounds x steps_per_round" in issues["training_loop.rft.max_steps"].problem
     assert "training_loop.rft.steps_per_round" not in issues
 

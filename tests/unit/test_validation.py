@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import pytest
+from pydantic import Field
 from tests.conftest import compose_config
 
 from rlvr.config.gate import check
 from rlvr.config.validation import check_targets
-from rlvr.issues import ConfigValidationError
+from rlvr.issues import ConfigValidationError, value_issues
 from rlvr.pipeline.wiring import runtime_args
 
 
@@ -149,3 +151,50 @@ def test_a_value_outside_its_declared_range_hides_no_other_rule_of_its_component
     """The component is still built (ConfigIssue.builds), so the rule between its fields is reported too."""
     err = build_errors(["model=tiny", "evaluation.num_samples=0", "evaluation.ks=[9]"], tmp_path)
     assert [i.key for i in err.issues] == ["evaluation.num_samples", "evaluation.ks"]
+
+
+def test_a_typed_node_is_judged_key_by_key_naming_each_fields_owner():
+    """A ``TypedDict`` annotation (a training phase's node, rlvr.training_loop.settings) is judged key
+    by key: a key it lacks with the close names, each value against its own annotation naming the
+    owner its ``Field(title=...)`` gives, a bound as a rule (the component still builds), a required
+    key left out. Mutation: the node branch of value_issues removed -> red (pydantic names the node)."""
+
+    class Node(TypedDict, total=False):
+        learning_rate: Annotated[float, Field(gt=0, examples=[1e-5], title="GRPOConfig.learning_rate")]
+        beta: float
+
+    found = {
+        i.key: i
+        for i in value_issues("g", {"learnin_rate": 1, "learning_rate": "fast", "beta": 0.1}, Node, "T")
+    }
+    assert set(found) == {"g.learnin_rate", "g.learning_rate"}
+    assert (
+        found["g.learnin_rate"].problem == "not a Node field"
+        and "'learning_rate'" in found["g.learnin_rate"].fix
+    )
+    assert found["g.learning_rate"].problem == "has type str, GRPOConfig.learning_rate expects float"
+    [bound] = value_issues("g", {"learning_rate": 0}, Node, "T")
+    assert (bound.problem, bound.builds) == ("must be > 0", True) and "e.g. 1e-05" in bound.fix
+
+    class Rounds(TypedDict):
+        rounds: int
+
+    [missing] = value_issues("r", {}, Rounds, "T")
+    assert (missing.key, missing.problem) == ("r.rounds", "missing")
+
+
+def test_the_phase_nodes_are_the_installed_trls_config_fields():
+    """Every field of the locked TRL's SFTConfig / GRPOConfig is a key of its node, typed as TRL
+    types it, so any TRL knob is reachable and none is checked by a copy of TRL's list."""
+    import dataclasses
+    import typing
+
+    import trl
+
+    from rlvr.training_loop.settings import GRPONode, RFTNode, SFTNode
+
+    for node, config in ((SFTNode, trl.SFTConfig), (RFTNode, trl.SFTConfig), (GRPONode, trl.GRPOConfig)):
+        names = {f.name for f in dataclasses.fields(config)}
+        hints = typing.get_type_hints(node)
+        assert names <= set(hints), sorted(names - set(hints))
+    assert typing.get_type_hints(GRPONode)["beta"] == typing.get_type_hints(trl.GRPOConfig)["beta"]

@@ -12,12 +12,17 @@ than fp32; with AMX or AVX512-BF16, bf16 is the faster (benchmarks/precision.md)
 from __future__ import annotations
 
 import functools
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
 from rlvr.issues import ConfigIssue
 
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+# The choices, as the types a component's signature declares (the config gate checks them).
+Device = Literal["auto", "cpu", "cuda"]
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+DEVICES: tuple[str, ...] = typing.get_args(Device)
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 
 
 def cuda_available() -> bool:
@@ -104,16 +109,9 @@ def resolve(device: str = "auto", precision: str = "auto") -> Hardware:
 
 
 def issues(device: str, precision: str, key: str = "training_loop") -> list[ConfigIssue]:
-    """Refusals for settings this machine cannot honour (checked before anything loads)."""
+    """Refusals for settings this machine cannot honour (checked before anything loads); a device or
+    precision that is none of the choices is the type's (:data:`Device`, :data:`Precision`)."""
     found = []
-    if device not in DEVICES:
-        found.append(ConfigIssue(f"{key}.device", device, "unknown device", f"use one of {DEVICES}"))
-    if precision not in PRECISIONS:
-        found.append(
-            ConfigIssue(f"{key}.precision", precision, "unknown precision", f"use one of {PRECISIONS}")
-        )
-    if found:
-        return found
     if device == "cuda" and not cuda_available():
         found.append(
             ConfigIssue(

@@ -1,8 +1,9 @@
 """The training loop component: optional SFT warm start (TRL SFTTrainer), then GRPO (TRL GRPOTrainer).
 
 Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` fields and
-``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields, checked by name (with
-suggestions) and by TRL's own validation before any model loads.
+``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields. The constructor's annotations type each node
+by its TRL class (rlvr.training_loop.settings), so the config gate checks every key by name (with
+suggestions), type and bound; TRL's own validation runs before any model loads.
 
 Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
 (the prompt for SFT targets, the reward set for GRPO); :class:`TrainingLoop` only orders them
@@ -15,7 +16,7 @@ import functools
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
 from rlvr.issues import ConfigIssue, ConfigValidationError
@@ -23,6 +24,15 @@ from rlvr.runtime import hardware
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.training_loop.checkpoints import Preempted
 from rlvr.training_loop.phase import Phase, Session, TrainOutcome
+
+if TYPE_CHECKING:  # a type checker sees the nodes as the dicts they are at run time
+    from typing import TypeAlias
+
+    SFTNode: TypeAlias = dict[str, Any]
+    RFTNode: TypeAlias = dict[str, Any]
+    GRPONode: TypeAlias = dict[str, Any]
+else:  # the annotations the config gate binds against: TypedDicts of TRL's own config fields
+    from rlvr.training_loop.settings import GRPONode, RFTNode, SFTNode
 
 
 def _vllm_rollout_issues(grpo: dict[str, Any], device: str) -> list[ConfigIssue]:
@@ -84,7 +94,7 @@ def _one_card_server_issues(grpo: dict[str, Any]) -> list[ConfigIssue]:
 class SFTPhase(Phase):
     """Warm start on gold answers formatted by the run's prompt (TRL ``SFTTrainer``)."""
 
-    name, key = "sft", "training_loop.sft"
+    name, key, node = "sft", "training_loop.sft", SFTNode
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any):
         super().__init__(fields, seed, hardware)
@@ -96,18 +106,8 @@ class SFTPhase(Phase):
         from rlvr.training_loop import packing
 
         issues = super().issues(build)
-        if build and not issues:
+        if build and not issues and self.typed():
             issues += packing.config_issues(self.key, self.checked_config())
-        size = self.cuda_batch_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            issues.append(
-                ConfigIssue(
-                    f"{self.key}.cuda_batch_size",
-                    size,
-                    "must be a whole number >= 1 (rows per SFT step on a CUDA GPU) or null",
-                    "set e.g. 64, or null to keep per_device_train_batch_size on a GPU too",
-                )
-            )
         return issues
 
     def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
@@ -163,7 +163,7 @@ class SFTPhase(Phase):
 class GRPOPhase(Phase):
     """GRPO on the run's reward set (TRL ``GRPOTrainer``)."""
 
-    name, key = "grpo", "training_loop.grpo"
+    name, key, node = "grpo", "training_loop.grpo", GRPONode
 
     def __init__(
         self,
@@ -187,13 +187,6 @@ class GRPOPhase(Phase):
     def _managed(self) -> dict[str, Any]:
         # None only while build() collects config mistakes after the reward set failed to build.
         return {} if self.rewards is None else {"reward_weights": self.rewards.weights}
-
-    _BOUNDS = (
-        *Phase._BOUNDS,
-        ("num_generations", 1, "must be >= 2: GRPO compares completions within a group", "set 4 or 8"),
-        ("temperature", 0, "must be > 0", "set e.g. 1.0"),
-        ("max_completion_length", 0, "must be > 0", "set e.g. 64"),
-    )
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
         issues = super().issues(build)
@@ -298,13 +291,13 @@ class TrainingLoop:
 
     def __init__(
         self,
-        sft: dict[str, Any],
-        rft: dict[str, Any],
-        grpo: dict[str, Any],
+        sft: SFTNode,
+        rft: RFTNode,
+        grpo: GRPONode,
         signal: dict[str, Any],
         seed: int,
-        device: str,
-        precision: str,
+        device: hardware.Device,
+        precision: hardware.Precision,
         *,
         prompt: Any,
         rewards: Any,
@@ -355,17 +348,12 @@ class TrainingLoop:
 
     def validate(self) -> list[ConfigIssue]:
         issues = hardware.issues(self.device, self.precision)
-        # A bad device or precision leaves no hardware to build TRL's config with; every field's own
-        # checks still run, so one command shows every problem.
+        # A device or precision this machine cannot honour leaves no hardware to build TRL's config
+        # with; every field's own checks still run, so one command shows every problem. (One that is
+        # none of the choices is the types', reported by the config gate; TRL's config still builds.)
         buildable = not issues
         for phase in self.phases:
-            if not isinstance(phase.enabled, bool):
-                issues.append(
-                    ConfigIssue(
-                        f"{phase.key}.enabled", phase.enabled, "must be true or false", "set true or false"
-                    )
-                )
-            elif phase.enabled:
+            if phase.enabled is True:  # a bool: the node's type (rlvr.training_loop.settings)
                 issues.extend(phase.issues(build=buildable))
         return issues
 

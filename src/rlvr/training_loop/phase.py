@@ -1,12 +1,11 @@
 """A training phase of the loop, and what every phase shares: the TRL config built from the phase's
-settings (checked by name, by type and by TRL's own validation), the trainer run with the pipeline's
+settings (typed by rlvr.training_loop.settings, and checked by TRL's own validation), the trainer run with the pipeline's
 callbacks, a resumed checkpoint restored, and the :class:`Session` (what the run provides to training)
 and :class:`TrainOutcome` (what it hands back). :class:`Phase` is the base of the SFT and GRPO phases
 (rlvr.training_loop.loop) and of RFT (rlvr.training_loop.rft)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import tempfile
 import time
@@ -18,7 +17,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr.issues import ConfigIssue, suggest
+from rlvr.issues import ConfigIssue, value_issues
 from rlvr.runtime import hardware
 from rlvr.runtime.faults import CheckpointDamaged
 from rlvr.runtime.secrets import error_text
@@ -151,8 +150,9 @@ def trl_check_fix(key: str, message: str, fields: dict[str, Any]) -> str:
     return f"change the {key} fields the message names so that the combination passes"
 
 
-def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
-    names = {f.name for f in dataclasses.fields(config_cls)}
+def _pipeline_key_issues(key: str, values: dict[str, Any]) -> list[ConfigIssue]:
+    """TRL fields a config may not set: the pipeline's own, the hardware's, and uploads. (A key TRL
+    lacks, a value of the wrong type or out of range: the phase's typed node, rlvr.training_loop.settings.)"""
     issues = []
     for name in values:
         if name in _MANAGED:
@@ -176,28 +176,7 @@ def _check_keys(key: str, values: dict[str, Any], config_cls: type) -> list[Conf
                     "push final/ yourself after the run, e.g. `huggingface-cli upload <repo> <run_dir>/final`",
                 )
             )
-        elif name not in names:
-            issues.append(
-                ConfigIssue(
-                    f"{key}.{name}", values[name], f"not a {config_cls.__name__} field", suggest(name, names)
-                )
-            )
     return issues
-
-
-def _type_issues(key: str, values: dict[str, Any], config_cls: type) -> list[ConfigIssue]:
-    """Values whose type does not fit the TRL config field's own annotation (``learning_rate=fast``)."""
-    import typing
-
-    from rlvr.issues import value_issues
-
-    hints = typing.get_type_hints(config_cls)
-    return [
-        issue
-        for name, value in values.items()
-        if name in hints
-        for issue in value_issues(f"{key}.{name}", value, hints[name], f"{config_cls.__name__}.{name}")
-    ]
 
 
 @dataclass
@@ -237,9 +216,14 @@ class Phase:
     name: str
     key: str
 
+    # The phase's node as a type (rlvr.training_loop.settings): the config gate checks it; issues()
+    # builds TRL's config only from a node it holds for.
+    node: Any = None
+
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
+        self.raw = dict(fields)  # the node as configured
         self.fields = dict(fields)
-        self.enabled = self.fields.pop("enabled", True)  # a bool, checked by TrainingLoop.validate
+        self.enabled = self.fields.pop("enabled", True)  # a bool: the node's type
         self.seed = seed
         self._hardware = hardware
 
@@ -272,27 +256,15 @@ class Phase:
         with tempfile.TemporaryDirectory() as tmp:
             return self.config(Path(tmp))
 
-    # (field, bound it must exceed, rule, fix): checked once the field has its TRL type.
-    _BOUNDS: tuple[tuple[str, float, str, str], ...] = (
-        ("learning_rate", 0, "must be > 0", "set e.g. 1e-5"),
-        ("max_steps", 0, "must be > 0", "set e.g. 100"),
-        ("per_device_train_batch_size", 0, "must be > 0", "set e.g. 8"),
-        ("gradient_accumulation_steps", 0, "must be > 0", "set e.g. 1"),
-    )
+    def typed(self) -> bool:
+        """Whether the node holds for its type (the config gate reports each key that does not)."""
+        return not value_issues(self.key, self.raw, self.node, self.key)
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
-        """Unknown or pipeline-owned keys, values of the wrong type (TRL's own field types) or out of
-        range, and TRL's own config checks (``build``: only when every field is well-formed)."""
-        issues = _check_keys(self.key, self.fields, self.config_cls) + _type_issues(
-            self.key, self.fields, self.config_cls
-        )
-        typed_ok = not issues
-        bad = {i.key for i in issues}
-        for name, low, rule, fix in self._BOUNDS:
-            value = self.fields.get(name)
-            if f"{self.key}.{name}" not in bad and value is not None and not value > low:
-                issues.append(ConfigIssue(f"{self.key}.{name}", value, rule, fix))
-        if not (typed_ok and build):
+        """The TRL fields the pipeline sets itself, and TRL's own checks between fields (``build``: on a
+        node that holds for its type)."""
+        issues = _pipeline_key_issues(self.key, self.fields)
+        if issues or not build or not self.typed():
             return issues
         try:
             with tempfile.TemporaryDirectory() as tmp:

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,12 @@ from transformers import TrainerCallback
 
 from rlvr import events as ev
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
-from rlvr.issues import ConfigIssue
+from rlvr.issues import ConfigIssue, value_issues
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.io import atomic_write_json
 from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
 from rlvr.training_loop.phase import Phase, Session, TrainOutcome, quiet
+from rlvr.training_loop.settings import RFTNode
 
 ROUNDS_FILE = "rft_rounds.json"
 MAX_ROUND_SAMPLES = 1_000_000  # completions one round samples (prompts_per_round x samples_per_prompt)
@@ -44,57 +44,40 @@ MAX_ROUND_SAMPLES = 1_000_000  # completions one round samples (prompts_per_roun
 
 @dataclass(frozen=True)
 class RFTSettings:
-    """The rounds of rejection sampling (``training_loop.rft.*`` beside the ``trl.SFTConfig`` fields)."""
+    """The rounds of rejection sampling (``training_loop.rft.*`` beside the ``trl.SFTConfig`` fields);
+    each key's type and bounds are the node's (rlvr.training_loop.settings.RFTNode)."""
 
-    # "most": the bound checked before any work (SECURITY.md "Bounds and timeouts"): 1e9 rounds or
-    # prompts passed validate_only and the run then grew to GBs of rounds and console lines
-    rounds: int = field(metadata={"help": "sample-then-fine-tune rounds, >= 1", "most": 1_000})
-    prompts_per_round: int = field(
-        metadata={"help": "training prompts sampled per round, >= 1", "most": 100_000}
-    )
-    samples_per_prompt: int = field(
-        metadata={"help": "completions sampled per prompt (k), >= 1", "most": 1_024}
-    )
-    max_per_prompt: int = field(metadata={"help": "verified distinct completions kept per prompt, >= 1"})
-    steps_per_round: int = field(metadata={"help": "optimizer steps per round, >= 1"})
-    temperature: float = field(metadata={"help": "> 0; sampling temperature (GRPO's by default)"})
-    max_new_tokens: int = field(metadata={"help": "completion budget, >= 1 (GRPO's by default)"})
-    batch_size: int = field(metadata={"help": "rows generated together, >= 1 (evaluation's by default)"})
+    rounds: int  # sample-then-fine-tune rounds
+    prompts_per_round: int  # training prompts sampled per round
+    samples_per_prompt: int  # completions sampled per prompt (k)
+    max_per_prompt: int  # verified distinct completions kept per prompt
+    steps_per_round: int  # optimizer steps per round
+    temperature: float  # sampling temperature (GRPO's by default)
+    max_new_tokens: int  # completion budget (GRPO's by default)
+    batch_size: int  # rows generated together (evaluation's by default)
 
     @classmethod
     def build(cls, raw: dict[str, Any], key: str) -> tuple[RFTSettings | None, list[ConfigIssue]]:
-        """The settings in ``raw`` (missing ones reported), or None and every issue."""
-        issues = []
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            value = raw.get(f.name)
-            number = (float, int) if f.name == "temperature" else (int,)
-            ok = isinstance(value, number) and not isinstance(value, bool) and value > 0
-            if not ok:
-                issues.append(
-                    ConfigIssue(
-                        f"{key}.{f.name}", value, f"{f.metadata['help']}", f"set {key}.{f.name}=<number>"
-                    )
-                )
-            elif value > f.metadata.get("most", math.inf):
-                issues.append(
-                    ConfigIssue(
-                        f"{key}.{f.name}", value, f"must be at most {f.metadata['most']:,}",
-                        f"set {key}.{f.name} to at most {f.metadata['most']}",
-                    )
-                )  # fmt: skip
-            values[f.name] = value
-        samples = values["prompts_per_round"], values["samples_per_prompt"]
-        if not issues and samples[0] * samples[1] > MAX_ROUND_SAMPLES:
-            issues.append(
+        """The settings in ``raw``, or None with the keys missing, with no issue where the node's type
+        does not hold (the config gate names each key), or with the rule between them."""
+        missing = [f.name for f in dataclasses.fields(cls) if raw.get(f.name) is None]
+        if missing:
+            return None, [
+                ConfigIssue(f"{key}.{n}", None, "missing", f"set {key}.{n}=<number>") for n in missing
+            ]
+        if value_issues(key, raw, RFTNode, key):
+            return None, []
+        samples = raw["prompts_per_round"], raw["samples_per_prompt"]
+        if samples[0] * samples[1] > MAX_ROUND_SAMPLES:
+            return None, [
                 ConfigIssue(
                     f"{key}.samples_per_prompt", samples[1],
                     f"x prompts_per_round ({samples[0]}) = {samples[0] * samples[1]:,} completions a round "
                     f"(all generated, scored and held at once); must be at most {MAX_ROUND_SAMPLES:,}",
                     f"lower {key}.samples_per_prompt or {key}.prompts_per_round",
                 )
-            )  # fmt: skip
-        return (None, issues) if issues else (cls(**values), [])
+            ]  # fmt: skip
+        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls)}), []
 
 
 @dataclass
@@ -173,13 +156,14 @@ class _RoundEnd(TrainerCallback):
 class RFTPhase(Phase):
     """Rounds of sampling, keeping the verified completions and fine-tuning on them (TRL ``SFTTrainer``)."""
 
-    name, key = "rft", "training_loop.rft"
+    name, key, node = "rft", "training_loop.rft", RFTNode
 
     def __init__(
         self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any, rewards: Any
     ):
         own = {f.name for f in dataclasses.fields(RFTSettings)}
         super().__init__({k: v for k, v in fields.items() if k not in own}, seed, hardware)
+        self.raw = dict(fields)  # the whole node, its rounds too
         self.settings, self._settings_issues = RFTSettings.build(
             {k: v for k, v in fields.items() if k in own}, self.key
         )
@@ -236,7 +220,7 @@ class RFTPhase(Phase):
         from rlvr.training_loop import packing
 
         issues = super().issues(build)
-        if build and not issues:
+        if build and not issues and self.settings is not None:
             issues += packing.config_issues(self.key, self.checked_config(), rounds=True)
         if self.rewards is not None and self.rewards.success_term() is None:
             issues.append(
