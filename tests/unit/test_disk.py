@@ -8,7 +8,7 @@ import pytest
 
 from rlvr.runtime.disk import dir_size, human
 from rlvr.training_loop.checkpoints import MARKER, latest_checkpoint
-from rlvr.training_loop.run_dir import finish_run_dir, keep_checkpoints_issues, prune_checkpoints
+from rlvr.training_loop.run_dir import finish_run_dir, prune_checkpoints
 
 
 def make_run(root: Path) -> Path:
@@ -59,8 +59,16 @@ def test_size_line_and_symlinks_not_followed(tmp_path):
 
 @pytest.mark.parametrize("bad", ["latest", None, 1])
 def test_bad_value_is_a_config_issue(bad, tmp_path):
-    (issue,) = keep_checkpoints_issues(bad)
-    assert issue.key == "keep_checkpoints" and "none, last, all" in str(issue)
+    """keep_checkpoints is a run-level key of RunSettings' type: the gate names it with the choices;
+    pruning never guesses. Mutation: keep_checkpoints left out of RunSettings -> red."""
+    from tests.conftest import compose_config
+
+    from rlvr.config.validation import run_key_issues
+
+    cfg = compose_config()
+    cfg.keep_checkpoints = bad
+    (issue,) = run_key_issues(cfg)
+    assert issue.key == "keep_checkpoints" and "'none', 'last'" in str(issue) and "'all'" in str(issue)
     with pytest.raises(ValueError, match="keep_checkpoints"):
         prune_checkpoints(tmp_path, bad)
 

@@ -217,7 +217,7 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
 
 
 def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
-    """A training run's ``resume`` and ``keep_checkpoints``, and what its directory already holds
+    """A training run's ``resume`` and what its directory already holds
     (rlvr.training_loop.resume); the resume point is kept in ``passed``. A finished run continued
     with ``resume=auto`` and its own settings passes (the run then says there is nothing to resume);
     with other critical settings it is refused."""
@@ -226,12 +226,10 @@ def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
         return []
     from rlvr.training_loop.checkpoints import checkpoints_in
     from rlvr.training_loop.resume import resolve_resume, run_dir_issues
-    from rlvr.training_loop.run_dir import keep_checkpoints_issues
 
-    issues = keep_checkpoints_issues(cfg.keep_checkpoints)
     passed.checkpoints_seen = checkpoints_in(run_dir)
-    passed.resume, resume_issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
-    return issues + resume_issues + run_dir_issues(cfg, run_dir, passed.resume)
+    passed.resume, issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
+    return issues + run_dir_issues(cfg, run_dir, passed.resume)
 
 
 def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:

@@ -18,6 +18,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rlvr.issues import ConfigIssue, suggest, value_issues
+from rlvr.runtime.run_settings import RunSettings
 from rlvr.security.trust import judge_target
 
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
@@ -84,17 +85,9 @@ def iter_targets(node: Any, path: str = "") -> list[tuple[str, DictConfig]]:
     return found
 
 
-class RunSettings(typing.TypedDict):
-    """The run's own top-level keys (conf/config.yaml): no component's signature declares them."""
-
-    seed: int
-    validate_only: bool
-    resume_allow_changes: bool
-    strict: bool
-
-
 def run_key_issues(cfg: DictConfig) -> list[ConfigIssue]:
-    """Top-level run settings that do not fit :class:`RunSettings` (``validate_only=maybe`` would read as true)."""
+    """Top-level run settings that do not fit :class:`~rlvr.runtime.run_settings.RunSettings`
+    (``validate_only=maybe`` would read as true, ``keep_checkpoints=latest`` is no choice)."""
     return [
         issue
         for key, wanted in typing.get_type_hints(RunSettings, include_extras=True).items()

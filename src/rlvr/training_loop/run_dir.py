@@ -21,33 +21,17 @@ import resource
 import shutil
 from pathlib import Path
 
-from rlvr.issues import ConfigIssue
 from rlvr.runtime.disk import dir_size, free_bytes, human
 from rlvr.runtime.faults import DiskFull, RunFault, chain, is_disk_error
+from rlvr.runtime.run_settings import KEEP_CHOICES
 from rlvr.training_loop.checkpoints import latest_checkpoint
 from rlvr.training_loop.resume import continue_command
-
-KEEP_CHOICES = ("none", "last", "all")
-
-
-def keep_checkpoints_issues(value: object) -> list[ConfigIssue]:
-    if value in KEEP_CHOICES:
-        return []
-    return [
-        ConfigIssue(
-            "keep_checkpoints",
-            value,
-            f"must be one of {', '.join(KEEP_CHOICES)}",
-            "keep_checkpoints=last (what resume=auto needs), none or all",
-        )
-    ]
 
 
 def prune_checkpoints(run_dir: Path, keep: str) -> list[Path]:
     """Delete the checkpoints ``keep`` does not ask for; returns the deleted directories."""
-    (problem,) = keep_checkpoints_issues(keep) or (None,)
-    if problem:
-        raise ValueError(str(problem))
+    if keep not in KEEP_CHOICES:  # the gate refuses any other (RunSettings): a caller that skipped it
+        raise ValueError(f"keep_checkpoints={keep!r}: must be one of {', '.join(KEEP_CHOICES)}")
     root = run_dir / "checkpoints"
     if keep == "all" or not root.is_dir():
         return []
