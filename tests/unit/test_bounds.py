@@ -264,13 +264,14 @@ def test_a_data_files_header_is_still_named_when_it_looks_like_one(tmp_path):
 
 
 def test_max_rounds_has_a_ceiling():
-    """One step could run forever. Mutation: the ``<= MAX_ROUNDS`` half of the check removed -> red."""
-    from rlvr.training_loop.grpo_signal import MAX_ROUNDS, SignalSettings
+    """One step could run forever. Mutation: the ``le=MAX_ROUNDS`` bound of GRPOSignal removed -> red."""
+    from rlvr.issues import value_issues
+    from rlvr.training_loop.grpo_signal import MAX_ROUNDS, GRPOSignal
 
     node = {"skip_zero_advantage": True, "dynamic_sampling": True, "max_rounds": MAX_ROUNDS}
-    assert SignalSettings.issues(node, processes=1) == []
-    [issue] = SignalSettings.issues({**node, "max_rounds": 10**9}, processes=1)
-    assert issue.key == "training_loop.signal.max_rounds" and f"between 1 and {MAX_ROUNDS}" in issue.problem
+    assert value_issues("training_loop.signal", node, GRPOSignal, "T") == []
+    [issue] = value_issues("training_loop.signal", {**node, "max_rounds": 10**9}, GRPOSignal, "T")
+    assert issue.key == "training_loop.signal.max_rounds" and issue.problem == f"must be <= {MAX_ROUNDS}"
 
 
 def test_rft_sizes_have_ceilings_checked_before_any_work(tmp_path):

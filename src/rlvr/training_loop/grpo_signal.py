@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
-from rlvr.issues import ConfigIssue, key_issues
+from rlvr.issues import ConfigIssue, value_issues
 from rlvr.reward.terms import flat_groups, weighted_totals
 
 # How each TRL loss type normalises a micro-batch's summed per-token loss (trl GRPOTrainer._compute_loss).
@@ -61,9 +62,21 @@ _RIGHT_PADDED = {
 }
 
 
+class GRPOSignal(TypedDict):
+    """``training_loop.signal`` as a type (TrainingLoop's ``signal``; the config gate binds it)."""
+
+    skip_zero_advantage: bool
+    dynamic_sampling: bool
+    max_rounds: Annotated[
+        int,
+        Field(ge=1, le=MAX_ROUNDS, examples=[4], description="each round is a whole generation batch; a task "
+              "whose batches rarely carry signal needs other data.task_params or a curriculum, not more rounds"),
+    ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SignalSettings:
-    """``training_loop.signal``.
+    """``training_loop.signal`` (:class:`GRPOSignal` types it).
 
     Args:
         skip_zero_advantage: do not forward or backpropagate completions whose advantage is zero
@@ -83,42 +96,19 @@ class SignalSettings:
 
     @classmethod
     def issues(cls, node: dict[str, Any], processes: int) -> list[ConfigIssue]:
-        """Unknown, missing and mistyped keys, and settings dynamic sampling cannot honour."""
+        """Settings dynamic sampling cannot honour on this launch (a node that does not hold for
+        :class:`GRPOSignal` has its keys named by the config gate)."""
         key = "training_loop.signal"
-        issues = key_issues(key, node, [f.name for f in fields(cls)])
-        for name, kind in (("skip_zero_advantage", bool), ("dynamic_sampling", bool), ("max_rounds", int)):
-            if name in node and type(node[name]) is not kind:
-                example = "true" if kind is bool else "4"
-                issues.append(
-                    ConfigIssue(
-                        f"{key}.{name}",
-                        node[name],
-                        f"must be a {kind.__name__}",
-                        f"e.g. {key}.{name}={example}",
-                    )
-                )
-        if issues:
-            return issues
-        if not 1 <= node["max_rounds"] <= MAX_ROUNDS:
-            issues.append(
-                ConfigIssue(
-                    f"{key}.max_rounds",
-                    node["max_rounds"],
-                    f"must be between 1 and {MAX_ROUNDS} (each round is a whole generation batch)",
-                    "set e.g. 4; a task whose batches rarely carry signal needs an easier or harder "
-                    "setting (data.task_params, a curriculum), not more rounds",
-                )
+        if value_issues(key, node, GRPOSignal, key) or not (node["dynamic_sampling"] and processes > 1):
+            return []
+        return [
+            ConfigIssue(
+                f"{key}.dynamic_sampling",
+                True,
+                f"runs on one process: TRL splits a group's completions across processes ({processes} here)",
+                f"set {key}.dynamic_sampling=false for multi-process runs",
             )
-        if node["dynamic_sampling"] and processes > 1:
-            issues.append(
-                ConfigIssue(
-                    f"{key}.dynamic_sampling",
-                    True,
-                    f"runs on one process: TRL splits a group's completions across processes ({processes} here)",
-                    f"set {key}.dynamic_sampling=false for multi-process runs",
-                )
-            )
-        return issues
+        ]
 
 
 def skip_blockers(args: Any, trainer: Any = None) -> list[str]:

@@ -23,6 +23,7 @@ from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime import hardware
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.training_loop.checkpoints import Preempted
+from rlvr.training_loop.grpo_signal import GRPOSignal
 from rlvr.training_loop.phase import Phase, Session, TrainOutcome
 
 if TYPE_CHECKING:  # a type checker sees the nodes as the dicts they are at run time
@@ -294,7 +295,7 @@ class TrainingLoop:
         sft: SFTNode,
         rft: RFTNode,
         grpo: GRPONode,
-        signal: dict[str, Any],
+        signal: GRPOSignal,
         seed: int,
         device: hardware.Device,
         precision: hardware.Precision,
@@ -309,7 +310,7 @@ class TrainingLoop:
 
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
         self.rft_phase = RFTPhase(rft, seed, lambda: self.hardware, prompt, rewards)
-        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, signal)
+        self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, dict(signal))
 
     @property
     def phases(self) -> tuple[Phase, ...]:
