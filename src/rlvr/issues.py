@@ -1,6 +1,6 @@
 """Configuration problems, collected and reported all at once before anything heavy loads: the issue
-type every layer reports with, and how an issue is found for a key (:func:`key_issues`) and for a value
-against its annotation (:func:`value_issues`, with pydantic). A leaf: it imports nothing of rlvr, so the
+type every layer reports with, and how an issue is found for a value against its annotation
+(:func:`value_issues`, with pydantic; a node of many keys typed as a ``TypedDict`` key by key). A leaf: it imports nothing of rlvr, so the
 ground floor (rlvr.runtime) reports issues without pointing up (tests/unit/test_layout.py).
 """
 
@@ -53,22 +53,6 @@ def suggest(value: str, choices: Iterable[str], n: int = 3) -> str:
     """'did you mean ...' text for a misspelt name."""
     close = difflib.get_close_matches(value, list(choices), n=n, cutoff=0.5)
     return f"did you mean {', '.join(repr(c) for c in close)}?" if close else "no close match"
-
-
-def key_issues(key: str, raw: Any, names: Iterable[str], missing_fix: str = "") -> list[ConfigIssue]:
-    """Unknown keys (with a close match) and missing keys of a nested settings node ``key`` that
-    must hold exactly ``names`` (a typed settings dataclass's fields)."""
-    names = list(names)
-    issues = [
-        ConfigIssue(f"{key}.{name}", raw[name], f"unknown key (valid: {', '.join(names)})",
-                    f"{suggest(name, names)} remove {key}.{name}")
-        for name in raw if name not in names
-    ]  # fmt: skip
-    return issues + [
-        ConfigIssue(f"{key}.{name}", None, "missing", f"set +{key}.{name}=...{missing_fix}")
-        for name in names
-        if name not in raw
-    ]
 
 
 def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
@@ -177,9 +161,12 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
 
 
 def _typed_node(annotation: Any) -> Any:
-    """The ``TypedDict`` an annotation is (within ``Annotated``), or None."""
+    """The ``TypedDict`` an annotation is (within ``Annotated``, or ``Node | None``), or None."""
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        nodes = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _typed_node(nodes[0]) if len(nodes) == 1 else None
     return annotation if typing.is_typeddict(annotation) else None
 
 

@@ -71,14 +71,28 @@ def test_sampled_view_takes_the_sampled_settings_and_keeps_the_rest():
     assert _evaluator(sampled=None).sampled_view() is None
 
 
-def test_sampled_settings_are_checked():
-    def keys(**sampled):
-        return [(i.key, i.value) for i in _evaluator(sampled={**SAMPLED, **sampled}).validate()]
+def _sampled_issues(*overrides):
+    """What the config gate's binding says of evaluation.sampled (its type: SampledNode)."""
+    from tests.conftest import compose_config
 
-    assert keys() == []
-    assert keys(temperature=0.0) == [("evaluation.sampled.temperature", 0.0)]
-    assert keys(num_samples=0) == [("evaluation.sampled.num_samples", 0)]
-    assert keys(max_examples=0) == [("evaluation.sampled.max_examples", 0)]
+    from rlvr.config.validation import check_targets
+    from rlvr.pipeline.wiring import runtime_args
+
+    cfg = compose_config(list(overrides))
+    return [i for i in check_targets(cfg, runtime_args(cfg)) if i.key.startswith("evaluation.sampled")]
+
+
+def test_sampled_settings_are_checked():
+    """Mutation: Evaluator's ``sampled`` annotated Mapping[str, Any] -> red."""
+
+    def keys(key, value):
+        return [(i.key, i.value) for i in _sampled_issues(f"evaluation.sampled.{key}={value}")]
+
+    assert _sampled_issues() == []
+    assert keys("temperature", 0.0) == [("evaluation.sampled.temperature", 0.0)]
+    assert keys("num_samples", 0) == [("evaluation.sampled.num_samples", 0)]
+    assert keys("max_examples", 0) == [("evaluation.sampled.max_examples", 0)]
+    assert _evaluator(sampled={**SAMPLED, "temperature": 0.0}).sampled is None  # never half-built
 
 
 def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
@@ -86,10 +100,10 @@ def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
 
     evaluator = _evaluator()
     assert evaluator.sampled == SampledEvaluation(num_samples=4, temperature=1.0, max_examples=300)
-    [typo] = _evaluator(sampled={**SAMPLED, "num_sample": 8}).validate()
+    [typo] = _sampled_issues("+evaluation.sampled.num_sample=8")
     assert (typo.key, typo.value) == ("evaluation.sampled.num_sample", 8)
-    assert "num_samples" in typo.fix and "unknown key" in typo.problem
-    [missing] = _evaluator(sampled={"num_samples": 4, "temperature": 1.0}).validate()
+    assert "num_samples" in typo.fix and typo.problem == "not a SampledNode field"
+    [missing] = _sampled_issues("~evaluation.sampled.max_examples")
     assert (missing.key, missing.problem) == ("evaluation.sampled.max_examples", "missing")
 
 

@@ -11,16 +11,16 @@ import copy
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict
 
 from pydantic import Field
 
 from rlvr import events as ev
 from rlvr.evaluation.results import Evaluation, SampleRecord
 from rlvr.evaluation.sampling import BatchSize, MaxNewTokens, Samples, Temperature
-from rlvr.issues import ConfigIssue, key_issues
+from rlvr.issues import ConfigIssue, value_issues
 from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
 from rlvr.verifier.sandbox import Scorer
@@ -44,43 +44,40 @@ class EvaluationBackend(Protocol):
     ) -> Generator: ...
 
 
+class SampledNode(TypedDict):
+    """``evaluation.sampled`` as a type (Evaluator's ``sampled``; the config gate binds it)."""
+
+    num_samples: Annotated[
+        int, Field(ge=1, examples=[4], description="samples per question (k); pass@k uses all")
+    ]
+    temperature: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="greedy is the headline already; the GRPO temperature: ${training_loop.grpo.temperature}",
+        ),
+    ]
+    max_examples: Annotated[int, Field(ge=1, examples=[300], description="null = all")] | None  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SampledEvaluation:
     """``evaluation.sampled``: the GRPO stage's start (after SFT) and end (final) also evaluated with
     ``num_samples`` samples per question at ``temperature`` (the training temperature: what GRPO
-    optimises), recorded as ``after_sft_sampled``/``final_sampled`` and paired in the report."""
+    optimises), recorded as ``after_sft_sampled``/``final_sampled`` and paired in the report.
+    :class:`SampledNode` types the node."""
 
-    num_samples: int = field(metadata={"help": "samples per question (k), >= 1; pass@k uses all of them"})
-    temperature: float = field(
-        metadata={"help": "> 0; the GRPO temperature: ${training_loop.grpo.temperature}"}
-    )
-    max_examples: int | None = field(
-        metadata={"help": "questions shared among tasks and sets as Evaluator.rows does; null = all"}
-    )
+    num_samples: int
+    temperature: float
+    max_examples: int | None  # questions shared among tasks and sets as Evaluator.rows does; None = all
 
     @classmethod
-    def build(cls, raw: Mapping[str, Any] | None) -> tuple[SampledEvaluation | None, list[ConfigIssue]]:
-        """The settings in the config's ``raw`` dict (None: off), or None and every issue in it."""
-        if raw is None:
-            return None, []
-        key, names = "evaluation.sampled", [f.name for f in fields(cls)]
-        issues = key_issues(key, raw, names, missing_fix=f" or {key}=null")
-        k, t, n = (raw.get(name) for name in names)
-        if "num_samples" in raw and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-            issues.append(ConfigIssue(f"{key}.num_samples", k, "must be an integer >= 1", "set 4"))
-        if "temperature" in raw and (not isinstance(t, (int, float)) or t <= 0):
-            issues.append(
-                ConfigIssue(
-                    f"{key}.temperature", t, "must be > 0 (greedy is the headline already)",
-                    "set the GRPO temperature: ${training_loop.grpo.temperature}",
-                )
-            )  # fmt: skip
-        if n is not None and (not isinstance(n, int) or n < 1):
-            issues.append(ConfigIssue(f"{key}.max_examples", n, "must be >= 1 or null (all)", "set 300"))
-        if issues:
-            return None, issues
-        assert isinstance(k, int) and isinstance(t, (int, float))  # key_issues reports a missing one
-        return cls(num_samples=k, temperature=float(t), max_examples=n), []
+    def build(cls, raw: Mapping[str, Any] | None) -> SampledEvaluation | None:
+        """The settings in the config's ``raw`` dict, or None: off (``raw`` None), or a node that does
+        not hold for :class:`SampledNode` (the config gate names each key)."""
+        if raw is None or value_issues("evaluation.sampled", dict(raw), SampledNode, "evaluation.sampled"):
+            return None
+        return cls(raw["num_samples"], float(raw["temperature"]), raw["max_examples"])
 
 
 class Evaluator:
@@ -128,7 +125,7 @@ class Evaluator:
         ks: list[int],
         seed: int,
         generator: EvaluationBackend,
-        sampled: Mapping[str, Any] | None,
+        sampled: SampledNode | None,
         completions_per_eval: Annotated[int, Field(ge=0, examples=[16])],
         prompt: PromptTemplate,
         verifier: Scorer | None,
@@ -144,7 +141,7 @@ class Evaluator:
         self.ks = list(ks)
         self.seed = seed
         self.generator = generator
-        self.sampled, self._sampled_issues = SampledEvaluation.build(sampled)
+        self.sampled = SampledEvaluation.build(sampled)
         self.completions_per_eval = completions_per_eval
         self.prompt = prompt
         self.verifier = verifier
@@ -185,7 +182,7 @@ class Evaluator:
             )  # fmt: skip
         elif validate is not None:
             issues.extend(validate())
-        return issues + self._sampled_issues
+        return issues
 
     def sampled_view(self) -> Evaluator | None:
         """This evaluator with ``sampled``'s settings (same prompt, verifier, generator, engine), or None."""
