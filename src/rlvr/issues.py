@@ -1,7 +1,8 @@
 """Configuration problems, collected and reported all at once before anything heavy loads: the issue
 type every layer reports with, and how an issue is found for a value against its annotation
-(:func:`value_issues`, with pydantic; a node of many keys typed as a ``TypedDict`` key by key). A leaf: it imports nothing of rlvr, so the
-ground floor (rlvr.runtime) reports issues without pointing up (tests/unit/test_layout.py).
+(:func:`value_issues`, with pydantic; a node of many keys typed as a ``TypedDict``, key by key). A
+leaf: it imports nothing of rlvr, so the ground floor (rlvr.runtime) reports issues without pointing
+up (tests/unit/test_layout.py).
 """
 
 from __future__ import annotations
