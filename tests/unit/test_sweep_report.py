@@ -88,7 +88,7 @@ def test_table_formats(tmp_path):
     md = to_markdown(points)
     assert (
         "| 0 | COMPLETED | 1 | 1e-05 | 0.0% | -10.0% - 10.0% | 50.0% | 40.0% - 60.0% | 60.0% | 50.0% - 70.0% "
-        "|  | sft 4 + grpo 2 | 30.5 |" in md
+        "|  |  | sft 4 + grpo 2 | 30.5 |" in md
     )
     assert "| 1 | FAILED | 2 |" in md and "| 2 | RUNNING | 3 |" in md
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
@@ -283,24 +283,59 @@ def test_points_that_all_score_zero_are_told_apart_by_their_training_reward(tmp_
     log_rewards(sweep / "1", [0.1, 0.3, 0.5])
     log_rewards(sweep / "1", [0.9], first_step=3)  # a resumed attempt logs step 3 again: counted once
     points = collect(sweep)
+    # 0.1, 0.3, 0.9: sd 0.416, over sqrt(3), times 1.96 = 0.471 either side of 0.433
     assert [p.train_reward for p in points] == [
-        {"mean": 0.0, "last": 0.0, "steps": 2},
-        {"mean": pytest.approx(1.3 / 3), "last": 0.9, "steps": 3},
+        {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "last": 0.0, "steps": 2},
+        {
+            "mean": pytest.approx(1.3 / 3),
+            "ci_low": pytest.approx(-0.0378, abs=1e-4),
+            "ci_high": pytest.approx(0.9045, abs=1e-4),
+            "last": 0.9,
+            "steps": 3,
+        },
         None,
     ]
     md = to_markdown(points)
-    assert "GRPO reward mean (last)" in md.splitlines()[0]
-    assert "| 0.000 (0.000) | sft 4 + grpo 2 |" in md and "| 0.433 (0.900) | sft 4 + grpo 2 |" in md
+    assert "| GRPO reward mean (last) | GRPO reward 95% CI |" in md.splitlines()[0]
+    assert "| 0.000 (0.000) | [0.000, 0.000] | sft 4 + grpo 2 |" in md
+    assert "| 0.433 (0.900) | [-0.038, 0.904] | sft 4 + grpo 2 |" in md
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
     assert [r["GRPO reward mean (last)"] for r in rows] == ["0.000 (0.000)", "0.433 (0.900)", ""]
-    # the chart: a diamond per point with a reward, on its own axis
+    assert [r["GRPO reward 95% CI"] for r in rows] == ["[0.000, 0.000]", "[-0.038, 0.904]", ""]
+    # the chart: a diamond per point with a reward, on its own axis, with the table's interval
     fig = chart(points)
-    (diamonds,) = fig.axes[1].lines
+    (diamonds,) = [line for line in fig.axes[1].lines if line.get_marker() == "D"]
     assert list(diamonds.get_xdata()) == [0, 1] and list(diamonds.get_ydata()) == [
         0.0,
         pytest.approx(1.3 / 3),
     ]
-    assert fig.axes[1].get_ylabel() == "GRPO training reward (mean)"
+    assert fig.axes[1].get_ylabel() == "GRPO training reward (mean, 95% CI)"
+    (bars,) = fig.axes[1].collections  # the error bars: from each interval's low to its high
+    assert [tuple(map(float, seg[:, 1])) for seg in bars.get_segments()] == [
+        (0.0, 0.0),
+        (pytest.approx(-0.0378, abs=1e-4), pytest.approx(0.9045, abs=1e-4)),
+    ]
+
+
+def test_the_reward_axis_shows_negative_rewards_and_their_intervals(tmp_path):
+    """Issue 56 item 3: the reward axis was fixed at 0-1, so a point whose GRPO reward was negative
+    (a brevity penalty, a negative reward term) drew its diamond below the frame, unseen."""
+    sweep = make_sweep(tmp_path)
+    for num in (0, 1):
+        complete(sweep / str(num), final=0.02)
+    log_rewards(sweep / "0", [-0.9, -0.7, -0.5])
+    log_rewards(sweep / "1", [0.2, 0.4])
+    points = collect(sweep)
+    fig = chart(points)
+    right = fig.axes[1]
+    low, high = right.get_ylim()
+    lowest = min(p.train_reward["ci_low"] for p in points if p.train_reward)
+    assert lowest < -0.9 and low < lowest and high > 0.4  # every diamond and whole interval inside
+    assert any(line.get_linestyle() == ":" and list(line.get_ydata()) == [0.0, 0.0] for line in right.lines)
+    # the accuracy axis follows the data too: a 2% final with a +-10 point interval is not a sliver
+    assert fig.axes[0].get_ylim() == (0.0, pytest.approx(0.6 * 1.1))
+    assert fig.axes[0].get_xlabel().startswith("point") and fig.axes[0].get_ylabel()
+    fig.savefig(tmp_path / "negative.png")
 
 
 @pytest.mark.parametrize(("name", "magic"), [("s.pdf", b"%PDF"), ("s.svg", b"<?xml"), ("s.png", b"\x89PNG")])

@@ -6,8 +6,9 @@ as ``seed=1,2``) and each point's value for them from its ``config_resolved.yaml
 does not depend on Hydra's ``.hydra/overrides.yaml``, which a run may disable); accuracies with
 95% CIs, steps and wall time come from its ``report.json`` (for a point requeued and resumed, the
 whole run's: every attempt's evaluations, steps and wall time, and the number of attempts); the GRPO
-training reward (the mean of ``grpo/reward/mean`` over the logged steps, and its last value) comes
-from its ``metrics.jsonl``, so points whose held-out accuracies are all 0% can still be told apart.
+training reward (the mean of ``grpo/reward/mean`` over the logged steps with a 95% interval, and its
+last value) comes from its ``metrics.jsonl``, so points whose held-out accuracies are all 0% can still
+be told apart.
 
 A results directory may come from elsewhere, so it is read as data (SECURITY.md "Sweep reports"):
 YAML through :func:`rlvr.runtime.safe_yaml.load_data` (bounded size, no aliases, never interpolated), JSON
@@ -27,7 +28,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -62,7 +63,8 @@ class SweepPoint:
     wall_seconds: float | None = None
     attempts: int | None = None  # processes the point took (a requeued, resumed point: more than 1)
     note: str | None = None  # why a report.json on disk is not shown
-    train_reward: dict[str, float] | None = None  # GRPO reward over the logged steps: mean, last, steps
+    # GRPO reward over the logged steps: mean, ci_low, ci_high (None with one step), last, steps
+    train_reward: dict[str, float | None] | None = None
     # what the run did not learn (its report's warnings, rlvr.records.learning): status COMPLETED_WITH_WARNINGS
     warnings: list[str] = field(default_factory=list)
 
@@ -111,9 +113,10 @@ def _metrics_status(point_dir: Path) -> str:
     return "RUNNING"
 
 
-def train_reward(point_dir: Path) -> dict[str, float] | None:
+def train_reward(point_dir: Path) -> dict[str, float | None] | None:
     """The GRPO phase's ``grpo/reward/mean`` over the steps metrics.jsonl logged (every attempt's):
-    their mean, the last one and how many; None when no GRPO step was logged."""
+    their mean with its 95% interval (:func:`mean_interval`), the last one and how many; None when no
+    GRPO step was logged."""
     metrics = point_dir / "metrics.jsonl"
     if not metrics.is_file():
         return None
@@ -131,7 +134,26 @@ def train_reward(point_dir: Path) -> dict[str, float] | None:
     if not by_step:
         return None
     values = [by_step[s] for s in sorted(by_step)]
-    return {"mean": sum(values) / len(values), "last": values[-1], "steps": len(values)}
+    low, high = mean_interval(values)
+    mean = sum(values) / len(values)
+    return {"mean": mean, "ci_low": low, "ci_high": high, "last": values[-1], "steps": len(values)}
+
+
+def mean_interval(values: list[float], z: float = 1.96) -> tuple[float | None, float | None]:
+    """The 95% normal-approximation interval of the mean of ``values`` (the sample standard deviation
+    over sqrt(n), as the paired change's Wald interval, rlvr.evaluation.metrics); (None, None) for a
+    single value. The logged steps of one run are a trajectory, not independent draws: the interval
+    says how precisely the logged steps pin their mean, not that another seed would land inside it.
+
+    >>> [round(v, 3) for v in mean_interval([-0.5, 0.0, 0.5])]
+    [-0.566, 0.566]
+    """
+    n = len(values)
+    if n < 2:
+        return None, None
+    mean = sum(values) / n
+    half = z * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    return mean - half, mean + half
 
 
 def _status(point_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
@@ -254,6 +276,9 @@ def _rows(points: list[SweepPoint]) -> list[dict[str, Any]]:
             row[f"{stage} 95% CI"] = f"{acc['ci_low']:.1%} - {acc['ci_high']:.1%}" if acc else None
         reward = p.train_reward
         row["GRPO reward mean (last)"] = f"{reward['mean']:.3f} ({reward['last']:.3f})" if reward else None
+        low, high = (reward["ci_low"], reward["ci_high"]) if reward else (None, None)
+        # over the logged steps (mean_interval); a single step has none
+        row["GRPO reward 95% CI"] = f"[{low:.3f}, {high:.3f}]" if low is not None else None
         row["steps"] = " + ".join(f"{k} {v}" for k, v in p.steps.items()) or None
         row["wall s"] = p.wall_seconds
         row["attempts"] = p.attempts
@@ -362,27 +387,50 @@ def chart(points: list[SweepPoint]) -> Figure:
     ax.set_xlabel("point" + (f" ({'; '.join(renamed)})" if renamed else ""), fontsize=8, wrap=True)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("held-out accuracy (95% CI)")
-    ax.set_ylim(0, 1)
+    # Bars start at 0%; the top follows the highest interval, so a 2% point is not a sliver of 100%.
+    tops = [a["ci_high"] for p in done for a in p.accuracy.values()]
+    ax.set_ylim(0, min(1.0, max([0.1, *tops]) * 1.1))
     handles = _reward_markers(ax, done)
-    ax.legend(handles=ax.get_legend_handles_labels()[0] + handles, fontsize=8)
+    # Above the axes, not inside: a legend inside covers bars or diamonds of one of the two axes.
+    fig.legend(
+        handles=ax.get_legend_handles_labels()[0] + handles, fontsize=8, loc="outside upper center", ncols=2
+    )
     ax.set_title("Sweep: accuracy per point")
     return fig
 
 
 def _reward_markers(ax: Any, done: list[SweepPoint]) -> list[Any]:
-    """The GRPO training reward (mean over its steps) of each point as a diamond on a right-hand axis:
-    points whose accuracies are all 0% differ there."""
-    at = [(j, p.train_reward["mean"]) for j, p in enumerate(done) if p.train_reward]
-    if not at:
+    """The GRPO training reward (mean over its steps, with the table's 95% interval) of each point as a
+    diamond on a right-hand axis: points whose accuracies are all 0% differ there. The axis spans the
+    rewards and their intervals, negative ones included, and always 0 (dotted when inside)."""
+    rewards = [(j, p.train_reward) for j, p in enumerate(done) if p.train_reward]
+    if not rewards:
         return []
+    xs = [j for j, _ in rewards]
+    ys = [cast(float, r["mean"]) for _, r in rewards]  # a mean is always there; only the interval may not be
+    # [2, N]: below and above each mean; 0 where a single step gives no interval
+    err = [
+        [0.0 if r["ci_low"] is None else y - r["ci_low"] for (_, r), y in zip(rewards, ys, strict=True)],
+        [0.0 if r["ci_high"] is None else r["ci_high"] - y for (_, r), y in zip(rewards, ys, strict=True)],
+    ]
     right = ax.twinx()
-    (line,) = right.plot(
-        [j for j, _ in at], [r for _, r in at], "D", color="black", label="GRPO reward (mean over steps)"
+    drawn = right.errorbar(
+        xs,
+        ys,
+        yerr=err,
+        fmt="D",
+        color="tab:purple",
+        capsize=3,
+        label="GRPO reward (mean over steps, 95% CI)",
     )
-    right.set_ylabel("GRPO training reward (mean)")
-    line.set_clip_on(False)  # a 0 reward stays a whole diamond, on the left axis's 0%
-    right.set_ylim(0, max(1.0, max(r for _, r in at) * 1.05))
-    return [line]
+    right.set_ylabel("GRPO training reward (mean, 95% CI)")
+    low = min(y - e for y, e in zip(ys, err[0], strict=True))
+    high = max(y + e for y, e in zip(ys, err[1], strict=True))
+    pad = 0.08 * (max(high, 0.0) - min(low, 0.0) or 1.0)
+    right.set_ylim(min(low, 0.0) - pad, max(high, 0.0) + pad)
+    if low < 0.0:  # the left axis's 0% is no longer the reward's 0: mark where it is
+        right.axhline(0.0, color="tab:purple", linestyle=":", linewidth=0.8)
+    return [drawn]
 
 
 def plot(points: list[SweepPoint], path: Path) -> Path:
