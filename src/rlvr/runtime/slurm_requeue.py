@@ -6,33 +6,93 @@ Under ``PreemptMode=REQUEUE`` SLURM requeues a preempted job at once when the pa
 ends: a run that finishes its step, checkpoints and exits 75 within it ended ``FAILED`` and was never
 requeued (seen on a real cluster: tests/slurm/test_preemption.py). So after a SIGTERM stop inside a
 SLURM job the entry point asks SLURM for the job's record, and when it shows a preemption under way
-(``PreemptTime`` set) on a job still ``RUNNING`` that may be requeued (``Requeue=1``), it runs
-``scontrol requeue`` itself, as submitit does for its time-limit signal. A ``scancel`` (no preemption
-time) and the no-grace path (SLURM has already requeued: the job is no longer RUNNING) are left alone.
+(a preemption time set) on a job still ``RUNNING`` that may be requeued, it runs ``scontrol requeue``
+itself, as submitit does for its time-limit signal. A ``scancel`` (no preemption time) and the
+no-grace path (SLURM has already requeued: the job is no longer RUNNING) are left alone.
+
+The record is SLURM's JSON (``squeue --json``), read field by field. ``scontrol show job`` text cannot
+be trusted for this: a job's comment, name or other free text is printed in the same ``Key=value``
+line, so a comment ``x JobState=RUNNING PreemptTime=... Requeue=1`` read as a later key wins turned a
+plain cancel into a requeue (SECURITY.md "SLURM preemption"). ``squeue --json`` exists from SLURM
+21.08; Debian 12's 22.05 has no ``scontrol show job --json`` (measured 2026-11-29), and its squeue
+lists every job whatever ``--jobs`` says, so the job is picked by its id from the list.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import subprocess
+from dataclasses import dataclass
+from typing import Any
 
-_FIELD = re.compile(r"(\w+)=(\S*)")
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The three facts of a job's record the requeue decision reads."""
+
+    state: str  # the base state: RUNNING, PENDING, COMPLETING, ...
+    preempted: bool  # a preemption time is set
+    requeue: bool  # the job may be requeued (--requeue)
 
 
-def job_record(job_id: str) -> dict[str, str] | None:
-    """``scontrol show job`` of ``job_id`` as a dict, or None where scontrol cannot answer."""
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
+def _state(value: Any) -> str | None:
+    # v0.0.38 (SLURM 22.05) writes "RUNNING"; later versions a list of the base state and its flags.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value[0]
+    return None
+
+
+def _time_set(value: Any) -> bool | None:
+    # v0.0.38 writes seconds since the epoch (0: none); later versions {"set", "infinite", "number"}.
+    if isinstance(value, bool):
         return None
+    if isinstance(value, int):
+        return value > 0
+    if isinstance(value, dict) and isinstance(value.get("set"), bool):
+        return value["set"] and isinstance(value.get("number"), int) and value["number"] > 0
+    return None
+
+
+def parse_record(text: str, job_id: str) -> JobRecord | None:
+    """The record of ``job_id`` in ``squeue --json`` output; None when it is not listed (the job no
+    longer waits or runs) or a field is missing or of an unknown shape."""
     try:
-        out = subprocess.run(
-            [scontrol, "show", "job", "--oneliner", job_id], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        jobs = json.loads(text).get("jobs")
+    except (json.JSONDecodeError, AttributeError):
         return None
-    return dict(_FIELD.findall(out.stdout)) if out.returncode == 0 else None
+    if not isinstance(jobs, list):
+        return None
+    for job in jobs:
+        if not isinstance(job, dict) or str(job.get("job_id")) != job_id:
+            continue
+        state, preempted, requeue = (
+            _state(job.get("job_state")),
+            _time_set(job.get("preempt_time")),
+            job.get("requeue"),
+        )
+        if state is None or preempted is None or not isinstance(requeue, bool):
+            return None
+        return JobRecord(state=state, preempted=preempted, requeue=requeue)
+    return None
+
+
+def job_record(job_id: str) -> JobRecord | str | None:
+    """The job's record from ``squeue --json``; a line saying why it could not be read; or None when
+    the job is not listed (no longer waiting or running)."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return "squeue is not on PATH"
+    try:
+        out = subprocess.run([squeue, "--json", "--jobs", job_id], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"squeue --json failed ({exc})"
+    if out.returncode != 0:
+        return f"squeue --json failed ({out.stderr.strip()[:200]}; SLURM >= 21.08 has it)"
+    return parse_record(out.stdout, job_id)
 
 
 def requeue_if_preempted_in_grace(environ: dict[str, str] | None = None) -> str | None:
@@ -44,9 +104,14 @@ def requeue_if_preempted_in_grace(environ: dict[str, str] | None = None) -> str 
     if not job_id:
         return None
     record = job_record(job_id)
-    if record is None or record.get("JobState") != "RUNNING" or record.get("PreemptTime") in (None, "None"):
+    if isinstance(record, str):
+        return (
+            f"SLURM job {job_id} stopped by SIGTERM; its record could not be read ({record}), so it was "
+            "not requeued: if it was preempted, launch it again with resume=auto"
+        )
+    if record is None or record.state != "RUNNING" or not record.preempted:
         return None
-    if record.get("Requeue") != "1":
+    if not record.requeue:
         return (
             f"SLURM job {job_id} is being preempted and may not be requeued (submit with --requeue): "
             "launch it again with resume=auto"
