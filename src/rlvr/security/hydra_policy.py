@@ -147,9 +147,12 @@ _VALUE_RULES: dict[str, tuple[str, Any]] = {
     ),
     "gres": ("a generic resource such as gpu:a100:2", re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.:,-]{0,127}")),
     "memory": ("a memory size such as 16G or 4000M", re.compile(r"[0-9]{1,9}[KMGT]?B?")),
+    # No '=': SLURM prints a job's comment inside its "Key=value" record (scontrol show job), where
+    # "x JobState=RUNNING Requeue=1" reads as fields of the job (issue 55, finding #6).
     "text": (
-        "plain words (letters, digits, space, _ . , : = + -)",
-        re.compile(r"[A-Za-z0-9 _.,:=+-]{0,200}"),
+        "plain words: letters, digits, space, _ . , : + - and no '=' (SLURM prints it inside the "
+        "job's Key=value record, where an '=' reads as a field of the job)",
+        re.compile(r"[A-Za-z0-9 _.,:+-]{0,200}"),
     ),
     "duration": (
         "a SLURM time such as 90, 1:30:00 or 1-00:00",
@@ -221,6 +224,13 @@ def _value_problem(rule: str, value: Any) -> str | None:
     return None if pattern.fullmatch(str(value)) else what
 
 
+def _shape_fix(key: Any, rule: str, value: Any, problem: str) -> str:
+    """How to write ``key`` instead: where an '=' is all that is wrong, the same words with ':' for it."""
+    if isinstance(value, str) and "=" in value and _value_problem(rule, value.replace("=", ":")) is None:
+        return f"write {key} without '=', e.g. {value.replace('=', ':')!r}"
+    return f"write {key} as {problem}"
+
+
 def _resolved_item(node: Any, key: Any, raw: Any) -> Any:
     """``node[key]`` resolved (as submitit will get it); as written when it cannot resolve yet."""
     try:
@@ -271,7 +281,9 @@ def _launcher_issues(hydra_node: Any, h: dict[str, Any]) -> list[ConfigIssue]:
                 )
             )
         elif (problem := _value_problem(rule, value)) is not None:
-            issues.append(ConfigIssue(path, value, f"must be {problem}", f"write {key} as {problem}"))
+            issues.append(
+                ConfigIssue(path, value, f"must be {problem}", _shape_fix(key, rule, value, problem))
+            )
     return issues
 
 
@@ -304,7 +316,12 @@ def _sbatch_option_issues(launcher_node: Any, value: Any, raw: Any) -> list[Conf
             )
         elif (problem := _value_problem(rule, resolved)) is not None:
             issues.append(
-                ConfigIssue(f"{base}.{key}", resolved, f"must be {problem}", f"write {option} as {problem}")
+                ConfigIssue(
+                    f"{base}.{key}",
+                    resolved,
+                    f"must be {problem}",
+                    _shape_fix(option, rule, resolved, problem),
+                )
             )
     return issues
 
