@@ -88,7 +88,7 @@ def test_task_chart_bars_labels_and_rename() -> None:
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["42.0%", "10.0%"]
     assert fig.axes[0].get_title() == "gsm8k: accuracy (pass@1)"
-    assert fig.axes[0].get_xlabel() == "n = 50 questions per model"
+    assert fig.axes[0].get_xlabel() == "model (n = 50 questions each)"
     assert task_chart(TASK_REPORT, title="Mine").axes[0].get_title() == "Mine"
 
 
@@ -122,7 +122,7 @@ def test_a_zero_bar_is_drawn_and_each_bar_gives_its_n_where_they_differ() -> Non
     report = {**TASK_REPORT, "models": {"org/model-a": entry(0.42, n=50), "org/model-b": entry(0.0, n=20)}}
     fig = task_chart(report)
     assert tick_labels(fig) == ["org/model-a\nn=50", "org/model-b\nn=20"]
-    assert fig.axes[0].get_xlabel() == ""  # no single n to name
+    assert fig.axes[0].get_xlabel() == "model"  # no single n to name: each bar gives its own
     (stub,) = stubs(fig)
     (segment,) = stub.get_segments()
     assert segment[:, 1].tolist() == [0.0, 0.0] and segment[:, 0].tolist() == [0.7, 1.3]  # bar 1's width
@@ -315,3 +315,93 @@ def test_cli_prints_the_paired_comparisons_of_a_report(
         "| gsm8k | org/model-a | org/model-b | 42.0% | 10.0% | -32.0 | [-45.0, -19.0] | 17 | 1 | 0.000137 | 50 |"
         in out
     )
+
+
+def pair(a: str, b: str, delta: float, low: float, high: float, p: float = 0.01) -> dict[str, Any]:
+    """A paired row as rlvr.benchmark.results.paired_comparisons writes it."""
+    return {"a": a, "b": b, "n": 50, "before": 0.5, "after": 0.5 + delta, "delta": delta, "ci_low": low,
+            "ci_high": high, "right_to_wrong": 3, "wrong_to_right": 9, "p_value": p, "binary": True}  # fmt: skip
+
+
+def test_every_axis_of_both_charts_has_a_title() -> None:
+    """Issue 56 item 9: the benchmark chart's x axis had no title."""
+    for fig in (task_chart(TASK_REPORT), all_tasks_chart(ALL_REPORT)):
+        assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel() == "Accuracy (95% CI)"
+    assert all_tasks_chart(ALL_REPORT).axes[0].get_xlabel().startswith("task")
+
+
+def test_the_charts_draw_the_paired_differences_renamed_and_with_their_intervals(tmp_path: Path) -> None:
+    """Issue 56 items 3 and 9: the chart showed two overlapping Wilson intervals, never the paired
+    difference that decides whether one model beats the other; a panel under the bars draws it."""
+    report = {**ALL_REPORT, "tasks": {**ALL_REPORT["tasks"]}}
+    report["tasks"]["gsm8k"] = {
+        **report["tasks"]["gsm8k"],
+        "paired": [pair("org/model-a", "org/model-b", -0.32, -0.45, -0.19)],
+    }
+    report["tasks"]["leg_counting"] = {
+        **report["tasks"]["leg_counting"],
+        "paired": [
+            pair("org/model-a", "org/model-b", 0.06, -0.04, 0.16, p=0.3),
+            {"a": "org/model-a", "b": "x", "note": "not paired: ..."},
+        ],
+    }
+    fig = all_tasks_chart(report, rename={"org/model-b": "B", "gsm8k": "GSM8K"})
+    bars, panel = fig.axes
+    assert [t.get_text() for t in panel.get_yticklabels()] == [
+        "GSM8K: B - org/model-a",
+        "leg_counting: B - org/model-a",
+    ]
+    (points,) = [line for line in panel.lines if line.get_marker() == "o"]
+    assert list(points.get_xdata()) == [pytest.approx(-32.0), pytest.approx(6.0)]
+    (intervals,) = panel.collections
+    assert sorted(tuple(round(float(x), 6) for x in seg[:, 0]) for seg in intervals.get_segments()) == [
+        (-45.0, -19.0),
+        (-4.0, 16.0),
+    ]
+    low, high = panel.get_xlim()
+    assert low < -45.0 and high > 16.0  # every interval inside, and 0 (its line) too
+    assert any(list(line.get_xdata()) == [0.0, 0.0] for line in panel.lines)
+    assert panel.get_xlabel().startswith("B - A, accuracy points (95% CI)")
+    assert [t.get_text() for t in panel.texts] == ["-32.0 (p=0.01)", "+6.0 (p=0.3)"]
+    # one task: the same panel, without the task in the labels
+    single = task_chart(
+        {**TASK_REPORT, "paired": [pair("org/model-a", "org/model-b", -0.32, -0.45, -0.19)]},
+        rename={"org/model-a": "A"},
+    )
+    assert [t.get_text() for t in single.axes[1].get_yticklabels()] == ["org/model-b - A"]
+    # --only that leaves one model out leaves its pairs out; a file without pairs has no panel
+    assert len(all_tasks_chart(report, only=["org/model-a"]).axes) == 1
+    assert len(task_chart(TASK_REPORT).axes) == 1
+    fig.savefig(tmp_path / "paired.png")
+    assert_png(tmp_path / "paired.png")
+
+
+def test_a_paired_row_whose_interval_does_not_hold_its_difference_is_refused() -> None:
+    report = {**TASK_REPORT, "paired": [pair("org/model-a", "org/model-b", 0.5, -0.1, 0.1)]}
+    with pytest.raises(
+        ReportError, match=r"paired\[0\] \(org/model-a vs org/model-b\): needs -1 <= ci_low <= delta"
+    ):
+        task_chart(report)
+
+
+def test_rename_renames_the_printed_paired_table_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 56 item 9: --rename relabelled the chart but the paired table kept the old names."""
+    report = {**TASK_REPORT, "paired": [pair("org/model-a", "org/model-b", -0.32, -0.45, -0.19)]}
+    src = write(tmp_path / "r.json", report)
+    main(
+        [
+            str(src),
+            "--output",
+            str(tmp_path / "c.png"),
+            "--rename",
+            "org/model-a=A",
+            "--rename",
+            "gsm8k=GSM8K",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "| GSM8K | A | org/model-b | 50.0% | 18.0% | -32.0 | [-45.0, -19.0] |" in out
+    assert "org/model-a" not in out and "| gsm8k |" not in out
+    assert json.loads(src.read_text()) == report  # the file is read, never rewritten

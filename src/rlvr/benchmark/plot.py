@@ -1,7 +1,11 @@
 """Charts of benchmark results, and the ``rlvr-plot`` command that redraws them from report files.
 
 Per-task chart: one bar per model with its 95% Wilson interval and value label. Summary chart:
-bars grouped by task plus an "average" group. Drawing uses Figure + the Agg canvas directly
+bars grouped by task plus an "average" group. When the file holds paired comparisons (two models or
+more on the same questions), a second panel under the bars draws each pair's difference B - A in
+points with its 95% interval: the claim "B beats A" is read there, not from two overlapping
+Wilson intervals. ``--rename`` applies to the bars, the panel and the printed paired table alike.
+Drawing uses Figure + the Agg canvas directly
 (no pyplot), so it needs no display, keeps no global figure registry and does not change the
 backend of a caller's interactive session.
 
@@ -40,6 +44,7 @@ AVERAGE_LABEL = "average"
 # Bars beyond these no longer read as a chart (and drawing cost grows with their product).
 MAX_MODELS = 40
 MAX_TASKS = 40
+MAX_PAIRS = 40  # rows of the paired-difference panel; the printed paired table lists every pair
 # A results file holds summaries, not per-sample records: 64 MiB is far above any real one.
 MAX_REPORT_BYTES = 64 * 2**20
 ReportKind = Literal["task", "all_tasks"]
@@ -58,6 +63,18 @@ class ModelScore:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None  # questions it was measured on
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """One pair of models on one task's questions: ``delta`` = accuracy of B - accuracy of A, in
+    [-1, 1], with its 95% interval and the McNemar p (rlvr.evaluation.metrics.PairedChange)."""
+
+    label: str  # "B - A", or "task: B - A" on the summary chart
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None = None  # None for per-question means of samples (no McNemar)
 
 
 def n_text(scores: Sequence[ModelScore]) -> str | None:
@@ -130,19 +147,65 @@ def _y_top(tops: np.ndarray) -> float:
     return max(10.0, min(112.0, highest * 1.12 + 4.0))
 
 
-def _new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def _new_figure(width: float, height: float, paired: Sequence[PairedDiff] = ()) -> tuple[Figure, Any]:
+    """A figure and its bar axes; with ``paired`` rows, a second panel under the bars for them
+    (``fig.axes[1]``), as tall as its rows need."""
+    panel = (
+        0.32 * min(len(paired), MAX_PAIRS) + 1.4 if paired else 0.0
+    )  # inches: a row, plus the axis and its title
+    # A panel's labels name two models each: wider than a bar's label.
+    fig = Figure(figsize=(max(width, 7.0) if paired else width, height + panel), layout="constrained")
     FigureCanvasAgg(fig)
-    return fig
+    if not paired:
+        return fig, fig.add_subplot()
+    bars, diffs = fig.subplots(2, 1, height_ratios=[height, panel])
+    draw_paired(diffs, paired)
+    return fig, bars
 
 
-def draw_comparison(scores: Sequence[ModelScore], *, title: str, xlabel: str | None = None) -> Figure:
-    """Bar per model (in the given order) with 95% CI error bars and percentage labels."""
+def draw_paired(ax: Any, paired: Sequence[PairedDiff]) -> None:
+    """Each pair's B - A in points with its 95% interval, top to bottom in the given order, around a
+    line at 0: an interval that crosses it is no evidence of a difference. At most
+    :data:`MAX_PAIRS` rows; the panel's title says how many more the printed table holds."""
+    total = len(paired)
+    paired = paired[:MAX_PAIRS]
+    if total > len(paired):
+        ax.set_title(f"first {len(paired)} of {total} pairs (--only picks models; the printed table lists all)",
+                     fontsize=8)  # fmt: skip
+    ys = np.arange(len(paired))[::-1]  # the first pair on top
+    delta = np.array([d.delta for d in paired]) * 100.0  # [P]
+    xerr = np.array([[d.delta - d.ci_low for d in paired], [d.ci_high - d.delta for d in paired]]) * 100.0
+    ax.errorbar(delta, ys, xerr=xerr, fmt="o", color="black", ecolor="black", capsize=3, zorder=3)
+    ax.axvline(0.0, color="grey", linestyle="--", linewidth=0.8)
+    for y, d in zip(ys, paired, strict=True):
+        p = "" if d.p_value is None else f" (p={d.p_value:.2g})"
+        ax.annotate(f"{d.delta * 100:+.1f}{p}", (d.delta * 100, y), xytext=(0, 5), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8)  # fmt: skip
+    # The axis spans every interval and 0, with room for the labels above the points.
+    low = min(0.0, min(d.ci_low for d in paired) * 100.0)
+    high = max(0.0, max(d.ci_high for d in paired) * 100.0)
+    pad = 0.08 * ((high - low) or 10.0)
+    ax.set_xlim(low - pad, high + pad)
+    ax.set_ylim(-0.6, len(paired) - 0.2)
+    ax.set_yticks(ys, [d.label for d in paired], fontsize=8)
+    ax.set_ylabel("pair (B - A)", fontsize=9)
+    ax.set_xlabel("B - A, accuracy points (95% CI)\npaired on the same questions; p: exact McNemar", fontsize=9)
+    ax.grid(axis="x", alpha=0.3, zorder=0)
+
+
+def draw_comparison(
+    scores: Sequence[ModelScore],
+    *,
+    title: str,
+    xlabel: str | None = None,
+    paired: Sequence[PairedDiff] = (),
+) -> Figure:
+    """Bar per model (in the given order) with 95% CI error bars and percentage labels; with
+    ``paired``, a panel of the pairs' differences under the bars (:func:`draw_paired`)."""
     # Each bar's n under its name, unless the x label gives the one n of all of them.
     uniform = xlabel is not None and "n = " in xlabel
     labels = [s.label if uniform or s.n is None else f"{s.label}\nn={s.n}" for s in scores]
-    fig = _new_figure(max(5.0, 1.0 * len(scores) + 2.5), 4.8)
-    ax = fig.add_subplot()
+    fig, ax = _new_figure(max(5.0, 1.0 * len(scores) + 2.5), 4.8, paired)
     x = np.arange(len(scores))
     acc = np.array([s.accuracy for s in scores], dtype=float) * 100.0  # [N]
     yerr = _yerr(scores)  # [2, N]
@@ -164,8 +227,7 @@ def draw_comparison(scores: Sequence[ModelScore], *, title: str, xlabel: str | N
     ax.set_ylim(0.0, _y_top(acc + yerr[1]))
     ax.yaxis.set_major_formatter(PercentFormatter(100.0))
     ax.set_ylabel("Accuracy (95% CI)")
-    if xlabel:
-        ax.set_xlabel(xlabel)
+    ax.set_xlabel(f"model ({xlabel})" if xlabel else "model")
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.set_title(title)
     return fig
@@ -178,10 +240,12 @@ def draw_summary(
     title: str,
     average_label: str = AVERAGE_LABEL,
     average_ci: Mapping[str, tuple[float, float]] | None = None,
+    paired: Sequence[PairedDiff] = (),
 ) -> Figure:
     """Bars grouped by task (one colour per model, legend on the right) plus an average group, whose
     bars carry ``average_ci`` (model -> 95% interval; rlvr.benchmark.results writes a bootstrap over
-    questions, rlvr.evaluation.metrics.average_interval) where it is given."""
+    questions, rlvr.evaluation.metrics.average_interval) where it is given; with ``paired``, a panel
+    of the pairs' differences per task under the bars (:func:`draw_paired`)."""
     average_ci = average_ci or {}
     groups = [*tasks, average_label]
     models: list[str] = []
@@ -191,8 +255,7 @@ def draw_summary(
 
     n_models = max(1, len(models))
     width = 0.8 / n_models
-    fig = _new_figure(max(6.0, len(groups) * (0.45 * n_models + 0.6) + 3.0), 5.0)
-    ax = fig.add_subplot()
+    fig, ax = _new_figure(max(6.0, len(groups) * (0.45 * n_models + 0.6) + 3.0), 5.0, paired)
     small = n_models > 3
     tops: list[float] = []
     for j, model in enumerate(models):
@@ -231,6 +294,7 @@ def draw_summary(
     ax.set_ylim(0.0, _y_top(np.array(tops)) + (8.0 if small else 0.0))
     ax.yaxis.set_major_formatter(PercentFormatter(100.0))
     ax.set_ylabel("Accuracy (95% CI)")
+    ax.set_xlabel("task (n: questions per model), and the average over tasks")
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.set_title(title)
     if models:
@@ -344,9 +408,11 @@ def task_chart(
     _check(errors, source)
     task = str(report.get("task", ""))
     ns = {report["models"][m].get("n") for m in _selected(report["models"], only)}
-    xlabel = f"n = {ns.pop()} questions per model" if len(ns) == 1 and None not in ns else None
+    xlabel = f"n = {ns.pop()} questions each" if len(ns) == 1 and None not in ns else None
+    paired = _paired_diffs({task: report}, rename, only, errors, with_task=False)
+    _check(errors, source)
     default = f"{rename.get(task, task)}: accuracy (pass@1)" if task else "Accuracy (pass@1)"
-    return draw_comparison(scores, title=title or default, xlabel=xlabel)
+    return draw_comparison(scores, title=title or default, xlabel=xlabel, paired=paired)
 
 
 def all_tasks_chart(
@@ -398,6 +464,7 @@ def all_tasks_chart(
     else:
         errors.append(f"'average': expected an object of model -> accuracy, got {average_in!r:.80}")
     average_ci = _average_ci(report.get("average_ci"), average, rename, errors)
+    paired = _paired_diffs({t: tasks_in[t] for t in picked}, rename, only, errors, with_task=True)
     _check(errors, source)
     return draw_summary(
         tasks,
@@ -405,7 +472,74 @@ def all_tasks_chart(
         title=title or "Accuracy across tasks",
         average_label=rename.get(AVERAGE_LABEL, AVERAGE_LABEL),
         average_ci=average_ci,
+        paired=paired,
     )
+
+
+def _paired_diffs(
+    tasks: Mapping[str, Any],
+    rename: Mapping[str, str],
+    only: Collection[str],
+    errors: list[str],
+    *,
+    with_task: bool,
+) -> list[PairedDiff]:
+    """The ``paired`` rows (rlvr.benchmark.results.paired_comparisons) of ``tasks`` between models
+    that are drawn, renamed; a row with a ``note`` (measured on different questions) has no
+    difference to draw and stays in the printed table only. A file without rows (one model, older
+    rlvr) gives none."""
+    out = []
+    for task, entry in tasks.items():
+        rows = entry.get("paired", []) if isinstance(entry, dict) else []
+        where = f"tasks[{task!r}].paired" if with_task else "paired"
+        if not isinstance(rows, list):
+            errors.append(f"{where}: expected a list of pairs, got {rows!r:.80}")
+            continue
+        models = entry.get("models")
+        drawn = set(_selected(models, only)) if isinstance(models, dict) else set()
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                errors.append(f"{where}[{i}]: expected an object, got {row!r:.80}")
+                continue
+            a, b = row.get("a"), row.get("b")
+            if "note" in row or not isinstance(a, str) or not isinstance(b, str) or not {a, b} <= drawn:
+                continue
+            delta, lo, hi = (_number(row.get(k)) for k in ("delta", "ci_low", "ci_high"))
+            if delta is None or lo is None or hi is None or not -1.0 <= lo <= delta <= hi <= 1.0:
+                errors.append(
+                    f"{where}[{i}] ({a} vs {b}): needs -1 <= ci_low <= delta <= ci_high <= 1, got {lo}, {delta}, {hi}"
+                )
+                continue
+            p_value = _share(row.get("p_value")) if row.get("binary", True) else None
+            label = f"{rename.get(b, b)} - {rename.get(a, a)}"
+            out.append(
+                PairedDiff(
+                    f"{rename.get(task, task)}: {label}" if with_task else label, delta, lo, hi, p_value
+                )
+            )
+    return out
+
+
+def renamed_paired(report: Mapping[str, Any], rename: Mapping[str, str]) -> dict[str, Any]:
+    """An all-tasks report's tasks and their paired rows under ``rename``, for the printed paired
+    table: the same names as the chart. The report itself is not changed.
+
+    >>> renamed_paired({"tasks": {"t": {"paired": [{"a": "x", "b": "y"}]}}}, {"x": "X", "t": "T"})
+    {'tasks': {'T': {'paired': [{'a': 'X', 'b': 'y'}]}}}
+    """
+
+    def row(r: Any) -> Any:
+        if not isinstance(r, dict):
+            return r
+        return {**r, **{k: rename.get(r[k], r[k]) for k in ("a", "b") if isinstance(r.get(k), str)}}
+
+    tasks = report.get("tasks", {})
+    return {
+        "tasks": {
+            rename.get(t, t): {"paired": [row(r) for r in e.get("paired", [])] if isinstance(e, dict) else e}
+            for t, e in tasks.items()
+        }
+    }
 
 
 def _average_ci(
@@ -620,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path, (kind, report) in zip(args.files, loaded, strict=True):
         as_all = report if kind == KIND_ALL_TASKS else {"tasks": {str(report.get("task", "")): report}}
         try:
-            table = paired_markdown(as_all)
+            table = paired_markdown(renamed_paired(as_all, rename))
         except (AttributeError, KeyError, TypeError, ValueError) as e:  # data from elsewhere
             table = f"{path}: its paired comparisons are malformed ({type(e).__name__}: {e}); not shown\n"
         if table:
