@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from rlvr.config.gate import Passed
+from rlvr.config.gate import Passed, judge_run_dir_under_lock
 from rlvr.events import COMPLETED_STATUSES
 from rlvr.issues import ConfigValidationError
 from rlvr.pipeline import PipelineOrchestrator, RunResult
@@ -17,8 +17,8 @@ from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
 from rlvr.runtime.slurm_requeue import requeue_if_preempted_in_grace
 from rlvr.stages import Stage
-from rlvr.training_loop.checkpoints import Preempted, checkpoints_in, latest_checkpoint, step_of
-from rlvr.training_loop.resume import continue_command, finished_run, resolve_resume
+from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
+from rlvr.training_loop.resume import continue_command, finished_run
 
 # strict=true and a run that completed with warnings about what it learned (rlvr.records.learning)
 WARNINGS_EXIT_CODE = 3
@@ -64,13 +64,18 @@ def train(passed: Passed) -> RunResult | None:
     running = False
     try:
         lock.acquire()
+        # Another run may have written here since the gate looked (one that finished meanwhile):
+        # the gate's run-directory rules again, now that no other run can start here.
+        judge_run_dir_under_lock(passed)
         done = finished_run(cfg, run_dir)
         if done:
             print(done)
             return None
         if lock.taken_over():
             print(f"warning: {lock.taken_over()}", file=sys.stderr)
-        orchestrator = PipelineOrchestrator(cfg, run_dir, run_components(passed.components), _resume(passed))
+        for line in passed.resume_lines:
+            print(line)
+        orchestrator = PipelineOrchestrator(cfg, run_dir, run_components(passed.components), passed.resume)
         running = True  # the run closes its components at its end
         result = _run(orchestrator, lock)
     except RunDirBusy as exc:
@@ -89,20 +94,6 @@ def train(passed: Passed) -> RunResult | None:
         )
         raise SystemExit(WARNINGS_EXIT_CODE)
     return result
-
-
-def _resume(passed: Passed) -> tuple[str, Path] | None:
-    """The checkpoint the run continues from: the gate's, unless another process of this run wrote or
-    removed a checkpoint between the gate's look and this process taking the run directory; then it
-    is resolved again, under the lock."""
-    if checkpoints_in(passed.run_dir) == passed.checkpoints_seen:
-        for line in passed.resume_lines:
-            print(line)
-        return passed.resume
-    resume, issues = resolve_resume(passed.cfg, passed.run_dir)
-    if issues:
-        raise ConfigValidationError(issues)
-    return resume
 
 
 # What the config gate builds and judges for this app (rlvr.config.gate.check).

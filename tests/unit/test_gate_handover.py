@@ -55,17 +55,17 @@ def test_the_resume_point_is_the_gates_unless_checkpoints_changed_before_the_loc
     first = make_ckpt(run, "sft", 2)
     calls: list = []
     real = resume_module.resolve_resume
-    monkeypatch.setattr(app, "resolve_resume", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(resume_module, "resolve_resume", lambda *a, **k: calls.append(a) or real(*a, **k))
 
     passed = gate.check(cfg, run)
-    assert passed.resume == ("sft", first)
+    assert passed.resume == ("sft", first) and len(calls) == 1
     app.train(passed)
-    assert ran["orchestrator"].resume == ("sft", first) and calls == []
+    assert ran["orchestrator"].resume == ("sft", first) and len(calls) == 1
 
     passed = gate.check(cfg, run)
     newer = make_ckpt(run, "sft", 4)  # saved after the gate looked
     app.train(passed)
-    assert ran["orchestrator"].resume == ("sft", newer) and len(calls) == 1
+    assert ran["orchestrator"].resume == ("sft", newer) and len(calls) == 3
 
 
 def test_the_held_command_line_issues_are_reported_with_the_rest_and_nothing_stays_open(

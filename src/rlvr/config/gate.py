@@ -13,6 +13,7 @@ checkpoint the gate has read.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -228,8 +229,35 @@ def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
     from rlvr.training_loop.resume import resolve_resume, run_dir_issues
 
     passed.checkpoints_seen = checkpoints_in(run_dir)
+    passed.resume_lines = []
     passed.resume, issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
     return issues + run_dir_issues(cfg, run_dir, passed.resume)
+
+
+# Said beside a rule the directory broke only by the time the app held its lock.
+_UNDER_LOCK = (
+    "(found once this command held the run directory's lock: another run wrote there after the config check)"
+)
+
+
+def judge_run_dir_under_lock(passed: Passed) -> None:
+    """The run directory judged again once the app holds its lock (rlvr.runtime.run_lock), by the
+    rules the gate judged it with (:func:`_run_dir_issues`: another run's records, another run's
+    settings fingerprint; the finished run is the app's, rlvr.training_loop.resume.finished_run): a
+    run that passed the gate in an empty directory, then waited for the lock, must not start in the
+    run that finished there meanwhile (SECURITY.md "One owner per run directory"). The resume point is
+    resolved again only when the complete checkpoints changed since the gate looked; the records and
+    the fingerprint are judged every time. Raise ConfigValidationError, naming ``hydra.run.dir``."""
+    if "resume" not in passed.cfg:
+        return
+    from rlvr.training_loop.checkpoints import checkpoints_in
+    from rlvr.training_loop.resume import run_dir_issues
+
+    if checkpoints_in(passed.run_dir) != passed.checkpoints_seen:
+        issues = _run_dir_issues(passed)
+    else:
+        issues = run_dir_issues(passed.cfg, passed.run_dir, passed.resume)
+    refuse([dataclasses.replace(i, problem=f"{i.problem} {_UNDER_LOCK}") for i in issues])
 
 
 def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
