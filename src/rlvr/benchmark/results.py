@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rlvr.evaluation.metrics import AccuracySummary, average_interval
-from rlvr.evaluation.results import Evaluation, paired, per_question_accuracy
+from rlvr.evaluation.results import Evaluation, answer_spread, constant_gain, paired, per_question_accuracy
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
 from rlvr.runtime.safe_json import loads
 
@@ -291,7 +291,20 @@ def model_entry(cell: CellResult) -> dict[str, Any]:
         # read back from an earlier run's cell file (its answers re-scored), not measured by this run
         "reused": cell.reused,
         "measured": cell.finished,
+        # how varied its answers are beside the gold answers; "degenerate" says what is wrong (issue 56)
+        "answers": answer_spread(cell.evaluation).to_dict(),
     }
+
+
+def degenerate_cells(cells: Iterable[CellResult]) -> list[str]:
+    """A warning for each cell whose answers are degenerate (rlvr.evaluation.results.AnswerSpread):
+    one answer to every question, or far fewer distinct answers than the gold answers have."""
+    found = []
+    for cell in cells:
+        problem = answer_spread(cell.evaluation).problem()
+        if problem:
+            found.append(f"Degenerate outputs: {cell.model} on {cell.task}: {problem}")
+    return found
 
 
 def _average_ci(by_task: dict[str, dict[str, CellResult]], model: str) -> tuple[float, float]:
@@ -312,9 +325,14 @@ def paired_comparisons(cells: list[CellResult]) -> list[dict[str, Any]]:
     for i, a in enumerate(cells):
         for b in cells[i + 1 :]:
             try:
-                rows.append({"a": a.model, "b": b.model, **paired(a.evaluation, b.evaluation).to_dict()})
+                change = paired(a.evaluation, b.evaluation)
             except ValueError as e:
                 rows.append({"a": a.model, "b": b.model, "note": f"not paired: {e}"})
+                continue
+            why = constant_gain(a.evaluation, b.evaluation, change)
+            rows.append(
+                {"a": a.model, "b": b.model, **change.to_dict(), **({"degenerate": why} if why else {})}
+            )
     return rows
 
 
@@ -325,6 +343,7 @@ def paired_markdown(all_report: dict[str, Any]) -> str:
         "| McNemar p | n |",
         "|---" * 11 + "|",
     ]
+    degenerate: list[str] = []
     for task, entry in all_report.get("tasks", {}).items():
         for r in entry.get("paired", []):
             if "note" in r:
@@ -339,12 +358,17 @@ def paired_markdown(all_report: dict[str, Any]) -> str:
                 + (" | ".join(map(str, flips)) if r["binary"] else "- | - | - (sample means)")
                 + f" | {r['n']} |"
             )
+            if r.get("degenerate"):  # a gain that is a constant answer's frequency, said under its row
+                degenerate.append(f"- {task}, {r['b']} - {r['a']}: {r['degenerate']}")
     if len(lines) == 2:
         return ""
     head = (
         "Paired comparison on the same questions: B - A in points with a 95% CI, and the exact McNemar "
         "test of the questions one model got right and the other wrong.\n\n"
     )
+    warned = [f"- {w}" for w in all_report.get("warnings", [])] + degenerate
+    if warned:
+        lines += ["", "Degenerate outputs (a difference they make is no evidence of skill):", "", *warned]
     return head + "\n".join(lines) + "\n"
 
 
@@ -408,6 +432,8 @@ def build_reports(
             for model in per_model
         },
         "average_tasks": {model: [t for t, _ in accs] for model, accs in per_model.items()},
+        # cells whose answers are degenerate (one answer to every question, or far too few kinds)
+        "warnings": degenerate_cells(c for models in by_task.values() for c in models.values()),
         # cells this run did not measure: read back from earlier runs' files, answers re-scored
         "reused": {
             model: [task for task, models in by_task.items() if model in models and models[model].reused]

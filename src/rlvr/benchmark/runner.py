@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
-from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, write_reports
+from rlvr.benchmark.results import CellFingerprint, CellResult, CellStore, degenerate_cells, write_reports
 from rlvr.data import identity
 from rlvr.data.reasoning_gym import split_entries, task_names, to_dataset
+from rlvr.evaluation.results import answer_spread
 from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
 from rlvr.model import HFModel
 from rlvr.model.loader import adapter_base
@@ -400,14 +401,17 @@ def _progress(total: int) -> Callable[[CellResult], None]:
 
 
 def results_table(cells: Sequence[CellResult]) -> Any:
-    """A model x task rich table of the cells: ``accuracy [95% CI] n=``, ``*`` on a reused cell and
-    ``!`` on one whose questions the model was trained on; a mean column over several tasks."""
+    """A model x task rich table of the cells: ``accuracy [95% CI] n=``, ``*`` on a reused cell,
+    ``!`` on one whose questions the model was trained on and ``~`` on one whose answers are degenerate
+    (rlvr.evaluation.results.AnswerSpread); a mean column over several tasks."""
     from rich.table import Table
 
     models = list(dict.fromkeys(c.model for c in cells))
     tasks = list(dict.fromkeys(c.task for c in cells))
     by = {(c.model, c.task): c for c in cells}
-    table = Table(title="Benchmark accuracy (pass@1, 95% CI; * reused, ! trained on these questions)")
+    table = Table(
+        title="Benchmark accuracy (pass@1, 95% CI; * reused, ! trained on these questions, ~ degenerate answers)"
+    )
     for column in ("model", *tasks, *(["mean"] if len(tasks) > 1 else [])):
         table.add_column(column, overflow="fold")
     for model in models:
@@ -420,6 +424,7 @@ def results_table(cells: Sequence[CellResult]) -> Any:
             s = cell.summary
             accs.append(s.accuracy)
             marks = ("*" if cell.reused else "") + ("!" if cell.train_overlap else "")
+            marks += "~" if answer_spread(cell.evaluation).problem() else ""
             row.append(f"{s.accuracy:.1%} [{s.ci_low:.0%}-{s.ci_high:.0%}] n={s.n}{marks}")
         if len(tasks) > 1:
             row.append(f"{sum(accs) / len(accs):.1%}" if len(accs) == len(tasks) else "-")
@@ -485,13 +490,17 @@ def run(passed: Passed) -> list[Path]:
     reports = write_reports(cells, bench.out)
     paths = reports + plot.draw_files([p for p in reports if p.suffix == ".json"])
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(highlight=False)
     if not console.is_terminal:  # a log file: the table at its own width, not cut at 80 columns
         console.width = 200
     console.print(results_table(cells))
     if paired := next((p for p in reports if p.name == "paired_comparison.md"), None):
-        print(paired.read_text(encoding="utf-8"))
+        print(paired.read_text(encoding="utf-8"))  # its degenerate cells' warnings at its end
+    else:
+        for warning in degenerate_cells(cells):
+            console.print(f"[yellow]Warning:[/yellow] {escape(warning)}")
     for path in paths:
         print(path)
     return paths

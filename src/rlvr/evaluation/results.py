@@ -12,11 +12,19 @@ accuracy in a results file is caught instead of reported.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlvr.evaluation.metrics import SUCCESS_THRESHOLD, AccuracySummary, PairedChange, paired_change, summarize
+from rlvr.evaluation.metrics import (
+    SUCCESS_THRESHOLD,
+    AccuracySummary,
+    PairedChange,
+    normalize_answer,
+    paired_change,
+    summarize,
+)
 
 
 @dataclass
@@ -160,3 +168,149 @@ def paired(before: Evaluation, after: Evaluation) -> PairedChange:
         )
     keys = sorted(a)
     return paired_change([a[k] for k in keys], [b[k] for k in keys])
+
+
+# Degenerate outputs (issue 56): a model that gives one answer to every question scores exactly the
+# share of questions whose gold answer is that answer, which can look like a significant gain. The
+# rules read one evaluation's greedy answers (each question's first sample) against its gold answers.
+MIN_ANSWERED = 8
+"""Fewer answered questions than this tell no collapse from chance (8 answers of a task with 4+
+gold values are all one value by chance with probability < 1e-4 for a model that tries)."""
+MIN_GOLD_DISTINCT = 4
+"""The diversity rule needs gold answers that vary this much: a yes/no task's answers cannot."""
+DIVERSITY_FLOOR = 0.25
+"""Distinct answers per distinct gold answer below which the outputs are degenerate: under a quarter
+of the gold values can ever be produced, so at least three of every four gold values are never
+right (docs/measurements.md, "Degenerate outputs", gives the ratios measured on real runs)."""
+
+
+@dataclass(frozen=True)
+class AnswerSpread:
+    """How varied one evaluation's greedy answers are beside its gold answers, on the questions the
+    model answered (an unanswered question is no answer format, not a collapse)."""
+
+    n: int
+    """Headline questions."""
+    answered: int
+    """Questions with an extracted answer (first sample)."""
+    distinct: int
+    """Distinct extracted answers (whitespace-normalised, rlvr.evaluation.metrics.normalize_answer)."""
+    gold_distinct: int
+    """Distinct gold answers on the answered questions."""
+    top: str | None
+    """The most common extracted answer."""
+    top_count: int
+    """Questions that got ``top``."""
+    top_gold: int
+    """Answered questions whose gold answer is ``top``: all a constant model gets right."""
+    covered: int
+    """Answered questions whose gold answer is one of the answers the model gives: its ceiling."""
+
+    @property
+    def ratio(self) -> float:
+        """Distinct answers per distinct gold answer (1.0 for a model whose answers vary as the gold do)."""
+        return self.distinct / self.gold_distinct if self.gold_distinct else 1.0
+
+    @property
+    def constant(self) -> bool:
+        """Every answered question got the same answer, where the gold answers differ."""
+        return self.answered >= MIN_ANSWERED and self.distinct == 1 and self.gold_distinct > 1
+
+    @property
+    def low_diversity(self) -> bool:
+        return (
+            self.answered >= MIN_ANSWERED
+            and self.gold_distinct >= MIN_GOLD_DISTINCT
+            and self.ratio < DIVERSITY_FLOOR
+        )
+
+    def problem(self) -> str | None:
+        """What is degenerate about these answers (None: nothing)."""
+        share = f"{self.top_gold} of {self.n} questions ({self.top_gold / self.n:.1%})" if self.n else ""
+        if self.constant:
+            return (
+                f"every one of its {self.answered} answers is `{self.top}`"
+                + (f" ({self.n - self.answered} questions unanswered)" if self.answered < self.n else "")
+                + f", where the gold answers take {self.gold_distinct} values; `{self.top}` is the gold "
+                f"answer of {share}: its accuracy measures that frequency, not the task"
+            )
+        if self.low_diversity:
+            return (
+                f"its {self.answered} answers take {self.distinct} values where the gold answers take "
+                f"{self.gold_distinct} (ratio {self.ratio:.2f} < {DIVERSITY_FLOOR}; `{self.top}` "
+                f"{self.top_count} times); it can be right on at most {self.covered} of {self.answered} "
+                "answered questions, those whose gold answer is one it gives"
+            )
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "ratio": round(self.ratio, 3),
+            "constant": self.constant,
+            "low_diversity": self.low_diversity,
+            "degenerate": self.problem(),
+        }
+
+
+def answer_spread(evaluation: Evaluation) -> AnswerSpread:
+    """The :class:`AnswerSpread` of ``evaluation``'s headline questions.
+
+    >>> rows = [SampleRecord(i, "t", f"q{i}", str(i % 5), ["c"], ["1"], [float(i % 5 == 1)]) for i in range(10)]
+    >>> s = answer_spread(Evaluation(rows, ks=[1], seconds=1.0, samples_per_second=1.0))
+    >>> s.constant, s.top, s.top_gold, s.problem()[:30]
+    (True, '1', 2, 'every one of its 10 answers is')
+    """
+    rows = evaluation.headline_samples()
+    answered = [
+        (a, normalize_answer(r.reference)) for r in rows if (a := normalize_answer(_first(r.answers)))
+    ]
+    counts = Counter(a for a, _ in answered)
+    top, top_count = counts.most_common(1)[0] if counts else (None, 0)
+    return AnswerSpread(
+        n=len(rows),
+        answered=len(answered),
+        distinct=len(counts),
+        gold_distinct=len({g for _, g in answered if g is not None}),
+        top=top,
+        top_count=top_count,
+        top_gold=sum(1 for _, g in answered if g == top),
+        covered=sum(1 for _, g in answered if g in counts),
+    )
+
+
+def greedy(evaluation: Evaluation) -> bool:
+    """One answer per question: the model's own answer, not one draw of several at a temperature."""
+    return all(len(r.scores) == 1 for r in evaluation.headline_samples())
+
+
+def _first(answers: list[str | None]) -> str | None:
+    return answers[0] if answers else None
+
+
+def constant_gain(before: Evaluation, after: Evaluation, change: PairedChange) -> str | None:
+    """Why a paired change is no evidence of learning, when one side gave a single answer to every
+    question: its accuracy is then that answer's share of the gold answers (None otherwise).
+
+    A side counts when it is :attr:`AnswerSpread.constant` and its correct answers are exactly the
+    questions whose gold answer is the constant one (the verifier agreed with the text). Only a change
+    between greedy evaluations: a sampled one's answers are draws at a temperature."""
+    if change.delta == 0 or not (greedy(before) and greedy(after)):
+        return None
+    sides = []
+    for name, evaluation in (("after", after), ("before", before)):
+        spread = answer_spread(evaluation)
+        correct = round(evaluation.summary.correct)
+        if spread.constant and correct == spread.top_gold:
+            sides.append((name, spread))
+    if not sides:
+        return None
+    parts = [
+        f"{name} it, every answer is `{s.top}`, the gold answer of {s.top_gold} of {s.n} questions "
+        f"({s.top_gold / s.n:.1%})"
+        for name, s in sides
+    ]
+    return (
+        f"{change.delta * 100:+.1f} points is the frequency of a constant answer among the gold "
+        f"answers, not learning: {'; '.join(parts)}"
+    )

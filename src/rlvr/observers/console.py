@@ -34,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rlvr import events as ev
+from rlvr.evaluation.results import constant_gain
 from rlvr.issues import ConfigValidationError
 from rlvr.observers.base import Observer
 from rlvr.runtime.logs import PROGRESS
@@ -288,8 +289,15 @@ class ConsoleObserver(Observer):
             self.console.print(table)
         if changes:
             self.console.print("What each stage changed, paired on the same questions (95% CI):")
+            by_label = {e.label: e.evaluation for e in evaluations}
             for change in changes:
-                self.console.print(f"  {change.stage}: {escape(change.text)}")
+                why = (  # a gain that is a constant answer's frequency is flagged where it is read
+                    constant_gain(by_label[change.before], by_label[change.after], change.change)
+                    if change.before in by_label and change.after in by_label
+                    else None
+                )
+                flag = f" [yellow]Degenerate:[/yellow] {escape(why)}" if why else ""
+                self.console.print(f"  {change.stage}: {escape(change.text)}{flag}")
         notes, warnings = (result.notes, result.warnings) if result else ([], [])
         for note in notes:
             kind = "Warning" if note in warnings else "Note"  # what the run did not learn

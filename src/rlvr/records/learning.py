@@ -2,16 +2,19 @@
 step, a phase that stopped early and said why (RFT with no verified sample), a GRPO phase whose
 groups never had reward variance, and a reward-hacking alarm (:func:`reward_hacking`). Each is a warning in report.json (``warnings``, and among the
 ``notes``), report.md, the console summary and the sweep report's ``warnings`` column; the run then
-ends :data:`COMPLETED_WITH_WARNINGS` (exit 0, unless ``strict=true``)."""
+ends :data:`COMPLETED_WITH_WARNINGS` (exit 0, unless ``strict=true``). Issue 55/56 added: the
+verifier's term never above 0 (or 0% at every evaluation) though a shaping term gave variance
+(:func:`verifier_silent`), and degenerate outputs, one answer to every question or far fewer answers
+than the gold has, with a stage gain that is only a constant answer's frequency (:func:`degenerate_warnings`)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from rlvr.evaluation.results import paired
+from rlvr.evaluation.results import answer_spread, constant_gain, paired
 from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageChange
-from rlvr.stages import STAGE_CHANGES
+from rlvr.stages import STAGE_CHANGES, Stage
 
 # The share of a GRPO step's groups with no reward variance: the pipeline's own check when the
 # reward set logs it (rlvr.reward.terms), else TRL's.
@@ -34,6 +37,67 @@ def stage_changes(evaluations: list[EvalResult]) -> list[StageChange]:
                 continue
             changes.append(StageChange(name, before, after, change))
     return changes
+
+
+# The greedy stage evaluations whose answers the degenerate-output rules read (a sampled one's first
+# sample is one draw at the training temperature, not the model's answer).
+GREEDY_STAGES: dict[str, str] = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
+DEGENERATE_FIX = (
+    "read its answers (eval/<stage>_step<N>.json, completions.jsonl); train longer or on more "
+    "questions (data.train_size), lower the learning rate (training_loop.<phase>.learning_rate), or "
+    "check that the gold answers vary (data.task_params)"
+)
+
+
+def degenerate_warnings(evaluations: list[EvalResult]) -> list[str]:
+    """Degenerate outputs (issue 56): a greedy stage evaluation whose answers are one constant answer,
+    or far less varied than the gold answers (rlvr.evaluation.results.AnswerSpread), and a paired
+    stage change that is the frequency of a constant answer among the gold answers, not learning."""
+    found = []
+    for e in evaluations:
+        problem = answer_spread(e.evaluation).problem() if e.label in GREEDY_STAGES else None
+        if problem:
+            found.append(
+                f"Degenerate outputs {GREEDY_STAGES[e.label]} (step {e.step}): {problem}. Fix: {DEGENERATE_FIX}"
+            )
+    by_label = {e.label: e.evaluation for e in evaluations}
+    for c in stage_changes(evaluations):
+        why = constant_gain(by_label[c.before], by_label[c.after], c.change)
+        if why:
+            found.append(f"{c.stage}: {c.text}: {why}")
+    return found
+
+
+VERIFIER_SILENT_FIX = (
+    "warm start with SFT (training_loop.sft.enabled=true, or more training_loop.sft.max_steps), use an "
+    "easier task, or check that the verifier accepts the gold answers in the prompt's answer format"
+)
+
+
+def verifier_silent(
+    steps: dict[str, int], history: list[dict[str, Any]], success: str | None, evaluations: list[EvalResult]
+) -> list[str]:
+    """Learned nothing, per term (issue 55 finding 9): the verifier's term (``success``) was 0 at every
+    logged GRPO step, or held-out accuracy was 0% at every evaluation of a run that trained. A shaping
+    term (format, length) can still give the groups reward variance, so the no-variance check of
+    :func:`learning_warnings` stays silent then."""
+    found = []
+    key = f"grpo/reward/{success}/mean"
+    scored = [float(r[key]) for r in history if key in r] if success and steps.get("grpo") else []
+    logged, flat = flat_grpo_steps(history)
+    if scored and not any(scored) and not (logged and flat == logged):  # all flat: said by learning_warnings
+        found.append(
+            f"GRPO's verifier term {success} was 0 at every one of its {len(scored)} logged steps: no "
+            "completion was ever verified correct, so whatever reward the groups had came from the "
+            f"shaping terms alone. Fix: {VERIFIER_SILENT_FIX}"
+        )
+    if any(steps.values()) and evaluations and not any(e.accuracy for e in evaluations):
+        found.append(
+            f"Held-out accuracy was 0% at every one of the run's {len(evaluations)} evaluations "
+            f"({', '.join(sorted({str(e.label) for e in evaluations}))}): the run learned nothing the "
+            f"task's verifier counts. Fix: {VERIFIER_SILENT_FIX}"
+        )
+    return found
 
 
 def end_status(warnings: list[str]) -> str:
@@ -156,12 +220,15 @@ def run_warnings(
     outcome: Any, history: Any, evaluations: list[EvalResult] | None = None, reward: Any = None
 ) -> list[str]:
     """:func:`learning_warnings` of a run's training outcome (rlvr.training_loop.loop.TrainOutcome)
-    with what its earlier attempts left (rlvr.records.run_history.RunHistory), then the
-    :func:`reward_hacking` alarm with the paired stage changes of the run's ``evaluations`` and its
+    with what its earlier attempts left (rlvr.records.run_history.RunHistory), :func:`verifier_silent`,
+    the :func:`degenerate_warnings` of its evaluations, then the :func:`reward_hacking` alarm with the paired stage changes of the run's ``evaluations`` and its
     ``reward`` set (rlvr.reward.terms.RewardSet)."""
 
     rows, steps = history.train_history(outcome.history), history.steps(outcome.steps)
     found = learning_warnings(steps, rows, outcome.stopped)
+    success = reward.success_term() if getattr(reward, "terms", None) else None
+    found += verifier_silent(steps, rows, success, evaluations or [])
+    found += degenerate_warnings(evaluations or [])
     if getattr(reward, "terms", None) and steps.get("grpo"):
         weights = {name: term.weight for name, term in reward.terms.items()}
         # GRPO's own change; the whole run's when GRPO was the only phase that trained

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlvr import events as ev
+from rlvr.evaluation.results import answer_spread, constant_gain
 from rlvr.records.learning import stage_changes
 from rlvr.runtime.charts import save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
@@ -31,8 +32,24 @@ SAMPLED_NAMES: dict[str, str] = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FIN
 
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
-    """Baseline, after-SFT and final rows (in-training evaluations go to the plot, not the table)."""
-    return [{"stage": STAGE_NAMES[e.label], **e.record()} for e in evaluations if e.label in STAGE_NAMES]
+    """Baseline, after-SFT and final rows (in-training evaluations go to the plot, not the table), each
+    with how varied its answers are beside the gold answers (``answers``: degenerate outputs, issue 56)."""
+    return [
+        {"stage": STAGE_NAMES[e.label], **e.record(), "answers": answer_spread(e.evaluation).to_dict()}
+        for e in evaluations
+        if e.label in STAGE_NAMES
+    ]
+
+
+def change_records(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
+    """report.json's ``paired_changes``: each stage's paired change, with ``degenerate`` saying why a
+    change between greedy evaluations is only a constant answer's frequency (when it is)."""
+    by_label = {e.label: e.evaluation for e in evaluations}
+    records = []
+    for c in stage_changes(evaluations):
+        why = constant_gain(by_label[c.before], by_label[c.after], c.change)
+        records.append({**c.record(), **({"degenerate": why} if why else {})})
+    return records
 
 
 LEVEL = "grpo/curriculum/level"
@@ -362,6 +379,24 @@ def _wall_text(attempts: list[dict[str, Any]]) -> str:
     return text + "."
 
 
+def _changed_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """What each resumed attempt changed from the checkpoint it continued (attempts.json
+    ``changed_settings``, allowed by ``resume_allow_changes``): the report of such a run says so."""
+    changed = [a for a in attempts if a.get("changed_settings")]
+    if not changed:
+        return []
+    return [
+        "Settings changed on resume (resume_allow_changes=true; saved -> now):",
+        "",
+        *[
+            f"- attempt {a.get('attempt', '?')}, from {a.get('resumed_from')}: "
+            + "; ".join(a["changed_settings"])
+            for a in changed
+        ],
+        "",
+    ]
+
+
 def _throughput_text(found: dict[str, Any] | None) -> str:
     """`` (5,400 tokens/s, MFU 0.5%)`` for a phase's throughput record (rlvr.training_loop.throughput)."""
     if not found:
@@ -403,7 +438,11 @@ def _markdown(
             [
                 "What each stage changed, paired on the same questions (95% CI, exact McNemar test):",
                 "",
-                *[f"- {c['stage']}: {c['text']}" for c in changes],
+                *[
+                    f"- {c['stage']}: {c['text']}"
+                    + (f" **Degenerate**: {c['degenerate']}." if c.get("degenerate") else "")
+                    for c in changes
+                ],
                 "",
             ]
             if changes
@@ -423,6 +462,7 @@ def _markdown(
         + ". "
         + _wall_text(attempts),
         "",
+        *_changed_lines(attempts),
         *(_curriculum_lines(curve) if curve else []),
         "![training](training.png)",
     ]
@@ -460,7 +500,7 @@ def write_report(
     sampled = [e for e in evaluations if e.label in SAMPLED_NAMES]
     evaluations = [e for e in evaluations if e.label not in SAMPLED_NAMES]
     rows = report_rows(evaluations)
-    changes = [c.record() for c in stage_changes(evaluations + sampled)]
+    changes = change_records(evaluations + sampled)
     groups = group_rows(evaluations)
     curve = difficulty_curve(history.train_history(outcome.history))
     lora = lora_summary(run_dir / "final")
