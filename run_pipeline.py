@@ -23,7 +23,12 @@ from rlvr.config import gate
 from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime.allocator import reexec_with_tunables
 from rlvr.runtime.distributed import is_main
-from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, route_library_loggers, traceback_to_log_file
+from rlvr.runtime.logs import (
+    INTERRUPTED_EXIT_CODE,
+    quiet_submitit_sacct,
+    route_library_loggers,
+    traceback_to_log_file,
+)
 from rlvr.runtime.secrets import redact_console, redact_logging
 
 # Offline unless the user says otherwise: the default run must never wait on a model hub.
@@ -78,6 +83,7 @@ if __name__ == "__main__":
     # Before torch is imported: glibc reads its malloc settings at process start (rlvr.runtime.allocator).
     reexec_with_tunables()
     redact_console()  # every line this process prints passes rlvr.runtime.secrets (SECURITY.md "Secrets")
+    quiet_submitit_sacct()  # a SLURM launch on a cluster without accounting: one line, not three per poll
     try:
         # Overrides of keys the config lacks: Hydra gets the command line without them, the gate
         # reports them with every other problem.

@@ -77,6 +77,46 @@ class _ToFiles(logging.Filter):
         return False
 
 
+# submitit's SLURM launcher asks sacct for its jobs' states, at 0, 2, 4, 8, 16 s ... after a submission
+# and every 10 min later on. A cluster that keeps no accounting (no slurmdbd: many small CPU clusters,
+# infrastructure/slurm/local_cluster.sh) fails each call, and submitit logs a "Bypassing sacct error"
+# warning that its two handlers and Hydra's console printed three times each (issue 56; measured:
+# 18 lines for one 52 s job, docs/scaling.md "SLURM on a CPU cluster").
+SUBMITIT_LOGGER = "submitit"
+SACCT_ERROR = "Bypassing sacct error"
+LAUNCHER_NOTES = "rlvr.launcher"
+
+
+class _SacctOnce(logging.Filter):
+    """On submitit's logger: its sacct errors become one line of ours, said once per process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if SACCT_ERROR not in record.getMessage():
+            return True  # every other submitit record as submitit prints it
+        if not self.said:
+            self.said = True
+            logging.getLogger(LAUNCHER_NOTES).warning(
+                "sacct does not answer on this cluster (%s): SLURM keeps no job accounting here, so "
+                "submitit follows the jobs by their result files and job states may lag; further sacct "
+                "errors of this launch are not shown",
+                record.getMessage().split(SACCT_ERROR, 1)[1].split(", status may be")[0].strip(),
+            )
+        return False
+
+
+def quiet_submitit_sacct() -> None:
+    """Install :class:`_SacctOnce` on submitit's logger (idempotent; cheap: imports no library).
+    Called in the launching process before Hydra starts a launcher; a logger's filters survive the
+    ``dictConfig`` that submitit runs at import."""
+    logger = logging.getLogger(SUBMITIT_LOGGER)
+    if not any(isinstance(f, _SacctOnce) for f in logger.filters):
+        logger.addFilter(_SacctOnce())
+
+
 def traceback_to_log_file(exc: BaseException) -> None:
     """The full traceback of ``exc`` in the run's log file only: for an error whose message the
     console already showed (a configuration problem found while running, Ctrl-C)."""
