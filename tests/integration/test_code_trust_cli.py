@@ -4,20 +4,16 @@ refused before anything loads (``validate_only`` included); the same on the comm
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-from tests import launcher
-from tests.conftest import ROOT
+from tests import in_process
 
 pytestmark = pytest.mark.integration
 
 
 def _validate(tmp_path, *args):
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args, "validate_only=true", "model=tiny"]
+    cmd = [*args, "validate_only=true", "model=tiny"]
     cmd.append(f"hydra.run.dir={tmp_path / 'run'}")
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ))
+    return in_process.run(cmd)
 
 
 def test_validate_only_refuses_a_files_trust_remote_code_and_accepts_the_command_lines(tmp_path):

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
 
-def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args, f"hydra.run.dir={tmp_path / 'run'}"]
-    return launcher.run(
-        cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, **(env or {})}
-    )
+def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> in_process.Run:
+    cmd = [*args, f"hydra.run.dir={tmp_path / 'run'}"]
+    return in_process.run(cmd, env={**os.environ, **(env or {})})
 
 
 def test_hydra_nodes_are_refused_before_hydra_acts(tmp_path):

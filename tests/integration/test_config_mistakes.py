@@ -3,26 +3,22 @@ ends in a traceback, and one mistake never hides another in the same command (is
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
-from tests.conftest import ROOT
+from tests import in_process
 
 pytestmark = pytest.mark.integration
 
 
 def refused(tmp_path: Path, *overrides: str, config: str = "config") -> str:
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         f"--config-name={config}",
         "validate_only=true",
         f"hydra.run.dir={tmp_path / 'run'}",
         *overrides,
     ]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = in_process.run(cmd)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc.stderr
@@ -92,15 +88,13 @@ def test_the_benchmark_reports_a_misspelt_key_with_its_other_problems(tmp_path):
 
 def test_a_sweep_refuses_a_misspelt_key_before_any_point_runs(tmp_path):
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         "-m",
         "validate_only=true",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         "seed=1,2",
         "training_loop.grpo.learnin_rate=1e-5",
     ]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = in_process.run(cmd)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "did you mean 'learning_rate'?" in proc.stderr
     assert not (tmp_path / "sweep").exists()

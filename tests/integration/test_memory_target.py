@@ -3,12 +3,10 @@ says whether the run fits that card, with the estimate and its terms, fit or not
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
-from tests.conftest import ROOT
+from tests import in_process
 
 pytestmark = pytest.mark.integration
 
@@ -17,9 +15,9 @@ QLORA = ("model.quantization=4bit", "model.lora={r: 16}", "model.gradient_checkp
 
 
 def validate(tmp_path: Path, *overrides: str):
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), "validate_only=true",
+    cmd = ["validate_only=true",
            f"hydra.run.dir={tmp_path / 'run'}", *overrides]  # fmt: skip
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = in_process.run(cmd)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
-from tests import launcher
-from tests.conftest import ROOT, compose_config
+from tests import in_process
+from tests.conftest import compose_config
 
 from rlvr.runtime.secrets import REDACTED
 
@@ -42,11 +40,8 @@ OVERRIDES = [
 ]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args]
-    return launcher.run(
-        cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **SECRETS}, timeout=600
-    )
+def run(*args: str) -> in_process.Run:
+    return in_process.run(args, env={**os.environ, **SECRETS})
 
 
 def leaks_in(tmp_path, *streams: str) -> list[tuple[str, str]]:
@@ -160,12 +155,10 @@ def test_env_reads_in_any_spelling_reach_no_output(tmp_path):
     (tmp_path / "conf" / "experiment").mkdir(parents=True)
     (tmp_path / "conf" / "experiment" / "leaky.yaml").write_text(LEAKY_EXPERIMENT.replace("PATH", str(data)))
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"--config-dir={tmp_path / 'conf'}",
+    cmd = [f"--config-dir={tmp_path / 'conf'}",
            "experiment=leaky", f"hydra.run.dir={run_dir}",
            "keep_checkpoints=all"]  # fmt: skip  # the checkpoints' trainer argument files are scanned too
-    proc = launcher.run(
-        cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ENV_READS}, timeout=600
-    )
+    proc = in_process.run(cmd, env={**os.environ, **ENV_READS})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert any(run_dir.rglob("*.wandb")) and any(run_dir.rglob("training_args.bin"))
     assert any((run_dir / "eval").iterdir()) and (run_dir / "report.md").is_file()

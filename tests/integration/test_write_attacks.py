@@ -10,13 +10,11 @@ Unit-level spellings are in tests/unit/test_write_paths.py and tests/unit/test_c
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
-from tests.conftest import ROOT, compose_config
+from tests import in_process
+from tests.conftest import compose_config
 
 pytestmark = pytest.mark.integration
 
@@ -32,9 +30,8 @@ FAST = (
 )
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), *args]
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+def run(*args: str) -> in_process.Run:
+    return in_process.run(args)
 
 
 def experiment(tmp_path: Path, body: str) -> list[str]:
