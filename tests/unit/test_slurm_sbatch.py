@@ -19,12 +19,14 @@ class Captured(Exception):
         self.executor, self.args = executor, args
 
 
-def render(tmp_path, monkeypatch, *overrides: str, sweep=("seed=1", "seed=2"), config="config"):
+def render(
+    tmp_path, monkeypatch, *overrides: str, sweep=("seed=1", "seed=2"), config="config", launcher="slurm"
+):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             config,
             overrides=[
-                "hydra/launcher=slurm",
+                f"hydra/launcher={launcher}",
                 "hydra.launcher.partition=gpu",
                 f"hydra.sweep.dir={tmp_path}",
                 *overrides,
@@ -82,3 +84,22 @@ def test_benchmark_models_fan_out_as_slurm_array_tasks(tmp_path, monkeypatch):
     text, job_overrides, _ = render(tmp_path, monkeypatch, *qwen, sweep=models, config="benchmark")
     assert "#SBATCH --gpus-per-node=1" in text.splitlines() and "#SBATCH --requeue" in text.splitlines()
     assert [o[-1] for o in job_overrides] == list(models)
+
+
+def test_slurm_cpu_asks_what_a_small_cpu_node_has_and_keeps_the_rest(tmp_path, monkeypatch):
+    """hydra/launcher=slurm_cpu (issue 56 item 4): slurm.yaml's 1 GPU, 8 CPUs and 32 GB leave a job
+    pending for ever on a CPU cluster (or sbatch refuses it: "Invalid generic resource (gres)
+    specification" on tests/slurm's one-node cluster). Only those three keys differ; requeue, signal,
+    time limit and resume=auto stay. The real scheduler's run: tests/slurm/test_cpu_launcher.py."""
+    gpu, _, _ = render(tmp_path / "gpu", monkeypatch)
+    cpu, job_overrides, _ = render(tmp_path / "cpu", monkeypatch, launcher="slurm_cpu")
+    gpu_lines, cpu_lines = set(gpu.splitlines()), set(cpu.splitlines())
+    assert not any("gpus" in line or "gres" in line for line in cpu_lines)
+    assert gpu_lines - cpu_lines == {
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=32GB",
+    }
+    assert cpu_lines - gpu_lines == {"#SBATCH --cpus-per-task=2", "#SBATCH --mem=8GB"}
+    assert {"#SBATCH --requeue", "#SBATCH --signal=USR2@120", "#SBATCH --time=240"} <= cpu_lines
+    assert job_overrides == [["resume=auto", "seed=1"], ["resume=auto", "seed=2"]]
