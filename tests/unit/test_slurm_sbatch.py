@@ -91,8 +91,8 @@ def test_slurm_cpu_asks_what_a_small_cpu_node_has_and_keeps_the_rest(tmp_path, m
     pending for ever on a CPU cluster (or sbatch refuses it: "Invalid generic resource (gres)
     specification" on tests/slurm's one-node cluster). Only those three keys differ; requeue, signal,
     time limit and resume=auto stay. The real scheduler's run: tests/slurm/test_cpu_launcher.py."""
-    gpu, _, _ = render(tmp_path / "gpu", monkeypatch)
-    cpu, job_overrides, _ = render(tmp_path / "cpu", monkeypatch, launcher="slurm_cpu")
+    gpu, _, _ = render(tmp_path, monkeypatch)
+    cpu, job_overrides, _ = render(tmp_path, monkeypatch, launcher="slurm_cpu")
     gpu_lines, cpu_lines = set(gpu.splitlines()), set(cpu.splitlines())
     assert gpu_lines - cpu_lines == {
         "#SBATCH --gpus-per-node=1",
