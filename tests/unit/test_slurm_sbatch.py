@@ -105,4 +105,4 @@ def test_slurm_cpu_asks_what_a_small_cpu_node_has_and_keeps_the_rest(tmp_path, m
         "#SBATCH --mem=8GB",
     }
     assert {"#SBATCH --requeue", "#SBATCH --signal=USR2@120", "#SBATCH --time=240"} <= cpu_lines
-    assert job_overrides == [["resume=auto", "seed=1"], ["resume=auto", "seed=2"]]
+    assert list(job_overrides) == [["resume=auto", "seed=1"], ["resume=auto", "seed=2"]]
