@@ -41,6 +41,16 @@ class ConfigIssue:
         return redact_text(f"{self.key}={self.value!r}: {self.problem}. Fix: {self.fix}")
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A typed node's key that stays known (a misspelling of it still gets "did you mean") but that a
+    config may not set: the rule and the fix its refusal names. Put in the key's ``Annotated``
+    metadata (rlvr.training_loop.settings: what is not on the allowlist of a training phase)."""
+
+    rule: str
+    fix: str
+
+
 class ConfigValidationError(ValueError):
     """Raised with every ConfigIssue found, so a user fixes them in one pass."""
 
@@ -69,8 +79,10 @@ def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
 
 @functools.cache
 def _cached_adapter(annotation: Any) -> TypeAdapter[Any] | None:
+    # Every float a config sets is finite (``.inf`` passed gt=0 bounds, then crashed the run with a
+    # raw traceback): pydantic's allow_inf_nan=False for every annotation, not only those that say so.
     try:  # a class pydantic does not know is one the config cannot spell: see value_issues
-        return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
+        return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True, allow_inf_nan=False))
     except Exception:  # PydanticSchemaGenerationError, PydanticUndefinedAnnotation, ...: not checkable
         return None
 
@@ -80,7 +92,8 @@ def _cached_adapter(annotation: Any) -> TypeAdapter[Any] | None:
 _RULES = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
           "less_than_equal": "<= {le}", "literal_error": "{expected}", "multiple_of": "a multiple of {multiple_of}",
           "string_too_short": "at least {min_length} characters", "too_short": "at least {min_length} items",
-          "finite_number": "a finite number"}  # fmt: skip
+          "finite_number": "a finite number", "string_too_long": "at most {max_length} characters",
+          "string_pattern_mismatch": "a string matching {pattern}"}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:
@@ -154,7 +167,10 @@ def value_issues(key: str, value: Any, annotation: Any, owner: str) -> list[Conf
             issues.append(ConfigIssue(where, part, problem, f"give {where} a value of that type"))
             continue
         first = found[0]  # a rule on a value of the right type: a range, a choice
-        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in first["ctx"].items()}
+        ctx = {
+            k: int(v) if isinstance(v, float) and v.is_integer() else v
+            for k, v in first.get("ctx", {}).items()
+        }
         rule = _RULES[first["type"]].format(**ctx)
         fix = _rule_fix(where, part, rule, annotation)
         issues.append(ConfigIssue(where, part, f"must be {rule}", fix, builds=True))
@@ -191,14 +207,33 @@ def _node_issues(key: str, value: dict[str, Any], node: Any) -> list[ConfigIssue
         for name, v in value.items()
         if name not in hints
     ]
+    issues += refusals(key, value, node)
     for name, v in value.items():
-        if name in hints:
+        if name in hints and _refusal(hints[name]) is None:
             annotation, title = _titled(hints[name])
             issues += value_issues(f"{key}.{name}", v, annotation, title or f"{node.__name__}.{name}")
     return issues + [
         ConfigIssue(f"{key}.{name}", None, "missing", f"set {key}.{name}")
         for name in sorted(node.__required_keys__)
         if name not in value
+    ]
+
+
+def _refusal(annotation: Any) -> Refused | None:
+    """The :class:`Refused` a node key's annotation carries, or None (a key a config may set)."""
+    annotation = _titled(annotation)[0]
+    meta = typing.get_args(annotation)[1:] if typing.get_origin(annotation) is typing.Annotated else ()
+    return next((m for m in meta if isinstance(m, Refused)), None)
+
+
+def refusals(key: str, value: dict[str, Any], node: Any) -> list[ConfigIssue]:
+    """The keys of ``value`` that the typed ``node`` knows but refuses (:class:`Refused`), each
+    naming the key, the value as set, the rule and the fix; the component is not built with them."""
+    hints = typing.get_type_hints(node, include_extras=True)
+    return [
+        ConfigIssue(f"{key}.{name}", v, refused.rule, refused.fix)
+        for name, v in value.items()
+        if name in hints and (refused := _refusal(hints[name])) is not None
     ]
 
 
@@ -212,7 +247,8 @@ def _rule_fix(where: str, part: Any, rule: str, annotation: Any) -> str:
     info = _field_info(annotation)
     example = f", e.g. {info.examples[0]}" if info is not None and info.examples else ""
     note = f" ({info.description})" if info is not None and info.description else ""
-    return f"set {where} to a value {rule}{example}{note}"
+    target = rule if rule.startswith("a ") else f"a value {rule}"  # "a finite number"
+    return f"set {where} to {target}{example}{note}"
 
 
 def _field_info(annotation: Any) -> FieldInfo | None:

@@ -17,19 +17,12 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr.issues import ConfigIssue, value_issues
+from rlvr.issues import ConfigIssue, refusals, value_issues
 from rlvr.runtime import hardware
 from rlvr.runtime.faults import CheckpointDamaged
 from rlvr.runtime.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
 from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
-
-# Set by the pipeline, not by the user: where files go, and that TRL does not start its own trackers.
-_MANAGED = {"output_dir", "report_to", "reward_weights", "seed", "data_seed"}
-# Refused from config (SECURITY.md): a config file must not make a run upload anything.
-_NO_UPLOADS = {"push_to_hub", "hub_model_id", "hub_strategy", "hub_always_push", "log_completions_hub_repo"}
-# Chosen once for both phases by training_loop.device / training_loop.precision (rlvr.runtime.hardware).
-_HARDWARE = {"use_cpu": "device", "no_cuda": "device", "bf16": "precision", "fp16": "precision"}
 
 
 def quiet(trainer: Any) -> Any:
@@ -150,35 +143,6 @@ def trl_check_fix(key: str, message: str, fields: dict[str, Any]) -> str:
     return f"change the {key} fields the message names so that the combination passes"
 
 
-def _pipeline_key_issues(key: str, values: dict[str, Any]) -> list[ConfigIssue]:
-    """TRL fields a config may not set: the pipeline's own, the hardware's, and uploads. (A key TRL
-    lacks, a value of the wrong type or out of range: the phase's typed node, rlvr.training_loop.settings.)"""
-    issues = []
-    for name in values:
-        if name in _MANAGED:
-            issues.append(ConfigIssue(f"{key}.{name}", values[name], "is set by the pipeline", "remove it"))
-        elif name in _HARDWARE:
-            owner = _HARDWARE[name]
-            issues.append(
-                ConfigIssue(
-                    f"{key}.{name}",
-                    values[name],
-                    f"both phases take it from training_loop.{owner}",
-                    f"remove it and set training_loop.{owner}=... ({'/'.join(getattr(hardware, owner.upper() + 'S'))})",
-                )
-            )
-        elif name in _NO_UPLOADS and values[name]:
-            issues.append(
-                ConfigIssue(
-                    f"{key}.{name}",
-                    values[name],
-                    "a run never uploads from config (a shared config must not publish your model)",
-                    "push final/ yourself after the run, e.g. `huggingface-cli upload <repo> <run_dir>/final`",
-                )
-            )
-    return issues
-
-
 @dataclass
 class Session:
     """What the run hands to every training phase (the same for SFT and GRPO)."""
@@ -261,9 +225,10 @@ class Phase:
         return not value_issues(self.key, self.raw, self.node, self.key)
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
-        """The TRL fields the pipeline sets itself, and TRL's own checks between fields (``build``: on a
-        node that holds for its type)."""
-        issues = _pipeline_key_issues(self.key, self.fields)
+        """The fields the node refuses (not on the allowlist of rlvr.training_loop.settings; the gate
+        reports them when it binds the node, and builds no phase with them), and TRL's own checks
+        between fields (``build``: on a node that holds for its type)."""
+        issues = refusals(self.key, self.fields, self.node)
         if issues or not build or not self.typed():
             return issues
         try:
