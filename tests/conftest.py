@@ -19,8 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(autouse=True)
 def _environment_as_before():
     """Each test leaves os.environ as it found it: a variable one test sets in this process (vLLM's
-    usage-stats opt-out, a rank) must not reach the next test's runs (tests/launcher.py starts those
-    fresh when an import-time variable differs from its zygote's)."""
+    usage-stats opt-out, a rank) must not reach the next test's runs, in process or started."""
     saved = dict(os.environ)
     yield
     if dict(os.environ) != saved:

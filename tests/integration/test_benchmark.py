@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -72,8 +73,6 @@ def model_overrides(models: dict[str, str]) -> list[str]:
 def bench(out, models, *extra):
     """The benchmark with its results in this run's own directory (hydra.run.dir=out)."""
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         "--config-name",
         "benchmark",
         f"hydra.run.dir={out}",
@@ -83,11 +82,11 @@ def bench(out, models, *extra):
         "evaluation.max_new_tokens=8",
         *extra,
     ]
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return in_process.run(cmd)
 
 
 def plot(*args):
-    return launcher.run(
+    return subprocess.run(
         [sys.executable, "-m", "rlvr.benchmark.plot", *map(str, args)],
         capture_output=True,
         text=True,
@@ -214,7 +213,7 @@ def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models
         "benchmark.only=[tiny],[base]",
         *shared,
     ]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = sorted((out / "cells").glob("*.json"))
     assert sorted(json.loads(c.read_text())["model"] for c in cells) == ["base", "tiny"]

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 from tests.data_fixtures import gsm8k_rows, write_jsonl
 
@@ -41,10 +41,9 @@ def test_a_problem_found_while_loading_data_prints_its_message_and_no_traceback(
     before any training stage) and says so once, with no traceback."""
     path = write_jsonl(tmp_path / "small.jsonl", gsm8k_rows(20))
     run_dir = tmp_path / "run"
-    proc = launcher.run(
-        command(run_dir, "data=gsm8k", f"data.path={path}", "data.train_size=64", "data.eval_size=4"),
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+    proc = in_process.run_command(
+        command(run_dir, "data=gsm8k", f"data.path={path}", "data.train_size=64", "data.eval_size=4")
+    )
     console = proc.stdout + proc.stderr
     assert proc.returncode == 2, console[-3000:]
     assert "data.train_size=64" in console and "Fix: lower data.train_size" in console
@@ -56,7 +55,7 @@ def interrupt_after(run_dir: Path, line: str, *overrides: str, ready: Path | Non
     """Start a run, send SIGINT to its process group (as Ctrl-C in a terminal does) once the console
     shows ``line`` (and file ``ready`` exists); return the exit code and the whole console."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = launcher.Popen(
+    proc = subprocess.Popen(
         command(run_dir, *overrides), cwd=ROOT, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         # as from a terminal: pytest-xdist's workers ignore SIGINT, and a child inherits that (Python

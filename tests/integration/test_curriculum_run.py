@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 from tests.integration.test_resume import wait_for
 
@@ -54,7 +54,7 @@ def grpo_steps(run_dir: Path) -> dict[int, dict]:
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("curriculum")
-    proc = launcher.run(cmd(run_dir), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = in_process.run_command(cmd(run_dir))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir
 
@@ -94,7 +94,9 @@ def test_level_follows_success_and_is_logged_and_reported(full):
 
 def test_killed_curriculum_run_resumes_at_the_same_level(full, tmp_path):
     run_dir = tmp_path / "killed"
-    proc = launcher.Popen(cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     checkpoint = run_dir / "checkpoints" / "grpo" / "checkpoint-2"
     wait_for((checkpoint / "COMPLETE").exists, proc)
     proc.kill()  # SIGKILL: no chance to clean up
@@ -103,7 +105,7 @@ def test_killed_curriculum_run_resumes_at_the_same_level(full, tmp_path):
     saved = json.loads((checkpoint / "curriculum_state.json").read_text())
     assert saved["levels"] == {"num_terms": 1, "num_digits": 1}  # decided after step 2, for step 3
 
-    resumed = launcher.run(cmd(run_dir, "resume=auto"), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    resumed = in_process.run_command(cmd(run_dir, "resume=auto"))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     second = max(i for i, e in enumerate(events) if e["event"] == "pipeline_start")

@@ -4,12 +4,10 @@ with the tiny model: the real conf/, fixtures in the real formats, nothing from 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
-from tests.conftest import ROOT
+from tests import in_process
 from tests.data_fixtures import finqa_rows, gsm8k_rows, write_json, write_jsonl
 
 from rlvr.data import identity
@@ -27,14 +25,12 @@ NO_CURVE = ["evaluation.every_n_steps=0"]
 
 def run_pipeline(run_dir: Path, *overrides: str) -> Path:
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         f"hydra.run.dir={run_dir}",
         "experiment=smoke",
         *QUIET,
         *overrides,
     ]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = in_process.run(cmd)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir
 
@@ -119,14 +115,12 @@ def test_an_extra_set_with_prompts_longer_than_the_context_is_refused_before_any
     long = [{**r, "question": r["question"] + " Think of apples." * 700} for r in gsm8k_rows(40)]
     path = write_jsonl(tmp_path / "long.jsonl", long)
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         f"hydra.run.dir={tmp_path / 'run'}",
         "experiment=smoke",
     ]
     cmd += ["+data/source@data.eval_sets.long=gsm8k", f"data.eval_sets.long.path={path}"]
     cmd += ["data.eval_sets.long.eval_size=2"]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = in_process.run(cmd)
     out = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines
     assert proc.returncode != 0, out[-3000:]
     assert "data.eval_sets.long" in out and "the context 2048" in out, out[-3000:]

@@ -4,19 +4,15 @@ closing summary gives the run directory's size."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
-from tests import launcher
-from tests.conftest import ROOT
+from tests import in_process
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_completed_run_keeps_no_checkpoint_by_default_and_says_how_big_it_is(tmp_path):
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         f"hydra.run.dir={tmp_path}",
         "experiment=smoke",
         "training_loop.sft.max_steps=2",
@@ -26,7 +22,7 @@ def test_a_completed_run_keeps_no_checkpoint_by_default_and_says_how_big_it_is(t
         "evaluation.every_n_steps=0",
         "data.eval_size=8",
     ]
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = in_process.run(cmd)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not (tmp_path / "checkpoints").exists()
     out = " ".join(proc.stdout.split())  # the console wraps long lines

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
@@ -43,7 +42,7 @@ def launch(*args: str, env: dict[str, str] | None = None, timeout: int = 300) ->
         "run_pipeline.py",
         *args,
     ]
-    return launcher.run(
+    return subprocess.run(
         cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})}
     )
 

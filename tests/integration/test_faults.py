@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 from tests.integration.test_resume import cmd, run, wait_for
 
@@ -76,7 +76,7 @@ def assert_same_run(full: Path, resumed: Path) -> None:
 
 
 def start(run_dir: Path, *overrides: str, **kwargs) -> subprocess.Popen:
-    return launcher.Popen(
+    return subprocess.Popen(
         cmd(run_dir, *SFT_SAVED, *overrides),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -93,7 +93,7 @@ def kill_when(proc: subprocess.Popen, path: Path, interval: float = 0.2, ready=l
     proc.wait()
 
 
-def finish(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+def finish(run_dir: Path, *overrides: str) -> in_process.Run:
     proc = run(run_dir, *SFT_SAVED, *overrides)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
@@ -224,7 +224,7 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing
     # with the interpreter that ran it, not a bare `python` (which outside the venv has no hydra)
     assert args[:2] == [sys.executable, str(ROOT / "run_pipeline.py")]
     assert "training_loop.grpo.max_steps=100000" in args
-    check = launcher.run([*args, "validate_only=true"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    check = in_process.run_command([*args, "validate_only=true"])
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
 
 
@@ -236,7 +236,7 @@ def _no_bigger_files(limit: int):
 
 
 def assert_one_clear_disk_message(
-    proc: subprocess.CompletedProcess, run_dir: Path, what: str, logged: bool = True
+    proc: subprocess.CompletedProcess | in_process.Run, run_dir: Path, what: str, logged: bool = True
 ) -> None:
     """One error line naming ``what`` and the fix, no traceback on the console; the traceback in the
     log file (``logged``: when the disk had room for it)."""
@@ -256,7 +256,8 @@ def assert_one_clear_disk_message(
 def test_a_file_size_limit_during_a_checkpoint_save_ends_in_one_message_and_resumes(uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     # The tiny model's weights file (1.4 MB) fits; its optimizer state (2.8 MB) does not.
-    proc = launcher.run(
+    # A process of its own: the limit would end the test process too.
+    proc = subprocess.run(
         cmd(run_dir, *SFT_SAVED),
         cwd=ROOT,
         capture_output=True,
@@ -272,7 +273,7 @@ def test_a_file_size_limit_during_a_checkpoint_save_ends_in_one_message_and_resu
 def test_a_full_disk_during_a_checkpoint_save_ends_in_one_message(tmp_path):
     mount = tmp_path / "small_disk"
     mount.mkdir()
-    made = launcher.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode()[-200:]}")
     try:
@@ -280,7 +281,7 @@ def test_a_full_disk_during_a_checkpoint_save_ends_in_one_message(tmp_path):
         proc = run(run_dir, *SFT_SAVED)
         assert_one_clear_disk_message(proc, run_dir, "the disk is full", logged=False)
     finally:
-        launcher.run(["umount", str(mount)], check=True)
+        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import subprocess
 import sys
 
 import pytest
-from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
@@ -22,7 +22,7 @@ def test_learning_benchmark_gives_sft_only_the_same_training_time(tmp_path):
         "--eval-size", "8", "--sampled-size", "4", "--samples", "2",
         "experiment=smoke", "data.train_size=256",
     ]  # fmt: skip
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     def records(run: str) -> list[dict]:
@@ -55,5 +55,5 @@ def test_learning_benchmark_gives_sft_only_the_same_training_time(tmp_path):
     harder = json.loads(next((tmp_path / "seed42" / "axis_harder" / "cells").glob("*.json")).read_text())
     assert harder["fingerprint"]["task_params"]["max_terms"] == 4  # really the harder difficulty
     # A finished run is reused, not trained again.
-    again = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 0 and again.stdout.count("reusing the finished run") == 2

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -43,10 +43,10 @@ RUN = [
 ]
 
 
-def run(run_dir: Path, base: Path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}",
+def run(run_dir: Path, base: Path, *overrides: str) -> in_process.Run:
+    cmd = [f"hydra.run.dir={run_dir}",
            *RUN, f"model.name_or_path={base}", *overrides]  # fmt: skip
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return in_process.run(cmd)
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +88,17 @@ def test_lora_trains_the_adapter_only_and_final_holds_it(tmp_path, base):
     # resume=auto mid-run: a run killed after GRPO checkpoint 2 continues to the same adapter
     resumed_dir = tmp_path / "resumed"
     cmd = [
-        sys.executable,
-        str(ROOT / "run_pipeline.py"),
         f"hydra.run.dir={resumed_dir}",
         *RUN,
         f"model.name_or_path={base}",
     ]
-    proc = launcher.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run_pipeline.py"), *cmd],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     ckpt = resumed_dir / "checkpoints" / "grpo" / "checkpoint-2"
     deadline = time.time() + 300
     while not (ckpt / "COMPLETE").exists() and proc.poll() is None and time.time() < deadline:
@@ -128,12 +132,11 @@ def test_qlora_on_cpu_trains_and_the_benchmark_loads_the_adapter_on_its_4bit_bas
     assert layer.compute_dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
     out = tmp_path / "bench"
-    bench = launcher.run(
-        [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
+    bench = in_process.run(
+        ["--config-name", "benchmark", f"hydra.run.dir={out}/h",
          "+model@benchmark.models.qlora=hf", f"benchmark.models.qlora.name_or_path={final}",
          "benchmark.only=[qlora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
-         f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
+         f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"]
     )  # fmt: skip
     assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
     [cell] = (out / "cells").glob("*.json")
@@ -144,10 +147,10 @@ def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
     """The adapter's base is the tiny model's cached checkpoint (TinyRandomModel.model_path), so a
     later run loads final/ on it from disk (once: an empty base id, and a hub lookup that fails offline)."""
     run_dir = tmp_path / "lora"
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", "experiment=smoke", LORA,
+    cmd = [f"hydra.run.dir={run_dir}", "experiment=smoke", LORA,
            "training_loop.sft.max_steps=1", "training_loop.grpo.max_steps=1", "evaluation.every_n_steps=0",
            "evaluation.baseline=false", "data.eval_size=4"]  # fmt: skip
-    proc = launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = in_process.run(cmd)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     final = run_dir / "final"
     base = json.loads((final / "adapter_config.json").read_text())["base_model_name_or_path"]
@@ -155,12 +158,11 @@ def test_a_lora_adapter_on_the_tiny_model_loads_in_a_second_run(tmp_path):
     assert "Trained with LoRA (rank 8, alpha 16" in (run_dir / "report.md").read_text()
 
     out = tmp_path / "bench"
-    bench = launcher.run(
-        [sys.executable, str(ROOT / "run_pipeline.py"), "--config-name", "benchmark", f"hydra.run.dir={out}/h",
+    bench = in_process.run(
+        ["--config-name", "benchmark", f"hydra.run.dir={out}/h",
          "+model@benchmark.models.lora=hf", f"benchmark.models.lora.name_or_path={final}",
          "benchmark.only=[lora]", "benchmark.tasks=[basic_arithmetic]", "benchmark.num_examples=4",
-         f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
+         f"benchmark.output_dir={out}", "evaluation.max_new_tokens=8"]
     )  # fmt: skip
     assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
     [cell] = (out / "cells").glob("*.json")

@@ -13,26 +13,28 @@ from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
 
-def run_pipeline(tmp_path: Path, *overrides: str, fresh: bool = False) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={tmp_path}", *overrides]
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600, fresh=fresh)
+def run_pipeline(tmp_path: Path, *overrides: str) -> in_process.Run:
+    return in_process.run([f"hydra.run.dir={tmp_path}", *overrides])
 
 
 GRPO_ROWS, EVAL_ROWS = 5, 3
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     run_dir = tmp_path_factory.mktemp("smoke")
     # Gradient accumulation as in the default GRPO stage (the smoke file turns it off to save time).
-    proc = run_pipeline(
-        run_dir,
+    # A fresh interpreter: what the libraries print while they are imported is console noise too.
+    cmd = [
+        sys.executable,
+        "run_pipeline.py",
+        f"hydra.run.dir={run_dir}",
         "experiment=smoke",
         "data.task=leg_counting",
         "training_loop.grpo.max_steps=3",
@@ -41,8 +43,8 @@ def smoke_run(tmp_path_factory):
         # Fewer rows than a GRPO step's 16 rollouts and an evaluation's 16 questions: sampled, not all.
         f"completions.per_grpo_step={GRPO_ROWS}",
         f"completions.per_evaluation={EVAL_ROWS}",
-        fresh=True,  # a fresh interpreter: what the libraries print while they are imported is console noise too
-    )
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return run_dir, proc
 
@@ -273,9 +275,6 @@ def test_trackers_of_a_run_hold_the_completions_tables_and_tags_named_once(tmp_p
         "observers=all",
         "completions.per_grpo_step=2",
         "completions.per_evaluation=2",
-        # a fresh interpreter: W&B's service process, started from a fork of the test launcher's
-        # pre-imported interpreter, wrote no media in two full-suite runs (it did alone)
-        fresh=True,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     [offline] = (tmp_path / "wandb").glob("offline-run-*")

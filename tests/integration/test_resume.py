@@ -14,7 +14,7 @@ import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
@@ -43,8 +43,8 @@ def cmd(run_dir: Path, *overrides: str) -> list[str]:
     return [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *BASE, *overrides]
 
 
-def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return launcher.run(cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=600)
+def run(run_dir: Path, *overrides: str) -> in_process.Run:
+    return in_process.run_command(cmd(run_dir, *overrides))
 
 
 def steps(run_dir: Path) -> dict[int, dict]:
@@ -105,7 +105,7 @@ def test_killed_run_with_dynamic_sampling_resumes_exactly(uninterrupted_dynamic,
 def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...], *extra: str) -> dict:
     """Kill a run after its GRPO checkpoint 2, resume it, and compare steps 3-4 and the final weights."""
     run_dir = tmp_path / "killed"
-    proc = launcher.Popen(
+    proc = subprocess.Popen(
         cmd(run_dir, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     marker = run_dir / "checkpoints" / "grpo" / "checkpoint-2" / "COMPLETE"
@@ -150,7 +150,7 @@ def test_preemption_signal_checkpoints_once_and_exits_75(tmp_path, sig):
     """Without submitit (a plain sbatch script): SIGTERM (preemption, time limit) and USR2 (SLURM's
     warning ahead of the time limit) each finish the step, save one checkpoint and exit 75."""
     run_dir = tmp_path / "preempted"
-    proc = launcher.Popen(
+    proc = subprocess.Popen(
         cmd(run_dir, "training_loop.grpo.max_steps=40", "training_loop.grpo.save_steps=1000"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -179,7 +179,7 @@ def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrup
     run directory), so the whole cycle runs here except `scontrol requeue` itself."""
     sweep = tmp_path / "sweep"
     run_dir = sweep / "0"
-    proc = launcher.Popen(
+    proc = subprocess.Popen(
         [
             sys.executable,
             str(ROOT / "run_pipeline.py"),

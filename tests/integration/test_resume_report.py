@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 from tests.integration.test_resume import steps, wait_for
 
@@ -38,8 +38,8 @@ def cmd(run_dir: Path, *overrides: str) -> list[str]:
     return [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *BASE, *overrides]
 
 
-def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return launcher.run(cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=600)
+def run(run_dir: Path, *overrides: str) -> in_process.Run:
+    return in_process.run_command(cmd(run_dir, *overrides))
 
 
 def events(run_dir: Path) -> list[list[dict]]:
@@ -80,7 +80,9 @@ def uninterrupted(tmp_path_factory) -> dict:
 def preempted(tmp_path_factory) -> tuple[Path, int]:
     """A run stopped by SIGTERM during GRPO (after SFT): exit 75, a GRPO checkpoint, no report."""
     run_dir = tmp_path_factory.mktemp("preempted") / "run"
-    proc = launcher.Popen(cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     wait_for(lambda: 1 in steps(run_dir) if (run_dir / "metrics.jsonl").exists() else False, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=300)

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -28,14 +26,14 @@ PLUGIN_TERM = (
 TERMS = ["answer_match", "format", "format_approx", "numeric", "overlong", "variety"]
 
 
-def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+def run(run_dir: Path, *overrides: str) -> in_process.Run:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "plugins"), os.environ.get("PYTHONPATH", "")]),
         "RLVR_PLUGINS": "rlvr_example_plugin",
     }
-    cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *overrides]
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
+    cmd = [f"hydra.run.dir={run_dir}", *overrides]
+    return in_process.run(cmd, env=env)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
-from tests import launcher
+from tests import in_process
 from tests.conftest import ROOT
 from tests.integration.test_resume import wait_for
 
@@ -45,10 +45,8 @@ def cmd(run_dir: Path, *overrides: str) -> list[str]:
     ]
 
 
-def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return launcher.run(
-        cmd(run_dir, *overrides), capture_output=True, text=True, cwd=ROOT, timeout=900, env=ENV
-    )
+def run(run_dir: Path, *overrides: str) -> in_process.Run:
+    return in_process.run_command(cmd(run_dir, *overrides), env=ENV)
 
 
 def events(run_dir: Path) -> list[dict]:
@@ -178,7 +176,7 @@ def test_rft_resumes_exactly_after_a_kill(rft_uninterrupted, tmp_path):
     every later step (loss, learning rate) and the final weights equal the uninterrupted run's."""
     data, full_dir = rft_uninterrupted
     run_dir = tmp_path / "killed"
-    proc = launcher.Popen(
+    proc = subprocess.Popen(
         cmd(run_dir, *rft_overrides(data)),
         cwd=ROOT,
         env=ENV,

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from tests import launcher as pipeline_launcher
 from tests.conftest import CONF, ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # a minute or more: make test-long, CI
@@ -38,7 +37,7 @@ def run_sweep(sweep_dir: Path, launcher: str) -> subprocess.CompletedProcess:
         *TINY_POINT,
         "seed=1,2",
     ]
-    return pipeline_launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 @pytest.mark.parametrize("launcher", ["local_parallel", "submitit_local_run"])
@@ -54,7 +53,7 @@ def test_two_point_sweep_each_point_has_its_own_run(tmp_path, launcher):
     assert sorted(seeds) == [1, 2]
 
     # The sweep report reads the same points from their own records.
-    report = pipeline_launcher.run(
+    report = subprocess.run(
         [sys.executable, "-m", "rlvr.records.sweep_report", str(tmp_path)],
         capture_output=True,
         text=True,

@@ -23,7 +23,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tests import launcher
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -41,8 +40,10 @@ ENGINE = ["evaluation/generator=vllm", "evaluation.generator.cpu_kv_cache_gb=0.2
 
 
 def run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    # A process of its own: vLLM reads its settings (VLLM_CONFIGURE_LOGGING, which the run sets) when it
+    # is imported, and its engine sets up the process (worker start method, threads) for its lifetime.
     cmd = [sys.executable, str(ROOT / "run_pipeline.py"), f"hydra.run.dir={run_dir}", *TINY, *overrides]
-    return launcher.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +174,7 @@ PROBE = textwrap.dedent(
 
 def test_trl_colocate_sync_is_what_refuses_vllm_cpu(tmp_path: Path):
     """Runs TRL's own GRPOTrainer with colocated vLLM on this CPU up to the line that fails."""
-    proc = launcher.run(
+    proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=900
     )
     out = proc.stdout + proc.stderr
