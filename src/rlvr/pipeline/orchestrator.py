@@ -314,6 +314,7 @@ class PipelineOrchestrator:
             ctx.hub.emit(ev.ErrorEvent(stage, exc))
             return None
         fault = fault_of(exc, stage, self.run_dir)
+        ctx.result.status = getattr(fault, "status", "FAILED")  # a phase stopped early: INTERRUPTED
         if (hint := None if fault else low_disk_hint(self.run_dir)) is not None:
             ctx.hub.emit(ev.RunWarning(hint))
         ctx.hub.emit(ev.ErrorEvent(stage, fault or exc))

@@ -5,7 +5,8 @@ A full disk reaches Python in several shapes: ``OSError`` with ENOSPC / EDQUOT (
 size limit), torch's ``PytorchStreamWriter failed writing file`` and ``unexpected pos`` (no errno),
 safetensors' ``No space left on device (os error 28)``. :func:`is_disk_error` recognises them all along
 the exception's chain. A checkpoint that passed the completeness checks (rlvr.training_loop.checkpoints)
-but still fails to load is a :class:`CheckpointDamaged`.
+but still fails to load is a :class:`CheckpointDamaged`; a phase that something other than the
+pipeline's stop ended early is a :class:`StoppedEarly`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class RunFault(Exception):
     """A fault the run ends with: its message says what happened and the fix."""
 
     exit_code = 1
+    status = "FAILED"  # the run's end status (rlvr.pipeline.orchestrator)
 
 
 class DiskFull(RunFault):
@@ -38,6 +40,14 @@ class DiskFull(RunFault):
 
 class CheckpointDamaged(RunFault):
     pass
+
+
+class StoppedEarly(RunFault):
+    """A training phase ended before its ``max_steps`` without the pipeline's own stop (a library's
+    callback or signal handler stopped the trainer): the run is INTERRUPTED, never COMPLETED, and
+    ``resume=auto`` continues it (rlvr.training_loop.phase.stop_unless_finished)."""
+
+    status = "INTERRUPTED"
 
 
 def chain(first: BaseException) -> Iterator[BaseException]:

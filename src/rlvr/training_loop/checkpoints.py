@@ -295,6 +295,18 @@ def warning_signal() -> signal.Signals:
     return signal.SIGUSR2
 
 
+def _handler_name(handler: Any) -> str:
+    """A signal handler as a reader can look it up: its module and name, or what the constant means."""
+    if handler is None:
+        return "a handler installed outside Python"
+    if handler in (signal.SIG_DFL, signal.SIG_IGN):
+        return "the default action" if handler == signal.SIG_DFL else "ignored (SIG_IGN)"
+    owner = getattr(handler, "__self__", None)
+    name = getattr(handler, "__qualname__", None) or type(handler).__qualname__
+    module = getattr(handler, "__module__", None) or type(owner or handler).__module__
+    return f"{module}.{name}"
+
+
 class Preempted(Exception):
     """Raised after a preemption signal once the current step finished and a checkpoint was written.
 
@@ -323,6 +335,15 @@ class PreemptionGuard(TrainerCallback):
     save short); outside training it is not: the signal's default action ends the process at once.
     A Python handler that owned the signal before (submitit's) is not run from the signal;
     ``hand_over()`` returns it for the caller to run after the checkpoint is saved.
+
+    The stop belongs to the pipeline (SECURITY.md "A stop no library can take"): a library may put
+    its own handler on SIGTERM (transformers' ``enable_jit_checkpoint`` does when its Trainer is
+    built), and then a SIGTERM in the middle of training ended the phase the library's way, and the
+    run COMPLETED. Before every training step (:meth:`reclaim`, from ``on_train_begin`` and
+    ``on_step_begin``, and by the phase right after it built its trainer) the guard's handler is put
+    back wherever another replaced it, and what it displaced is kept in ``displaced``. A stop someone
+    else asks of the trainer in the middle of a phase gets a checkpoint (:meth:`on_step_end`); the
+    phase then ends the run INTERRUPTED, never COMPLETED (rlvr.training_loop.phase).
     """
 
     def __init__(self) -> None:
@@ -334,6 +355,8 @@ class PreemptionGuard(TrainerCallback):
         self.signum: int | None = None
         # Why training must stop without a checkpoint (a multi-process launcher's SIGTERM: LauncherStop).
         self.abandoned: str | None = None
+        # Handlers something else had put on the guard's signals while it held them (one line each).
+        self.displaced: list[str] = []
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> PreemptionGuard:
@@ -358,6 +381,22 @@ class PreemptionGuard(TrainerCallback):
         if callable(previous):
             return partial(previous, self.signum, None)
         return None
+
+    def reclaim(self) -> list[str]:
+        """Put the guard's handler back on each of its signals where another handler replaced it;
+        returns what was displaced (also added to ``displaced``), one line each."""
+        if threading.current_thread() is not threading.main_thread():
+            return []  # signal.signal works only there; __enter__ took nothing elsewhere
+        found = []
+        for signum in self._previous:
+            current = signal.getsignal(signum)
+            if current != self._handle:  # a bound method: equal, not identical, to the one installed
+                signal.signal(signum, self._handle)
+                found.append(f"{signal.Signals(signum).name}: {_handler_name(current)}")
+        for line in found:
+            log.warning("%s replaced the pipeline's handler; taken back", line)
+        self.displaced += found
+        return found
 
     def _handle(self, signum: int, frame: Any) -> None:
         """Record the request; never raise (a library's bare ``except:`` would swallow it)."""
@@ -399,14 +438,23 @@ class PreemptionGuard(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training = True
+        self.reclaim()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training = False
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.reclaim()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.requested:
             control.should_save = True
             control.should_training_stop = True
+        elif control.should_training_stop and not self.abandoned and state.global_step < state.max_steps:
+            # Another callback stops the trainer before the phase's end (a library's own stop, or an
+            # RFT round's end, which saves anyway): the step is saved and marked like the pipeline's
+            # own stop, so resume=auto continues from it.
+            control.should_save = True
         if self.abandoned:
             control.should_training_stop = True
         return control

@@ -19,10 +19,10 @@ from transformers import TrainerCallback
 from rlvr import events as ev
 from rlvr.issues import ConfigIssue, refusals, value_issues
 from rlvr.runtime import hardware
-from rlvr.runtime.faults import CheckpointDamaged
+from rlvr.runtime.faults import CheckpointDamaged, StoppedEarly
 from rlvr.runtime.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
-from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
+from rlvr.training_loop.checkpoints import CompletionMarker, latest_checkpoint, resumed_step
 
 
 def quiet(trainer: Any) -> Any:
@@ -64,6 +64,31 @@ def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, out
     outcome.steps[phase] = trainer.state.global_step
     outcome.history.extend(bridge.history)
     return trainer.model
+
+
+def stop_unless_finished(key: str, step: int, max_steps: int, session: Any, displaced: list[str]) -> None:
+    """A phase that ended before its ``max_steps`` without the pipeline's own stop (the guard's, which
+    the training loop turns into PREEMPTED or StoppedByLauncher) raises :class:`StoppedEarly`: the run
+    ends INTERRUPTED, never COMPLETED, and ``resume=auto`` continues from the checkpoint of the step it
+    stopped at (the guard saves one when another callback stops the trainer). ``displaced``: the
+    handlers that had replaced the pipeline's on its signals during the phase, named in the message."""
+    from rlvr.training_loop.resume import continue_command
+
+    guard = session.guard
+    if step >= max_steps or (guard is not None and guard.stopping):
+        return
+    found = latest_checkpoint(session.run_dir)
+    kept = f"resume=auto continues from {found[1]}" if found else "no complete checkpoint was saved"
+    who = (
+        f"; before that, {'; '.join(displaced)} had replaced the pipeline's stop handler" if displaced else ""
+    )
+    raise StoppedEarly(
+        f"{key} stopped at step {step} of {max_steps}, and not by the pipeline's stop (SIGTERM or the "
+        f"preemption warning through rlvr's handler){who}: something else stopped the trainer, so the "
+        f"run is INTERRUPTED, not COMPLETED; {kept}. Fix: remove the setting or plugin that stops the "
+        f"trainer or takes its signals ({key} fields such as enable_jit_checkpoint), then continue "
+        f"with: {continue_command(session.run_dir)}"
+    )
 
 
 def _restore(trainer: Any, phase: str, ckpt: Path, step: int, outcome: Any) -> Any:
@@ -290,7 +315,10 @@ class Phase:
         # drops that step's old marker (CompletionMarker.on_step_end).
         guard = [session.guard] if session.guard is not None else []
         callbacks = [bridge, *self.callbacks(session, checkpoint), *guard, CompletionMarker()]
+        said = len(session.guard.displaced) if session.guard is not None else 0
         trainer = quiet(self.trainer(model, args, session, callbacks))
+        if session.guard is not None:
+            session.guard.reclaim()  # a handler the trainer put on SIGTERM as it was built (JIT checkpointing)
         if session.attach is not None:
             session.attach(trainer)
         sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
@@ -304,4 +332,11 @@ class Phase:
         session.emit(
             ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
         )
+        displaced = session.guard.displaced[said:] if session.guard is not None else []
+        for line in displaced:
+            session.emit(
+                ev.RunWarning(f"{self.key}: {line} replaced the pipeline's stop handler; taken back")
+            )
+        total = args.max_steps if args.max_steps > 0 else trainer.state.max_steps  # > 0: set, not epochs
+        stop_unless_finished(self.key, outcome.steps[self.name], total, session, displaced)
         return model
