@@ -138,9 +138,11 @@ def scontrol(*args: str) -> str:
 
 
 def job(job_id: str) -> dict[str, str]:
-    """``scontrol show job`` as a dict (finished jobs stay listed for MinJobAge)."""
+    """``scontrol show job`` as a dict (finished jobs stay listed for MinJobAge). A key's first
+    occurrence wins: free text (a comment) comes after SLURM's own fields and may read as fields too
+    (tests/slurm/test_cpu_launcher.py); the tests' job names hold no spaces."""
     text = scontrol("show", "job", "--oneliner", job_id)
-    return dict(re.findall(r"(\w+)=(\S*)", text))
+    return dict(reversed(re.findall(r"(\w+)=(\S*)", text)))
 
 
 def finished(job_id: str, timeout: float = 120) -> dict[str, str]:
