@@ -9,9 +9,12 @@ reads those position ids: transformers 5.17 builds a block-diagonal mask from th
 ``eager`` and ``flex_attention`` (masking_utils.find_packed_sequence_indices) and passes the row
 boundaries to the flash-attention kernels, but only in a forward without a KV cache (TRL's own
 ``compute_loss`` sets ``use_cache=False``). An attention implementation or a model's own code that
-ignores them lets each row attend to the rows before it, silently. So the probe runs the loaded
-model on two rows through TRL's own collator, padded and padding-free, and refuses the run when the
-two disagree.
+ignores them lets each row attend to the rows before it, silently, and a kernel can get the mask
+wrong on one machine and right on another: torch 2.13's compiled ``flex_attention`` keeps the rows
+apart on an AVX512 CPU and not on an AVX2-only one (docs/install.md, "The AVX2 CPU kind"). So
+nothing is assumed of an implementation: the probe runs the loaded model on two rows through TRL's
+own collator, padded and padding-free, on the machine that will train, and refuses the run when the
+two disagree (or the padding-free forward fails).
 """
 
 from __future__ import annotations
@@ -140,10 +143,19 @@ def slow_attention_hint(model: Any) -> str | None:
 
 def model_issues(key: str, model: Any) -> list[ConfigIssue]:
     """The loaded model refused for a padding-free phase when its attention does not keep the rows
-    of a padding-free batch apart (:func:`probe`; the padded batch's pad id is masked, so any id does)."""
-    moved = probe(model)
-    if moved <= tolerance(model):
-        return []
+    of a padding-free batch apart (:func:`probe`; the padded batch's pad id is masked, so any id does),
+    or cannot run one on this machine (the probe's forward raised)."""
+    try:
+        moved = probe(model)
+    except Exception as error:  # e.g. torch.compile (flex_attention's kernel) on a CPU it does not support
+        measured = f"TRL's padding-free batch of two probe rows failed: {type(error).__name__}: {error}"
+    else:
+        if moved <= tolerance(model):  # False for NaN: a NaN is refused too
+            return []
+        measured = (
+            f"on two probe rows TRL's padding-free batch moved the log-probabilities by up to {moved:.3f} "
+            "from the padded batch, so each row would attend to the rows before it"
+        )
     from rlvr.model.loader import ATTENTION
 
     attention = getattr(model.config, "_attn_implementation", None)
@@ -151,16 +163,16 @@ def model_issues(key: str, model: Any) -> list[ConfigIssue]:
         "load the model with an attention that reads position_ids (model.attn_implementation=sdpa, eager or "
         "flash_attention_2)"
         if attention not in ATTENTION
-        else f"{attention} reads position ids, so this model's own code or TRL's collator does not restart "
-        "them at each row: report it with this message"
+        else f"{attention} reads position ids, so on this machine its kernel, this model's own code or TRL's "
+        "collator does not keep them apart: try model.attn_implementation="
+        f"{'eager' if attention == 'sdpa' else 'sdpa'}, and report it with this message"
     )
     return [
         ConfigIssue(
             f"{key}.padding_free",
             True,
-            f"a padding-free batch does not keep its rows apart in this model (attention {attention!r}, "
-            f"{type(model).__name__}): on two probe rows TRL's padding-free batch moved the log-probabilities "
-            f"by up to {moved:.3f} from the padded batch, so each row would attend to the rows before it",
+            f"a padding-free batch does not keep its rows apart in this model on this machine (attention "
+            f"{attention!r}, {type(model).__name__}): {measured}",
             f"set {key}.padding_free=false and {key}.packing=false; {cause}",
         )
     ]
