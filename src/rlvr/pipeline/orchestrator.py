@@ -44,7 +44,7 @@ from rlvr.stages import run_order
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.phase import Session, TrainOutcome
-from rlvr.training_loop.resume import continues, fingerprint
+from rlvr.training_loop.resume import changed_settings, continues, fingerprint
 from rlvr.training_loop.run_dir import fault_of, finish_run_dir
 
 __all__ = ["Components", "PipelineOrchestrator", "RunResult"]
@@ -296,7 +296,12 @@ class PipelineOrchestrator:
     def _context(self) -> RunContext:
         c, main = self.components, distributed.is_main()
         resumed_from = str(self.resume[1]) if self.resume else None
-        attempts = AttemptLog(self.run_dir, continues=continues(self.cfg), resumed_from=resumed_from)
+        attempts = AttemptLog(
+            self.run_dir,
+            continues=continues(self.cfg),
+            resumed_from=resumed_from,
+            changed_settings=changed_settings(self.cfg, self.resume),
+        )
         # Other ranks stay quiet; the attempt record is no configurable observer (a report needs it).
         hub = ObserverHub({**c.observers, "_attempts": attempts} if main else {})
         result = RunResult(status="FAILED", run_dir=self.run_dir)

@@ -61,13 +61,22 @@ class AttemptLog(Observer):
 
     Not a configurable observer: the orchestrator always attaches it (rank 0), because the report
     of a resumed run depends on it. ``continues`` = this attempt continues the run recorded in the
-    directory (``resume`` set); a fresh run starts a new record.
+    directory (``resume`` set); a fresh run starts a new record. ``changed_settings``: the settings
+    this attempt changed from the checkpoint it resumed (``key: saved -> now``, allowed by
+    ``resume_allow_changes``; rlvr.training_loop.resume.changed_settings), kept in its entry.
     """
 
-    def __init__(self, run_dir: Path, continues: bool, resumed_from: str | None):
+    def __init__(
+        self,
+        run_dir: Path,
+        continues: bool,
+        resumed_from: str | None,
+        changed_settings: list[str] | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.continues = continues
         self.resumed_from = resumed_from
+        self.changed_settings = list(changed_settings or [])
         self.earlier: list[dict[str, Any]] = []
         self.problem: str | None = None  # why the earlier attempts could not be read
         self._start = time.time()
@@ -96,6 +105,7 @@ class AttemptLog(Observer):
             "seconds": 0.0,
             "status": "RUNNING",
             "resumed_from": self.resumed_from,
+            "changed_settings": self.changed_settings,
             CONFIG_SHA256: hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None,
             "phases": {},
         }

@@ -248,7 +248,9 @@ def check_fingerprint(
             return []
         return [f"{path} is missing, so the run's settings cannot be checked"]
     saved = json.loads(path.read_text())
-    diffs = [line for k in current for line in differences(k, saved.get(k), current.get(k))]
+    # A key the record lacks was added to the fingerprint after that run was recorded (the schedule
+    # keys, rlvr.training_loop.resume.SCHEDULE_KEYS, 2026-11-29): it cannot be compared.
+    diffs = [line for k in current if k in saved for line in differences(k, saved[k], current.get(k))]
     if diffs and allow_changes:
         log.warning("resuming with changed settings (allowed): %s", "; ".join(diffs))
         return []

@@ -31,16 +31,41 @@ CRITICAL_KEYS = (
     "seed",
     "training_loop.grpo.num_generations",
 )
-
-
-def fingerprint(cfg: DictConfig) -> dict[str, Any]:
-    """The critical settings, secrets masked: the record on disk and the comparison on resume agree."""
-    return redact(
-        {
-            k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"]
-            for k in CRITICAL_KEYS
-        }
+# Each phase's step budget and learning-rate schedule: a checkpoint holds the scheduler's step, and
+# transformers rebuilds the schedule from the settings on resume, so SFT max_steps 60 -> 20 puts the
+# restored step on another cosine curve (issue 56 item 5). Compared only against a checkpoint: a run
+# that died before its first one starts afresh under the new budget. rft's budget is its rounds.
+SCHEDULE_KEYS = tuple(
+    f"training_loop.{phase}.{key}"
+    for phase in ("sft", "rft", "grpo")
+    for key in (
+        "max_steps",
+        "num_train_epochs",
+        "learning_rate",
+        "lr_scheduler_type",
+        "lr_scheduler_kwargs",
+        "warmup_steps",
+        "warmup_ratio",
     )
+) + ("training_loop.rft.rounds", "training_loop.rft.steps_per_round")
+
+
+def fingerprint(cfg: DictConfig, keys: tuple[str, ...] = CRITICAL_KEYS + SCHEDULE_KEYS) -> dict[str, Any]:
+    """The critical settings and schedule (``keys``), secrets masked: the record on disk and the
+    comparison on resume agree."""
+    return redact(
+        {k: OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"] for k in keys}
+    )
+
+
+def changed_settings(cfg: DictConfig, resume: tuple[str, Path] | None) -> list[str]:
+    """``key: saved -> now`` for each critical or schedule setting this attempt changed from the
+    checkpoint it continues (only with ``resume_allow_changes=true``: otherwise the gate refused the
+    run); the attempt records them (attempts.json ``changed_settings``) and report.md lists them."""
+    if resume is None:
+        return []
+    owner = resume[1].parent.parent.parent  # <run>/checkpoints/<phase>/checkpoint-N
+    return check_fingerprint(owner, fingerprint(cfg), False, checkpoint=resume[1])
 
 
 def continues(cfg: DictConfig) -> bool:
@@ -150,17 +175,35 @@ def resolve_resume(
     # checkpoint-N), whether it was found by resume=auto or given as a path; the checkpoint's own
     # copy of its run's fingerprint first (rlvr.training_loop.checkpoints).
     owner = found[1].parent.parent.parent
-    diffs = check_fingerprint(owner, fingerprint(cfg), _allow_changes(cfg), checkpoint=found[1])
-    if diffs:
-        return found, [
+    diffs = check_fingerprint(owner, fingerprint(cfg), False, checkpoint=found[1])
+    if diffs and _allow_changes(cfg):
+        say(f"resume: continuing {found[1]} with changed settings (resume_allow_changes=true), recorded in "
+            "the report: " + "; ".join(diffs))  # fmt: skip
+        return found, []
+    schedule = [d for d in diffs if d.startswith(SCHEDULE_KEYS)]
+    critical = [d for d in diffs if d not in schedule]
+    issues = []
+    if critical:
+        issues.append(
             ConfigIssue(
                 "resume",
                 value,
-                "critical settings differ from the run being resumed (saved -> now): " + "; ".join(diffs),
+                "critical settings differ from the run being resumed (saved -> now): " + "; ".join(critical),
                 _restore_fix(owner),
             )
-        ]
-    return found, []
+        )
+    if schedule:
+        issues.append(
+            ConfigIssue(
+                "resume",
+                value,
+                "step budgets or learning-rate schedule differ from the checkpoint's run (saved -> now): "
+                + "; ".join(schedule)
+                + "; the checkpoint's scheduler would continue on another curve than the one it was on",
+                _restore_fix(owner, "start a new run with the new budget (a new hydra.run.dir), "),
+            )
+        )
+    return found, issues
 
 
 def _restore_fix(owner: Path, other: str = "") -> str:
@@ -199,7 +242,8 @@ def run_dir_issues(cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | No
         ]
     if resume is not None and resume[1].parent.parent.parent.resolve() == run_dir.resolve():
         return []  # resolve_resume compared the settings with the checkpoint's own fingerprint
-    diffs = check_fingerprint(run_dir, fingerprint(cfg), _allow_changes(cfg))
+    # No checkpoint to continue: the critical settings only (the schedule starts afresh anyway).
+    diffs = check_fingerprint(run_dir, fingerprint(cfg, CRITICAL_KEYS), _allow_changes(cfg))
     if (run_dir / FINGERPRINT).is_file() and diffs:
         return [
             ConfigIssue(
