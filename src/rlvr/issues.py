@@ -34,11 +34,15 @@ class ConfigIssue:
     # A value of the right type that breaks a rule its parameter declares (a range, a choice): the
     # component is still built, so its own validate() reports the rules between its fields too.
     builds: bool = field(default=False, compare=False, repr=False)
+    # Where the value was set and the keys that copy it by interpolation, when the gate folded their
+    # issues into this one (rlvr.config.copies): one mistake, one message.
+    origin: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         from rlvr.runtime.secrets import redact_text  # a message quotes values: it is an output too
 
-        return redact_text(f"{self.key}={self.value!r}: {self.problem}. Fix: {self.fix}")
+        where = f" ({self.origin})" if self.origin else ""
+        return redact_text(f"{self.key}={self.value!r}{where}: {self.problem}. Fix: {self.fix}")
 
 
 @dataclass(frozen=True)

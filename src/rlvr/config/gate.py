@@ -142,7 +142,18 @@ class Passed:
 def check(cfg: DictConfig, run_dir: Path | None = None, held: Sequence[ConfigIssue] = ()) -> Passed:
     """Every check after composition; raise ConfigValidationError with every problem found (and the
     ``held`` command-line issues of :func:`before_hydra`), else return what passed, built, for the
-    app to run. ``run_dir``: the run's directory (default :func:`run_dir_of`)."""
+    app to run. ``run_dir``: the run's directory (default :func:`run_dir_of`). Issues that carry one
+    value from one key into the keys that copy it by interpolation are reported as one
+    (rlvr.config.copies)."""
+    from rlvr.config.copies import merged
+
+    try:
+        return _checked(cfg, run_dir, held)
+    except ConfigValidationError as exc:
+        raise ConfigValidationError(merged(exc.issues, cfg)) from None
+
+
+def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue]) -> Passed:
     resolved = checked_config(cfg, held)
     passed = Passed(resolved, run_dir_of(resolved) if run_dir is None else run_dir)
     try:
