@@ -110,7 +110,7 @@ class GSM8K:
     math-verify checker reads ``1,000`` and ``1000`` as the same number); the worked solution
     stays in the metadata.
 
-    >>> GSM8K()({"question": "Q?", "answer": "3 + 4 = <<3+4=7>>7\\n#### 7"}).answer
+    >>> GSM8K("question", "answer")({"question": "Q?", "answer": "3 + 4 = <<3+4=7>>7\\n#### 7"}).answer
     '7'
     """
 
