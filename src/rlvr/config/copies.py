@@ -1,12 +1,7 @@
-"""One mistake, one message: a value that other keys copy by interpolation is reported once.
-
-``training_loop.grpo.temperature=-1`` reaches ``training_loop.rft.temperature`` (``${training_loop.grpo
-.temperature}``) and ``evaluation.sampled.temperature`` (``${oc.select:training_loop.grpo.temperature,
-1.0}``), and each key's rule refuses it. :func:`merged` folds the issues that carry one value from one
-key into a single issue on the key the value was set at, naming the override that set it (when the
-command line did) and the keys that copy it. Which key copies which is read from the composed,
-unresolved config with OmegaConf's own interpolation grammar.
-"""
+"""One mistake, one message: a value that other keys copy by interpolation is reported once, on the
+key it was set at, naming the override that set it and the keys that copy it (``training_loop.grpo
+.temperature=-1`` also reaches ``training_loop.rft.temperature`` and ``evaluation.sampled.temperature``).
+Which key copies which is read from the unresolved config with OmegaConf's interpolation grammar."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ _SELECTS = frozenset({"oc.select"})
 
 
 def _copied_key(raw: str, parent: list[str]) -> str | None:
-    """The key a value copies whole (``${a.b}``, ``${..b}``, ``${oc.select:a.b,default}``), or None
-    for anything else (text around an interpolation, another resolver, a key built by one)."""
+    """The key a value copies whole (``${a.b}``, ``${..b}``, ``${oc.select:a.b,default}``), else None."""
     try:
         kids = list(grammar_parser.parse(raw).text().getChildren())
     except GrammarParseError:
@@ -38,39 +32,29 @@ def _copied_key(raw: str, parent: list[str]) -> str | None:
         key = resolver.sequence().element()[0].getText()
     else:
         return None
-    if "$" in key or not key:
-        return None
-    dots = len(key) - len(key.lstrip("."))
-    if dots:  # relative: one dot is the node's own level, each further dot one level up
-        base = parent[: len(parent) - (dots - 1)] if dots - 1 <= len(parent) else []
-        key = ".".join([*base, key[dots:]]) if key[dots:] else ".".join(base)
-    return key
+    dots = len(key) - len(key.lstrip("."))  # relative: one dot is the node's level, each more one up
+    key = ".".join([*parent[: max(len(parent) - dots + 1, 0)], key[dots:]] if dots else [key])
+    return None if "$" in key or not key.strip(".") else key.strip(".")
 
 
 def copies(cfg: DictConfig | ListConfig) -> dict[str, str]:
-    """Each key of the unresolved ``cfg`` whose value is a whole interpolation -> the key it copies."""
+    """Each key of the unresolved ``cfg`` whose value is a whole interpolation -> the key it copies
+    (keys within mappings: config keys are)."""
     found: dict[str, str] = {}
 
     def walk(node: Any, path: list[str]) -> None:
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for name, value in items:
-            here = (
-                [*path[:-1], f"{path[-1]}[{name}]"] if isinstance(node, list) and path else [*path, str(name)]
-            )
-            if isinstance(value, str) and "${" in value:
-                source = _copied_key(value, path)
-                if source is not None:
-                    found[".".join(here)] = source
-            else:
-                walk(value, here)
+        for name, value in node.items() if isinstance(node, dict) else ():
+            if isinstance(value, str) and (source := _copied_key(value, path)) is not None:
+                found[".".join([*path, str(name)])] = source
+            walk(value, [*path, str(name)])
 
     walk(OmegaConf.to_container(cfg, resolve=False), [])
     return found
 
 
 def source_of(key: str, copied: dict[str, str]) -> tuple[str, list[str]]:
-    """The key ``key``'s value comes from, and the chain of keys it passed through (``key`` first);
-    a key under a copied node (``a.b.c`` where ``a.b: ${x}``) comes from the same place under the source."""
+    """The key ``key``'s value comes from and the keys it passed through (``key`` first); a key under a
+    copied node (``a.b.c`` where ``a.b: ${x}``) comes from ``x.c``."""
     chain = [key]
     for _ in range(len(copied) + 1):  # a chain longer than the copies is a cycle: stop
         parts = key.split(".")
@@ -87,8 +71,7 @@ def source_of(key: str, copied: dict[str, str]) -> tuple[str, list[str]]:
 
 
 def command_line_overrides() -> dict[str, str]:
-    """The overrides of this Hydra run, by the key they set -> the override as typed; empty outside a
-    Hydra run (a test calling the gate directly)."""
+    """This Hydra run's overrides, key -> the override as typed (none outside a Hydra run)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -105,9 +88,8 @@ def command_line_overrides() -> dict[str, str]:
 def merged(
     issues: Sequence[ConfigIssue], cfg: DictConfig, overrides: dict[str, str] | None = None
 ) -> list[ConfigIssue]:
-    """``issues`` with those that carry one value from one key (itself, and the keys that copy it by
-    interpolation in ``cfg``) folded into one issue on that key, in the place of the first of them;
-    ``overrides``: key -> the command-line override that set it (default :func:`command_line_overrides`)."""
+    """``issues``, those that carry one value from one key (and the keys of ``cfg`` that copy it) as one
+    issue on that key, in the first one's place; ``overrides``: default :func:`command_line_overrides`."""
     copied = copies(cfg)
     if not copied:
         return list(issues)
@@ -119,20 +101,17 @@ def merged(
             value = OmegaConf.select(cfg, root, throw_on_missing=False)
         except Exception:  # a resolver that refuses: judged elsewhere; the issue keeps its key
             return issue.key
-        return root if repr(_plain(value)) == repr(issue.value) else issue.key
+        if isinstance(value, DictConfig | ListConfig):
+            value = OmegaConf.to_container(value, resolve=True)
+        return root if repr(value) == repr(issue.value) else issue.key
 
-    roots = {id(issue): root_of(issue) for issue in issues}
     groups: dict[tuple[str, str], list[ConfigIssue]] = {}
-    for issue in issues:
-        groups.setdefault((roots[id(issue)], repr(issue.value)), []).append(issue)
-    out: list[ConfigIssue] = []
-    for issue in issues:
-        root = roots[id(issue)]
-        group = groups[(root, repr(issue.value))]
-        if issue is not group[0]:
-            continue
-        out.append(issue if [i.key for i in group] == [root] else _one(root, group, copied, overrides))
-    return out
+    for issue in issues:  # dicts keep the order of the first issue of each group
+        groups.setdefault((root_of(issue), repr(issue.value)), []).append(issue)
+    return [
+        g[0] if [i.key for i in g] == [root] else _one(root, g, copied, overrides)
+        for (root, _), g in groups.items()
+    ]
 
 
 def _one(
@@ -150,9 +129,8 @@ def _one(
     other = [f"copied into {named(i)}, where it {i.problem}" for i in others if named(i) not in same]
     told = [f"set by the override '{overrides[root]}'" if root in overrides else "set in the config"]
     if same:
-        refuse = "refuses" if len(same) == 1 else "refuse"
         told.append(
-            f"copied by interpolation into {_listed(same)}, which {refuse} it too: one mistake, one message"
+            f"copied by interpolation into {_listed(same)}, which refuse it too: one mistake, one message"
         )
     if own is not None:
         problem, fix = own.problem, f"{own.fix}; the keys that copy it follow"
@@ -166,12 +144,6 @@ def _one(
     origin = "; ".join(told + other)
     value = (own or group[0]).value
     return ConfigIssue(root, value, problem, fix, builds=all(i.builds for i in group), origin=origin)
-
-
-def _plain(value: Any) -> Any:
-    return (
-        OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
-    )
 
 
 def _listed(keys: list[str]) -> str:
