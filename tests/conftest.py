@@ -27,6 +27,53 @@ def _environment_as_before():
         os.environ.update(saved)
 
 
+# CONTRIBUTING.md "Tests": a test's folder says its tier, and its markers say the same.
+TIERS = {"integration", "long", "slow", "slurm"}
+FOLDER_TIERS = {
+    "unit": [set()],
+    "static": [set()],
+    "integration": [{"integration"}, {"integration", "long"}],
+    "slow": [{"slow"}],
+    "slurm": [{"slurm"}],
+}
+
+
+def folder_marker_issues(items: list[pytest.Item]) -> list[str]:
+    """Each test whose tier markers are not its folder's, and each unit file that starts an
+    interpreter (``sys.executable``: a unit test starts none; such a test goes to integration/)."""
+    issues, unit_files = [], set()
+    for item in items:
+        path = Path(str(item.path))
+        folder = path.relative_to(ROOT / "tests").parts[0] if path.is_relative_to(ROOT / "tests") else None
+        if folder not in FOLDER_TIERS:
+            continue
+        tiers = {m.name for m in item.iter_markers()} & TIERS
+        if tiers not in FOLDER_TIERS[folder]:
+            wanted = " or ".join("+".join(sorted(t)) or "none" for t in FOLDER_TIERS[folder])
+            issues.append(
+                f"{item.nodeid}: markers {sorted(tiers) or 'none'} in tests/{folder}/, which takes {wanted}: "
+                "move the test to the folder of its tier, or fix its markers"
+            )
+        if folder == "unit":
+            unit_files.add(path)
+    for path in sorted(unit_files):
+        if "sys.executable" in path.read_text():
+            issues.append(
+                f"{path.relative_to(ROOT)}: a unit test file names sys.executable (a unit test starts no "
+                "interpreter): move the tests that start one to tests/integration/"
+            )
+    return issues
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: every collected test is judged
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    issues = folder_marker_issues(items)
+    if issues:
+        raise pytest.UsageError(
+            'folders and markers disagree (CONTRIBUTING.md "Tests"):\n  ' + "\n  ".join(issues)
+        )
+
+
 def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name=config_name, overrides=overrides or [], return_hydra_config=False)

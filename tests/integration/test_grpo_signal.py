@@ -16,7 +16,7 @@ import torch
 from rlvr.training_loop import grpo_signal
 from rlvr.training_loop.grpo_signal import SignalSettings
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore")]
 
 GROUP = 4
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -238,18 +236,6 @@ def test_cli_refuses_a_rename_of_a_name_no_file_holds(
     assert "no model or task named 'org/model-c'" in err and "'org/model-a'" in err and "'gsm8k'" in err
     assert "named 'gsm8k'" not in err  # a task is a known name too
     assert not (tmp_path / "r.png").exists()
-
-
-def test_module_entry_point(tmp_path: Path) -> None:
-    src = write(tmp_path / "r.json", TASK_REPORT)
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlvr.benchmark.plot", str(src), "--output", str(tmp_path / "o.png")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert_png(tmp_path / "o.png")
 
 
 @pytest.mark.parametrize(

@@ -10,15 +10,12 @@ import fractions
 import importlib.util
 import json
 import math
-import os
-import subprocess
 import sys
 from datetime import date
 
 import numpy as np
 import pytest
 import reasoning_gym
-from reasoning_gym.factory import DATASETS
 from tests.conftest import ROOT
 
 from rlvr.data.reasoning_gym import ReasoningGymData, generate_entries, to_dataset
@@ -94,25 +91,6 @@ def test_a_type_without_a_lossless_form_is_named_with_its_path():
     with pytest.raises(TypeError, match=r"entry\['metadata'\]\['when'\] is a datetime\.date") as info:
         to_json_safe({"metadata": {"when": date(2026, 11, 26)}})
     assert "rlvr.verifier.entries" in str(info.value)
-
-
-def test_set_text_does_not_depend_on_the_hash_seed():
-    # str hashes (so set order) differ per process unless PYTHONHASHSEED is fixed; the text must not.
-    code = (
-        "import json; from rlvr.verifier.entries import to_json_safe; "
-        "print(json.dumps(to_json_safe({'s': {f'w{i}' for i in range(30)}})))"
-    )
-    texts = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for seed in (1, 2, 3)
-    }
-    assert len(texts) == 1
 
 
 # --- the pipeline's entries score as the generator's ----------------------------------------
@@ -252,11 +230,3 @@ def test_sweep_of_a_handful_of_tasks(pool):
     assert (
         table.count("\n") == len(checks) + 1 and "| gsm_symbolic | 120 | 120 | 1.000 | 1.000 | 0 |" in table
     )
-
-
-@pytest.mark.slow
-def test_sweep_of_every_registered_task(pool):
-    """The full registry at the benchmark's sizes (tens of minutes on two shared cores)."""
-    checks = [sweep.check_task(task, 200, (42, 43), pool) for task in sorted(DATASETS)]
-    for check in checks:
-        _sweep_ok(check)

@@ -10,7 +10,6 @@ import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -162,18 +161,3 @@ def test_sizes_and_the_default_part_size():
     assert wheel_parts.parse_size("60MB") == wheel_parts.PART_SIZE == 60_000_000
     assert wheel_parts.parse_size("57MiB") == 57 * 2**20
     assert wheel_parts.parse_size("4096") == 4096
-
-
-def test_cli_pack_check_join(wheels: Path, tmp_path: Path):
-    script = str(ROOT / "scripts" / "wheel_parts.py")
-    parts, out = tmp_path / "parts", tmp_path / "out"
-    run = [sys.executable, script]
-    subprocess.run([*run, "pack", str(wheels), str(parts), "--part-size", "4kB"], check=True)
-    assert all(p.stat().st_size <= 4000 for p in parts.glob("wheels.tar.part-*"))
-    subprocess.run([*run, "check", str(parts)], check=True)
-    subprocess.run([*run, "join", str(parts), str(out)], check=True)
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in wheels.iterdir())
-    (parts / "wheels.tar.part-ab").unlink()
-    res = subprocess.run([*run, "join", str(parts), str(tmp_path / "out2")], capture_output=True, text=True)
-    assert res.returncode == 1
-    assert "wheels.tar.part-ab: missing" in res.stderr

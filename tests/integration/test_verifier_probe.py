@@ -12,9 +12,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 from tests.conftest import ROOT
 
 from rlvr.verifier.screen import SCREENS, screen_answer
+
+pytestmark = pytest.mark.integration  # every verifier in a process of its own
 
 PROBE = ROOT / "tests" / "tools" / "probe_verifiers.py"
 # Meta-tasks that have no entry of their own with default parameters (composite mixes other tasks).

@@ -48,4 +48,4 @@ def test_a_change_left_behind_is_named():
 
 def test_a_command_line_that_is_not_the_entry_points_is_refused():
     with pytest.raises(ValueError, match="not a command line of run_pipeline.py"):
-        in_process.run_command([sys.executable, "benchmarks/learning.py"])
+        in_process.run_command(["python", "benchmarks/learning.py"])
