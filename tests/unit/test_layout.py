@@ -100,7 +100,9 @@ def test_no_import_circle():
 
 
 # The floors of the source tree, lowest first: a module imports its own floor and those below it,
-# never one above (CONTRIBUTING.md, "Floors"). A module's floor is that of the longest prefix listed.
+# never one above (CONTRIBUTING.md, "Floors"). A module's floor is that of the longest prefix listed;
+# the package itself (its __init__) is listed by its exact name and places no other module, so a new
+# folder or root module that nobody placed is reported rather than put on the top floor.
 FLOORS = (
     # ground: the machine, files, processes, signals, and the issue type every floor reports with
     ("rlvr.issues", "rlvr.runtime"),
@@ -127,11 +129,44 @@ FLOORS = (
 )
 
 
-def _floor(module: str) -> int:
+PACKAGE = SRC.name  # "rlvr": matches only the package's own __init__
+
+
+def _floor_or_none(module: str) -> int | None:
     matches = [(len(prefix), n) for n, floor in enumerate(FLOORS) for prefix in floor
-               if module == prefix or module.startswith(prefix + ".")]  # fmt: skip
-    assert matches, f"{module} is on no floor: add it to FLOORS"
-    return max(matches)[1]
+               if module == prefix or (prefix != PACKAGE and module.startswith(prefix + "."))]  # fmt: skip
+    return max(matches)[1] if matches else None
+
+
+def _floor(module: str) -> int:
+    floor = _floor_or_none(module)
+    assert floor is not None, f"{module} is on no floor: add it to FLOORS"
+    return floor
+
+
+def test_every_module_is_on_a_floor():
+    """Each module of src/rlvr, importing or imported or neither, is on a listed floor."""
+    unplaced = sorted(m for m in _modules() if _floor_or_none(m) is None)
+    assert not unplaced, f"on no floor (add each to FLOORS and CONTRIBUTING.md's table): {unplaced}"
+
+
+def test_a_module_nobody_placed_is_on_no_floor():
+    """The check above can fail: a new folder or root module is on no floor until it is listed, and
+    the package's own name places only its __init__ (a bare "rlvr" prefix placed every module on the
+    top floor, so the check could never fire: issue 54). Mutation: the prefix rule for PACKAGE
+    restored -> red."""
+    assert _floor_or_none("rlvr.newpart.module") is None
+    assert _floor_or_none("rlvr.newmodule") is None
+    assert _floor_or_none("rlvrx.data") is None
+    assert _floor_or_none(PACKAGE) == len(FLOORS) - 1
+    assert _floor_or_none("rlvr.training_loop.grpo") == _floor_or_none("rlvr.training_loop")
+    assert _floor("rlvr.evaluation.metrics") < _floor("rlvr.evaluation.report")
+    try:
+        _floor("rlvr.newpart.module")
+    except AssertionError as error:
+        assert "rlvr.newpart.module is on no floor: add it to FLOORS" in str(error)
+    else:
+        raise AssertionError("_floor placed a module on no listed floor")
 
 
 def test_every_import_points_down_or_level():
