@@ -161,7 +161,7 @@ def test_grpo_steps_carry_signal_and_gradient(smoke_run):
     grpo = [e["metrics"] for e in events if e["event"] == "train_step" and e["phase"] == "grpo"]
     assert len(grpo) == 3
     for step in grpo:
-        assert step["grpo/reward/length/std"] > 0 and step["grpo/frac_reward_zero_std"] < 1
+        assert step["grpo/reward/length/std"] > 0 and step["grpo/reward/zero_std_groups_frac"] < 1
         assert step["grpo/grad_norm"] > 0
 
 

@@ -17,8 +17,9 @@ from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageCha
 from rlvr.stages import STAGE_CHANGES, Stage
 
 # The share of a GRPO step's groups with no reward variance: the pipeline's own check when the
-# reward set logs it (rlvr.reward.terms), else TRL's.
-ZERO_STD_KEYS = ("grpo/reward/zero_std_groups_frac", "grpo/frac_reward_zero_std")
+# reward set logs it (rlvr.reward.terms), else TRL's, under this one name (TRL_NAMES in
+# rlvr.training_loop.callbacks maps TRL's frac_reward_zero_std to it where its logs enter).
+ZERO_STD = "grpo/reward/zero_std_groups_frac"
 FLAT_GRPO_FIX = (
     "warm start with SFT (training_loop.sft.enabled=true), raise training_loop.grpo.temperature or "
     "training_loop.grpo.num_generations, or use an easier task"
@@ -106,11 +107,7 @@ def end_status(warnings: list[str]) -> str:
 
 def flat_grpo_steps(history: list[dict[str, Any]]) -> tuple[int, int]:
     """(GRPO steps logged with a zero-variance share, those where every group had none)."""
-    shares = []
-    for row in history:
-        key = next((k for k in ZERO_STD_KEYS if k in row), None)
-        if key is not None:
-            shares.append(float(row[key]))
+    shares = [float(row[ZERO_STD]) for row in history if ZERO_STD in row]
     return len(shares), sum(share >= 1.0 for share in shares)
 
 
@@ -120,7 +117,7 @@ def learning_warnings(
     """The warnings of a completed run: ``steps`` per phase (the whole run's), its step metrics
     (``history``), and what a phase said when it stopped early (``stopped``, phase -> why).
 
-    >>> learning_warnings({"sft": 0, "grpo": 2}, [{"grpo/frac_reward_zero_std": 1.0}] * 2, {})[0]
+    >>> learning_warnings({"sft": 0, "grpo": 2}, [{"grpo/reward/zero_std_groups_frac": 1.0}] * 2, {})[0]
     'SFT trained 0 steps: the model after it is the model it was given. Check training_loop.sft (max_steps, data)'
     """
     found = [stopped[phase] for phase in steps if phase in stopped]

@@ -19,19 +19,32 @@ _SUMMARY_KEYS = {
     "total_flos",
     "train_loss",
 }
+# One name per metric (issue 56 item 8): TRL's name -> the pipeline's, for each metric TRL logs under
+# another name than ours, mapped once, here, where TRL's logs enter the pipeline. Where the pipeline
+# measures the metric itself, its value replaces TRL's under that name (EventBridge.on_log): the reward
+# set's group check (rlvr.reward.terms.RewardSet: exact where TRL's float32 check misses a flat group)
+# and the bridge's timer of the whole optimizer step (TRL's step_time times only training_step).
+# Each key is checked against a real GRPO run's logs (tests/unit/test_metric_names.py).
+TRL_NAMES = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "frac_reward_zero_std": "reward/zero_std_groups_frac",
+    "step_time": "step_seconds",
+}
 
 
 def namespaced(phase: str, logs: dict[str, Any]) -> dict[str, float]:
-    """TRL log keys -> ``<phase>/...`` names (``rewards/correctness/mean`` -> ``grpo/reward/correctness/mean``)."""
+    """TRL log keys -> ``<phase>/...`` names (:data:`TRL_NAMES`; ``rewards/correctness/mean`` ->
+    ``grpo/reward/correctness/mean``).
+
+    >>> namespaced("grpo", {"reward": 0.5, "frac_reward_zero_std": 0.25, "step_time": 2.0, "train_loss": 1.0})
+    {'grpo/reward/mean': 0.5, 'grpo/reward/zero_std_groups_frac': 0.25, 'grpo/step_seconds': 2.0}
+    """
     out = {}
     for key, value in logs.items():
         if key in _SUMMARY_KEYS or not isinstance(value, (int, float)):
             continue
-        name = key.replace("rewards/", "reward/", 1)
-        if name == "reward":
-            name = "reward/mean"
-        elif name == "reward_std":
-            name = "reward/std"
+        name = TRL_NAMES.get(key) or key.replace("rewards/", "reward/", 1)
         out[f"{phase}/{name}"] = float(value)
     return out
 
@@ -96,10 +109,9 @@ class EventBridge(TrainerCallback):
         self.emit(ev.TrainStep(self.phase, state.global_step, self.max_steps, metrics))
         for event in self.extra_events() if self.extra_events is not None else []:
             self.emit(event)  # e.g. the reward set's sampled completions (ev.Completions)
-        # The pipeline's own group check when the reward set provides it (see RewardSet), else TRL's.
-        zero = metrics.get(
-            f"{self.phase}/reward/zero_std_groups_frac", (logs or {}).get("frac_reward_zero_std")
-        )
+        # The pipeline's own group check when the reward set provides it (see RewardSet), else TRL's
+        # under the same name (TRL_NAMES).
+        zero = metrics.get(f"{self.phase}/reward/zero_std_groups_frac")
         if zero is not None and zero >= 1.0:
             self._zero_var_steps += 1
             # First occurrence, then every 10th, so a long flat run does not flood the console.
