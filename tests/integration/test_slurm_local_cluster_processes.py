@@ -12,6 +12,14 @@ from tests.unit.test_slurm_local_cluster import script
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def ours(tmp_path):
+    """A folder as the script makes it: this user's, mode 0700."""
+    folder = tmp_path / "cluster"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
 def test_a_refused_run_signals_no_process_its_pid_files_name(ours):
     """`run` stops what it started on any exit, a refusal too: the pid files of a folder that failed
     the check are not read. Two guards hold it, each alone enough: `run` checks the folder before it
