@@ -162,7 +162,7 @@ _GRPO_CONFIG: dict[str, Any] = {
 _ENABLED: dict[str, Any] = {"enabled": _flag("the phase runs")}
 _SFT_OWN: dict[str, Any] = {
     # Rows per SFT step on a CUDA GPU (rlvr.training_loop.microbatch.scale_sft); null keeps the batch.
-    "cuda_batch_size": _count(64, MOST_ROWS, "rows per SFT step on a CUDA GPU (null: per_device_train_batch_size)") | None,
+    "cuda_batch_size": _count(64, MOST_ROWS, "rows per SFT step on a CUDA GPU; null keeps per_device_train_batch_size") | None,
 }  # fmt: skip
 # The rounds of rejection sampling (rlvr.training_loop.rft.RFTSettings). 1e9 rounds or prompts passed
 # validate_only and the run then grew to GBs of rounds and console lines (SECURITY.md "Bounds and timeouts").
