@@ -38,9 +38,16 @@ def _count(example: int, most: int, note: str, least: int = 1) -> Any:
     return Annotated[int, Field(ge=least, le=most, examples=[example], description=note)]
 
 
-def _real(example: float, note: str, **bounds: float) -> Any:
+def _real(
+    example: float,
+    note: str,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> Any:
     # Finite too, as every float a config sets (rlvr.issues: the gate's one rule for .inf and .nan).
-    return Annotated[float, Field(examples=[example], description=note, **bounds)]
+    return Annotated[float, Field(gt=gt, ge=ge, lt=lt, le=le, examples=[example], description=note)]
 
 
 def _flag(note: str) -> Any:
@@ -48,7 +55,7 @@ def _flag(note: str) -> Any:
 
 
 def _choice(options: tuple[str, ...], note: str) -> Any:
-    return Annotated[Literal[options], Field(description=note)]  # type: ignore[valid-type]
+    return Annotated[Literal[options], Field(description=note)]
 
 
 # -- the allowlist: the training knobs a researcher sets, each with its bounds -------------------------
