@@ -97,6 +97,8 @@ def test_off_a_terminal_progress_is_plain_lines_with_rate_and_eta(console, capsy
     bar.close()
     console.on_evaluation(make_eval_result("final", 10, 2, n=8))
     out = capsys.readouterr().out.splitlines()
+    expected = out.pop(0)  # said once the second step is timed (test below)
+    assert expected.startswith("expected time: grpo 3.0 s/step on this machine"), expected
     assert out == [
         "  grpo step 2/10  3.0 s/step  ETA 0:24  grpo/loss=0.5",
         "  grpo step 4/10  3.0 s/step  ETA 0:18  grpo/loss=0.5",
@@ -146,3 +148,26 @@ def test_ctrl_c_and_a_configuration_problem_are_one_plain_line_each(console, cap
         "error in data: 1 configuration problem(s):",
         "  - data.train_size=64: too large. Fix: lower it",
     ]
+
+
+def test_each_phase_says_its_expected_time_once_its_first_steps_are_timed(console, capsys, monkeypatch):
+    """Issue 56 item 9: the ETA was only in the step lines (every log_every-th step, or a transient
+    bar); a line of its own says it early, whatever log_every is, before an hour is committed. The
+    first step (warm-up) is not timed; a phase that ends at its second step has nothing left to say."""
+    import re
+
+    clock = Clock()
+    monkeypatch.setattr("rlvr.observers.console.time.monotonic", clock)
+    for step, seconds in ((1, 30.0), (2, 4.0), (3, 4.0)):  # a slow first step, then 4 s a step
+        clock.now += seconds  # each step's event comes at its end
+        console.on_train_step(ev.TrainStep("sft", step, 640, {"sft/loss": 1.0}))
+    for step in (1, 2):
+        clock.now += 9.0
+        console.on_train_step(ev.TrainStep("grpo", step, 2, {}))
+    out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("expected time")]
+    assert len(out) == 1, out  # once for SFT (log_every=100 prints no step line); none for the ended GRPO
+    assert re.fullmatch(
+        r"expected time: sft 4\.0 s/step on this machine \(timed after its first step\), 638 more steps: "
+        r"about 42:32, ending near \d\d:\d\d",
+        out[0],
+    ), out[0]

@@ -122,6 +122,7 @@ class ConsoleObserver(Observer):
         self._eval_bars: dict[str, _Bar] = {}  # the last bar of each evaluation label
         self._phase_steps: dict[str, int] = {}  # phases that ended, in run order
         self._last_step: ev.TrainStep | None = None
+        self._expected: set[str] = set()  # phases whose expected time was said
 
     @property
     def live(self) -> bool:
@@ -206,12 +207,30 @@ class ConsoleObserver(Observer):
             )
         bar = self._bars[event.phase]
         bar.advance(1)
+        self._say_expected_time(event, bar)
         line = self.step_line(event, bar)
         progress_log.info(line)
         if event.step % self.log_every == 0 or event.step == event.max_steps:
             self.console.print(f"  {escape(line)}")
         if event.step >= event.max_steps:
             self._bars.pop(event.phase).close()
+
+    def _say_expected_time(self, event: ev.TrainStep, bar: _Bar) -> None:
+        """Once per phase, as soon as a step after the first is timed (the first holds the warm-up:
+        compilation, caches), the phase's expected time on this machine, on a line of its own and
+        whatever ``log_every`` says (issue 56 item 9): before an hour is committed, not after it."""
+        per_step = bar.seconds_per_item()
+        left = event.max_steps - event.step
+        if event.phase in self._expected or per_step is None or left <= 0:
+            return
+        self._expected.add(event.phase)
+        ends = time.strftime("%H:%M", time.localtime(time.time() + per_step * left))
+        line = (
+            f"expected time: {event.phase} {rate_text(per_step, 'step')} on this machine (timed after its "
+            f"first step), {left} more steps: about {clock(per_step * left)}, ending near {ends}"
+        )
+        progress_log.info(line)
+        self.console.print(f"[bold]{escape(line)}[/bold]")
 
     def _eval_time(self, label: str) -> str:
         """`` in 0:12 (1.3 questions/s)`` for an evaluation generated now; a reused one had no bar."""
