@@ -184,8 +184,9 @@ def test_a_typed_node_is_judged_key_by_key_naming_each_fields_owner():
 
 
 def test_the_phase_nodes_are_the_installed_trls_config_fields():
-    """Every field of the locked TRL's SFTConfig / GRPOConfig is a key of its node, typed as TRL
-    types it, so any TRL knob is reachable and none is checked by a copy of TRL's list."""
+    """Every field of the locked TRL's SFTConfig / GRPOConfig is a key of its node, so a misspelt one
+    gets "did you mean" and none is checked by a copy of TRL's list; the fields off the allowlist keep
+    TRL's type and are refused when set (tests/unit/test_training_settings.py)."""
     import dataclasses
     import typing
 
@@ -198,3 +199,4 @@ def test_the_phase_nodes_are_the_installed_trls_config_fields():
         hints = typing.get_type_hints(node)
         assert names <= set(hints), sorted(names - set(hints))
     assert typing.get_type_hints(GRPONode)["beta"] == typing.get_type_hints(trl.GRPOConfig)["beta"]
+    assert typing.get_type_hints(GRPONode)["deepspeed"] == typing.get_type_hints(trl.GRPOConfig)["deepspeed"]

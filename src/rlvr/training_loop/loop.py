@@ -1,9 +1,10 @@
 """The training loop component: optional SFT warm start (TRL SFTTrainer), then GRPO (TRL GRPOTrainer).
 
-Every TRL knob is reachable: ``training_loop.sft.*`` are ``trl.SFTConfig`` fields and
-``training_loop.grpo.*`` are ``trl.GRPOConfig`` fields. The constructor's annotations type each node
-by its TRL class (rlvr.training_loop.settings), so the config gate checks every key by name (with
-suggestions), type and bound; TRL's own validation runs before any model loads.
+``training_loop.sft.*`` are ``trl.SFTConfig`` fields and ``training_loop.grpo.*`` are ``trl.GRPOConfig``
+fields, of which a config may set those of docs/training_settings.md. The constructor's annotations type
+each node by its TRL class and that allowlist (rlvr.training_loop.settings), so the config gate checks
+every key by name (with suggestions), allowlist, type and bound; TRL's own validation runs before any
+model loads.
 
 Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
 (the prompt for SFT targets, the reward set for GRPO); :class:`TrainingLoop` only orders them
