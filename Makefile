@@ -5,6 +5,8 @@
 #   make run         setup, then run_pipeline.py $(ARGS)   (Hydra overrides, e.g. ARGS="key=value")
 #   make test        setup + tools, then pytest (slow and long tests excluded by pyproject's addopts; mypy runs as a test)
 #   make test-long   setup, then only the tests that take a minute or more each (marker `long`; CI runs it after make test)
+#   make test-avx2   setup, then the CPU-kind-sensitive tests (precision, padding-free attention, bitsandbytes' CPU
+#                    path) as the AVX2-only fp32 CPU kind, emulated here (docs/install.md; CI runs it after make test)
 #   make test-slurm  setup, then the SLURM tests (marker `slurm`) against a one-node cluster started on this host
 #                    (infrastructure/slurm/local_cluster.sh; installs Debian's slurm + munge where missing: root + apt)
 #   make tools       .venv-tools: the hashed static checkers (infrastructure/, mypy, pre-commit; tests/static/)
@@ -25,9 +27,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test`: most of the suite's time is integration tests, each a
-# run_pipeline.py subprocess that spends ~9 s importing torch/transformers/peft on one core, so two
-# workers keep both cores of a 2-core machine busy. Whole files go to one worker (--dist loadfile),
+# pytest-xdist workers for `make test`: most of the suite's time is integration tests, each running
+# run_pipeline.py on the tiny model in its worker's process (tests/in_process.py), so two workers keep
+# both cores of a 2-core machine busy. Whole files go to one worker (--dist loadfile),
 # so a module's shared run fixture is made once. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 # One torch thread per process: with two workers each process already has a core, and a second
@@ -62,7 +64,7 @@ endif
 TORCH_VERSION := $(shell sed -n 's/^torch==\([^ ;\\]*\).*/\1/p' $(CPU_LOCK))
 TORCH_PIP_ARGS ?=
 
-.PHONY: help setup run test test-long test-slurm test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
+.PHONY: help setup run test test-avx2 test-long test-slurm test-slow lint check-locks lock tools lock-tools gpu-sources gpu-check gpu-wheels
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -105,6 +107,23 @@ run: setup
 # nothing must not pass, so that fails too (CI runs this target).
 test: setup tools gpu-sources
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing (check PYTEST_ARGS)" >&2; exit $$rc; }
+
+# The AVX2-only fp32 CPU kind, one of the kinds CI machines come in, emulated on an AVX512 or AMX machine
+# (docs/install.md, "The AVX2 CPU kind"): ATen's kernels and torch.compile's generated code at AVX2
+# (ATEN_CPU_CAPABILITY), oneDNN without its bf16 matmul (ONEDNN_MAX_CPU_ISA), so `precision: auto` picks fp32;
+# MKL capped too (no change measured on an AMD EPYC). Kernels compiled for AVX2 get their own torch.compile
+# cache. The guard fails the target when the settings do not take (a torch that ignores them). Runs the tests
+# whose verdict has differed between the kinds: the padding-free attention probe (flex_attention), precision
+# auto, vLLM's precision, QLoRA through bitsandbytes' CPU kernels (which read torch's capability), and one
+# pipeline run end to end under `auto`.
+AVX2_ENV := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+	TORCHINDUCTOR_CACHE_DIR=$(abspath .cache/torchinductor-avx2)
+AVX2_TESTS ?= tests/unit/test_packing.py tests/unit/test_hardware.py tests/unit/test_rollout.py \
+	tests/unit/test_gpu_libraries.py::test_qlora_runs_on_the_cpu_through_operators_that_have_cuda_kernels \
+	tests/integration/test_pipeline_smoke.py
+test-avx2: setup gpu-sources
+	@$(AVX2_ENV) $(PY) -c 'import sys, torch; from rlvr.runtime.hardware import resolve; kind = (torch.backends.cpu.get_cpu_capability(), resolve("auto", "auto").precision); print("emulated CPU kind:", *kind); sys.exit(0 if kind == ("AVX2", "fp32") else "the AVX2 settings did not take (expected AVX2 fp32): see docs/install.md")'
+	$(AVX2_ENV) OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS) $(AVX2_TESTS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests: failing" >&2; exit $$rc; }
 
 # The tests marked `long` (a minute or more each: kill and resume, several processes, a vLLM engine, sweeps,
 # benchmarks/learning.py end to end), on the same workers. CI (.ci/run) runs this after `make test`.

@@ -33,6 +33,7 @@ import runpy
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -237,6 +238,8 @@ def _seen() -> dict[str, Any]:
         "secrets": set(secrets._MARKED),
         "torch": (torch.get_num_threads(), torch.get_default_dtype()),
         "child processes": _children(),
+        # a thread python would wait for at exit: a fresh interpreter would not have ended yet
+        "non-daemon threads": {t.name for t in threading.enumerate() if not t.daemon and t.is_alive()},
     }
 
 
