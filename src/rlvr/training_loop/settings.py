@@ -38,6 +38,11 @@ def _count(example: int, most: int, note: str, least: int = 1) -> Any:
     return Annotated[int, Field(ge=least, le=most, examples=[example], description=note)]
 
 
+def _positive(example: int, most: int, note: str) -> Any:
+    # "> 0", as these keys have said since before the ceilings (tests/integration/test_config_mistakes.py)
+    return Annotated[int, Field(gt=0, le=most, examples=[example], description=note)]
+
+
 def _real(
     example: float,
     note: str,
@@ -80,9 +85,9 @@ _TRAINING_ARGUMENTS: dict[str, Any] = {
         Field(description="the schedule's own arguments (min_lr_rate, num_cycles, power, num_decay_steps, ...)"),
     ],
     "warmup_steps": _real(10, "linear warmup steps (below 1: a fraction of max_steps)", ge=0, le=MOST_STEPS),
-    "max_steps": _count(100, MOST_STEPS, "optimizer steps of the phase"),
-    "per_device_train_batch_size": _count(8, MOST_ROWS, "rows per micro-batch on each process"),
-    "gradient_accumulation_steps": _count(1, 1_024, "micro-batches per optimizer step"),
+    "max_steps": _positive(100, MOST_STEPS, "optimizer steps of the phase"),
+    "per_device_train_batch_size": _positive(8, MOST_ROWS, "rows per micro-batch on each process"),
+    "gradient_accumulation_steps": _positive(1, 1_024, "micro-batches per optimizer step"),
     "weight_decay": _real(0.0, "AdamW's decoupled weight decay", ge=0, le=1),
     "max_grad_norm": _real(1.0, "gradient clipping norm (0 = off)", ge=0, le=1_000),
     "optim": _choice(
@@ -119,7 +124,7 @@ _SFT_CONFIG: dict[str, Any] = {
 # trl.GRPOConfig's own fields.
 _GRPO_CONFIG: dict[str, Any] = {
     "num_generations": _count(8, 1_024, "completions per prompt (GRPO compares them within a group)", least=2) | None,
-    "max_completion_length": _count(64, MOST_TOKENS, "completion budget in tokens") | None,
+    "max_completion_length": _positive(64, MOST_TOKENS, "completion budget in tokens") | None,
     "temperature": _real(1.0, "sampling temperature of the rollouts", gt=0, le=10),
     "top_p": _real(1.0, "nucleus sampling (1 = off)", gt=0, le=1),
     "top_k": _count(0, 1_000_000, "top-k sampling (0 = off)", least=0),
