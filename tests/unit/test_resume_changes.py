@@ -59,7 +59,9 @@ def test_allowed_changes_are_said_recorded_in_the_attempt_and_listed_in_report_m
     said: list[str] = []
     found, issues = resolve_resume(cfg, run, say=said.append)
     assert issues == [] and found == ("sft", ckpt)
-    assert any("changed settings" in line and "training_loop.sft.max_steps: 60 -> 20" in line for line in said)
+    assert any(
+        "changed settings" in line and "training_loop.sft.max_steps: 60 -> 20" in line for line in said
+    )
     changed = changed_settings(cfg, found)
     assert changed == ["training_loop.sft.max_steps: 60 -> 20"]
     # the attempt's record (attempts.json), as the orchestrator builds it, and the report from it
@@ -68,7 +70,9 @@ def test_allowed_changes_are_said_recorded_in_the_attempt_and_listed_in_report_m
     [entry] = read_attempts(run)
     assert entry["changed_settings"] == changed
     outcome = SimpleNamespace(steps={"sft": 20}, seconds={}, history=[])
-    write_report(run, [], outcome, {"model": "m", "tasks": ["t"]}, 1.0, RunHistory(), log.snapshot("COMPLETED"))
+    write_report(
+        run, [], outcome, {"model": "m", "tasks": ["t"]}, 1.0, RunHistory(), log.snapshot("COMPLETED")
+    )
     md = (run / "report.md").read_text()
     assert "Settings changed on resume (resume_allow_changes=true; saved -> now):" in md
     assert f"- attempt 1, from {ckpt}: training_loop.sft.max_steps: 60 -> 20" in md

@@ -189,7 +189,9 @@ def draw_paired(ax: Any, paired: Sequence[PairedDiff]) -> None:
     ax.set_ylim(-0.6, len(paired) - 0.2)
     ax.set_yticks(ys, [d.label for d in paired], fontsize=8)
     ax.set_ylabel("pair (B - A)", fontsize=9)
-    ax.set_xlabel("B - A, accuracy points (95% CI)\npaired on the same questions; p: exact McNemar", fontsize=9)
+    ax.set_xlabel(
+        "B - A, accuracy points (95% CI)\npaired on the same questions; p: exact McNemar", fontsize=9
+    )
     ax.grid(axis="x", alpha=0.3, zorder=0)
 
 
