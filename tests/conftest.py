@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -40,7 +41,8 @@ FOLDER_TIERS = {
 
 def folder_marker_issues(items: list[pytest.Item]) -> list[str]:
     """Each test whose tier markers are not its folder's, and each unit file that starts an
-    interpreter (``sys.executable``: a unit test starts none; such a test goes to integration/)."""
+    interpreter (:func:`interpreter_starts`: a unit test starts none; such a test goes to
+    integration/)."""
     issues, unit_files = [], set()
     for item in items:
         path = Path(str(item.path))
@@ -57,12 +59,31 @@ def folder_marker_issues(items: list[pytest.Item]) -> list[str]:
         if folder == "unit":
             unit_files.add(path)
     for path in sorted(unit_files):
-        if "sys.executable" in path.read_text():
+        for found in interpreter_starts(path.read_text()):
             issues.append(
-                f"{path.relative_to(ROOT)}: a unit test file names sys.executable (a unit test starts no "
+                f"{path.relative_to(ROOT)}: a unit test file names {found} (a unit test starts no "
                 "interpreter): move the tests that start one to tests/integration/"
             )
     return issues
+
+
+def interpreter_starts(source: str) -> list[str]:
+    """What a test file's code does to start a Python interpreter: a command of ``sys.executable``, or
+    (torch.)multiprocessing's spawn of one per process."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "executable" and ast.unparse(node.value) == "sys":
+            found.append("sys.executable")
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            methods = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and a.value in ("spawn", "forkserver")
+            ]
+            if name == "spawn" or (name in ("get_context", "set_start_method") and methods):
+                found.append(ast.unparse(node.func) + "(...)")
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: every collected test is judged

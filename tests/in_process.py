@@ -70,6 +70,7 @@ def run(
     for name in _PRELOAD:
         __import__(name)
     before = _State.record()
+    added: list[Path] = []
     try:
         os.environ.clear()
         os.environ.update(dict(before.seen["environ"] if env is None else env))
@@ -130,7 +131,7 @@ def _main() -> int:
             return exc.code or 0
         print(exc.code, file=sys.stderr)
         return 1
-    except BaseException:  # as python does for an exception that escapes the script
+    except Exception:  # as python does for one that escapes the script (Ctrl-C stops pytest itself)
         traceback.print_exc()
         return 1
     finally:
