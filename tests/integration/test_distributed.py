@@ -71,7 +71,8 @@ def test_one_run_directory_one_report_one_record(ddp_run):
     records = events(run_dir)
     # rank 1 emits to no observer: one start, one end, each training step once
     assert [r["event"] for r in records].count("pipeline_start") == 1
-    assert records[-1]["event"] == "pipeline_end" and records[-1]["status"] == "COMPLETED"
+    # COMPLETED_WITH_WARNINGS: the tiny model learns nothing the verifier counts (rlvr.records.learning)
+    assert records[-1]["event"] == "pipeline_end" and records[-1]["status"] == "COMPLETED_WITH_WARNINGS"
     assert [r["event"] for r in records].count("pipeline_end") == 1
     assert proc.stdout.count("pipeline COMPLETED") == 1 and proc.stdout.count("▶ train") == 1
     provenance = json.loads((run_dir / "provenance.json").read_text())

@@ -124,7 +124,8 @@ def test_resumed_run_reports_every_attempt_like_an_uninterrupted_run(uninterrupt
     ]  # the sampled start (before the requeue) pairs with the sampled end (after it)
 
     first, second = report["attempts"]
-    assert (first["status"], second["status"]) == ("PREEMPTED", "COMPLETED")
+    # COMPLETED_WITH_WARNINGS: the tiny model learns nothing the verifier counts (rlvr.records.learning)
+    assert (first["status"], second["status"]) == ("PREEMPTED", "COMPLETED_WITH_WARNINGS")
     assert first["phases"]["sft"] == {
         "steps": 2,
         "max_steps": 2,
@@ -136,7 +137,7 @@ def test_resumed_run_reports_every_attempt_like_an_uninterrupted_run(uninterrupt
     assert "over 2 attempts" in (run_dir / "report.md").read_text()
     assert [a["status"] for a in json.loads((run_dir / "attempts.json").read_text())] == [
         "PREEMPTED",
-        "COMPLETED",
+        "COMPLETED_WITH_WARNINGS",
     ]
 
     # nothing made before the interruption was evaluated again: the second attempt evaluated only the

@@ -174,14 +174,16 @@ def paired(before: Evaluation, after: Evaluation) -> PairedChange:
 # share of questions whose gold answer is that answer, which can look like a significant gain. The
 # rules read one evaluation's greedy answers (each question's first sample) against its gold answers.
 MIN_ANSWERED = 8
-"""Fewer answered questions than this tell no collapse from chance (8 answers of a task with 4+
-gold values are all one value by chance with probability < 1e-4 for a model that tries)."""
+"""Fewer answered questions than this are too few to call a collapse: a model that answers a handful
+of questions in the format is still learning the format (the base model answers none)."""
 MIN_GOLD_DISTINCT = 4
 """The diversity rule needs gold answers that vary this much: a yes/no task's answers cannot."""
 DIVERSITY_FLOOR = 0.25
 """Distinct answers per distinct gold answer below which the outputs are degenerate: under a quarter
 of the gold values can ever be produced, so at least three of every four gold values are never
-right (docs/measurements.md, "Degenerate outputs", gives the ratios measured on real runs)."""
+right. A model right on every question has 1.0; one right on some and wrong in varied ways has about
+1.0 too (its wrong answers are new values). The ratios measured on real runs are in
+docs/measurements.md ("Numbers behind choices in the code")."""
 
 
 @dataclass(frozen=True)
