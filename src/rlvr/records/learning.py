@@ -42,7 +42,11 @@ def stage_changes(evaluations: list[EvalResult]) -> list[StageChange]:
 
 # The greedy stage evaluations whose answers the degenerate-output rules read (a sampled one's first
 # sample is one draw at the training temperature, not the model's answer).
-GREEDY_STAGES: dict[str, str] = {Stage.BASELINE: "base model", Stage.AFTER_SFT: "after SFT", Stage.FINAL: "final"}
+GREEDY_STAGES: dict[str, str] = {
+    Stage.BASELINE: "base model",
+    Stage.AFTER_SFT: "after SFT",
+    Stage.FINAL: "final",
+}
 DEGENERATE_FIX = (
     "read its answers (eval/<stage>_step<N>.json, completions.jsonl); train longer or on more "
     "questions (data.train_size), lower the learning rate (training_loop.<phase>.learning_rate), or "
@@ -95,7 +99,7 @@ def verifier_silent(
     if any(steps.values()) and evaluations and not any(e.accuracy for e in evaluations):
         found.append(
             f"Held-out accuracy was 0% at every one of the run's {len(evaluations)} evaluations "
-            f"({', '.join(sorted({str(e.label) for e in evaluations}))}): the run learned nothing the "
+            f"({', '.join(dict.fromkeys(str(e.label) for e in evaluations))}): the run learned nothing the "
             f"task's verifier counts. Fix: {VERIFIER_SILENT_FIX}"
         )
     return found
