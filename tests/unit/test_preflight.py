@@ -451,3 +451,104 @@ def test_weights_the_preflight_cannot_count_are_refused_with_the_keys(tmp_path, 
     problem = refusals[0].problem
     assert named in problem and ("cannot count" in problem or "whole number" in problem), problem
     assert refusals[0].value == str(tmp_path) and "config.json" in refusals[0].fix
+
+
+# Issue 56 item 2: the pre-flight plans at the lengths the run will use, says which, and names what fits.
+
+
+def _seven_b_lora_grpo(completion: int):
+    """The plan of issue 56: Qwen2.5-7B, LoRA r=16, gradient checkpointing, GRPO micro-batch 16."""
+    model, loop = _components("cuda", sft=False)
+    model.lora, model.gradient_checkpointing = {"r": 16}, True
+    loop.grpo_phase.fields["max_completion_length"] = completion
+    return model, loop
+
+
+def test_the_plan_takes_the_configured_completion_length_and_says_where_each_length_comes_from():
+    """Mutation: plan_of with a fixed completion (the default task's 16) -> red; without the lengths'
+    sources in _plan_text -> red."""
+    from rlvr.model import memory as preflight
+    from rlvr.runtime.cards import CARDS
+
+    model, loop = _seven_b_lora_grpo(1024)
+    plan = preflight.plan_of(model, preflight.training_args(loop), 1)
+    assert (plan.prompt, plan.completion) == (preflight.PROMPT_BUDGET, 1024)
+    assert plan.completion_from == "training_loop.grpo.max_completion_length"
+    assert plan.prompt_from.startswith("a 256-token bound until the data is loaded")
+    measured = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=(93, 4))
+    assert measured.prompt == 93 and measured.prompt_from.startswith("the longest training prompt")
+    refusals, _ = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])
+    assert "(256 prompt + 1024 completion) tokens in bf16 (the grpo phase; prompt: a 256-token bound" in (
+        refusals[0].problem
+    )
+    assert "completion: training_loop.grpo.max_completion_length)" in refusals[0].problem
+
+
+def test_a_plan_that_does_not_fit_a_card_names_levers_that_each_fit_it():
+    """The 7B LoRA GRPO plan fits an L4 at 16 completion tokens and not at 1,024, where the fix named
+    only 4-bit (which alone does not fit) and "a smaller batch or max_completion_length". Each lever
+    named now fits, with its number; the longest completion that fits is the edge. Mutation: check()
+    back to the fixed list of fixes -> red; longest_completion off by one -> red."""
+    import dataclasses
+
+    from rlvr.model import memory as preflight
+    from rlvr.runtime.cards import CARDS
+
+    l4 = CARDS["L4-24GB"]
+    model, loop = _seven_b_lora_grpo(16)
+    assert preflight.run_checks(model, loop, card=l4) == ([], [])
+    line = preflight.summary(model, loop, card=l4)
+    model, loop = _seven_b_lora_grpo(1024)
+    shape, plan, _, gb = preflight._estimate_inputs(model, loop, None, 1, card=l4)
+    longest = preflight.longest_completion(shape, plan, gb, gb)
+    assert f"longest completion that fits at this micro-batch: {longest:,} tokens" in line
+    assert preflight.peak(preflight.estimate(shape, dataclasses.replace(plan, completion=longest), gb)) <= gb
+    assert (
+        preflight.peak(preflight.estimate(shape, dataclasses.replace(plan, completion=longest + 1), gb)) > gb
+    )
+    (issue,) = preflight.run_checks(model, loop, card=l4)[0]
+    assert "model.quantization=4bit" not in issue.fix  # QLoRA alone does not fit 1,024 tokens here
+    half = dataclasses.replace(plan, batch=8)
+    assert preflight.peak(preflight.estimate(shape, half, gb)) <= gb
+    assert (
+        "training_loop.grpo.per_device_train_batch_size=8 with 2x its gradient_accumulation_steps"
+        in issue.fix
+    )
+    assert f"training_loop.grpo.max_completion_length={longest}: 22.0 GB" in issue.fix
+    assert "a card of 25.7 GB or more (the smallest listed: RTX5090-32GB)" in issue.fix
+
+
+def test_when_no_one_setting_is_enough_the_switches_are_named_together():
+    """A 7B full fine-tune at 1,024 tokens on an L4: no single switch fits; checkpointing + LoRA +
+    4-bit together with a smaller micro-batch (or completion) does."""
+    from rlvr.model import memory as preflight
+    from rlvr.runtime.cards import CARDS
+
+    model, loop = _components("cuda", sft=False)
+    loop.grpo_phase.fields["max_completion_length"] = 1024
+    (issue,) = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])[0]
+    together = "model.gradient_checkpointing=true + model.lora={r: 16} + model.quantization=4bit"
+    assert issue.fix.startswith(f"each of these fits (estimated peak): {together}")
+    assert "+ training_loop.grpo.per_device_train_batch_size=" in issue.fix
+
+
+def test_an_rft_phase_is_planned_with_its_sampled_completions():
+    """RFT fine-tunes on completions it sampled (up to max_new_tokens) and samples
+    max(batch_size, samples_per_prompt) sequences at once. Mutation: "rft" left out of phase_configs
+    -> no plan for an RFT-only run -> red."""
+    from rlvr.model import memory as preflight
+    from rlvr.runtime.cards import CARDS
+    from rlvr.training_loop import TrainingLoop
+
+    model, _ = _components("cuda")
+    rft = {"enabled": True, "rounds": 2, "prompts_per_round": 8, "samples_per_prompt": 8, "max_per_prompt": 2,
+           "steps_per_round": 2, "temperature": 1.0, "max_new_tokens": 96, "batch_size": 32, "max_length": 512,
+           "per_device_train_batch_size": 4}  # fmt: skip
+    loop = TrainingLoop(sft={"enabled": False}, rft=rft, grpo={"enabled": False}, signal=SIGNAL, seed=0,
+                        device="auto", precision="auto", prompt=None, rewards=None)  # fmt: skip
+    loop.hardware = _Hardware("cuda")
+    _, plan, _, _ = preflight._estimate_inputs(
+        model, loop, None, 1, lengths=(100, 5), card=CARDS["H100-80GB"]
+    )
+    assert (plan.phase, plan.batch, plan.prompt, plan.completion) == ("rft", 4, 100, 96)
+    assert plan.generation_batch == 32 and plan.completion_from == "training_loop.rft.max_new_tokens"

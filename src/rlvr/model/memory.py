@@ -33,9 +33,13 @@ this CPU: benchmarks/memory_preflight.md, docs/scaling.md):
   cache stay per process. Sharded, rank 0 also holds a full 16-bit copy of the weights while it
   evaluates or saves (rlvr.runtime.distributed.Distributed.on_rank0).
 
-Sequence lengths: before anything loads the prompt takes PROMPT_BUDGET tokens (a bound); once the
-data is loaded the check runs again with the longest prompt the run will train on, tokenized by the
-model's own tokenizer and chat template, before any training step.
+Sequence lengths: the completion is the configured one (GRPO's ``max_completion_length``, RFT's
+``max_new_tokens``, SFT's answers within ``max_length``); before anything loads the prompt takes
+PROMPT_BUDGET tokens (a bound); once the data is loaded the check runs again with the longest prompt the
+run will train on, tokenized by the model's own tokenizer and chat template, before any training step.
+Every verdict says which lengths it assumed and where each comes from (``Plan.prompt_from``,
+``Plan.completion_from``), the longest completion that fits, and, when it does not fit, each change
+that would make it fit with its estimate (:func:`levers`).
 
 On a GPU an estimate above the device's memory refuses the run; on a CPU it only warns (RAM can
 swap) up to RAM plus swap. Every term is printed so the user sees where the memory goes, with what
@@ -48,13 +52,14 @@ check before anything loads then compares with that card, in the precision ``aut
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlvr.issues import ConfigIssue
-from rlvr.runtime.cards import Card
+from rlvr.runtime.cards import CARDS, Card
 
 GB = 1024**3
 # LoRA target name -> (input width, output width) in terms of the shape's sizes
@@ -264,6 +269,10 @@ class Plan:
     # What the distributed strategy divides by ``processes``: None (DDP: nothing), "optimizer"
     # (ZeRO-1/2: gradients + optimizer state) or "weights" (FSDP, ZeRO-3: weights as well).
     shard: str | None = None
+    phase: str = "grpo"  # the training phase planned (its settings are training_loop.<phase>.*)
+    # Where the two lengths come from, said with every verdict (the setting, the data or a bound).
+    prompt_from: str = "given"
+    completion_from: str = "given"
 
 
 # Terms that are resident through a step, and the two phases of a step that never coexist.
@@ -405,8 +414,111 @@ def _terms_text(terms: dict[str, float]) -> str:
 def _plan_text(shape: Shape, plan: Plan) -> str:
     return (
         f"{shape.params / 1e9:.2f}B parameters, micro-batch {plan.batch} x ({plan.prompt} prompt + "
-        f"{plan.completion} completion) tokens in {plan.precision}"
+        f"{plan.completion} completion) tokens in {plan.precision} (the {plan.phase} phase; prompt: "
+        f"{plan.prompt_from}; completion: {plan.completion_from})"
     )
+
+
+# The LoRA rank a lever proposes where the run trains every weight (PEFT's usual r; the adapter's own
+# memory is small beside the base: adapter_params).
+LEVER_RANK = 16
+# Lengths searched for the longest completion that fits (a bound: no task here asks for more).
+LONGEST = 131_072
+
+
+def _fits(shape: Shape, plan: Plan, limit_gb: float, device_gb: float) -> bool:
+    return peak(estimate(shape, plan, device_gb)) <= limit_gb
+
+
+def longest_completion(shape: Shape, plan: Plan, limit_gb: float, device_gb: float) -> int:
+    """The longest completion (tokens) that keeps ``plan`` under ``limit_gb``, up to LONGEST; 0 when
+    none does (the peak only grows with the length: a binary search)."""
+    low, high = 0, LONGEST
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _fits(shape, dataclasses.replace(plan, completion=mid), limit_gb, device_gb):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _length_lever(plan: Plan, tokens: int) -> str:
+    """The setting that caps the completion at ``tokens`` in ``plan``'s phase."""
+    key = f"training_loop.{plan.phase}"
+    if plan.phase == "grpo":
+        return f"{key}.max_completion_length={tokens}"
+    if plan.phase == "rft":
+        return f"{key}.max_new_tokens={tokens}"
+    return f"{key}.max_length={plan.prompt + tokens}"
+
+
+def levers(shape: Shape, plan: Plan, limit_gb: float, device_gb: float) -> list[str]:
+    """Each change that brings ``plan``'s estimated peak under ``limit_gb``, with that peak: one setting
+    at a time (gradient checkpointing, a LoRA adapter, QLoRA, sharding, the largest micro-batch that
+    fits with the accumulation that keeps the batch, the longest completion that fits), else the
+    switches together (with the micro-batch or length they still need); and the smallest listed card
+    that holds the plan as it is."""
+    key = f"training_loop.{plan.phase}"
+    lora = f"model.lora={{r: {LEVER_RANK}}}"
+    # (the setting, what it does, the plan's fields it changes)
+    switches: list[tuple[str, str, dict[str, Any]]] = []
+    if not plan.activation_checkpointing:
+        checkpointing = {"activation_checkpointing": True}
+        switches.append(("model.gradient_checkpointing=true", " (recompute activations)", checkpointing))
+    if not plan.lora_r:
+        switches.append((lora, " (train a LoRA adapter)", {"lora_r": LEVER_RANK}))
+    if not plan.quantization:
+        setting = "model.quantization=4bit" + ("" if plan.lora_r else f" with {lora}")
+        switches.append((setting, " (QLoRA)", {"quantization": "4bit", "lora_r": plan.lora_r or LEVER_RANK}))
+    if plan.processes > 1 and plan.shard != "weights":
+        switches.append(
+            (
+                "distributed=fsdp or distributed=deepspeed_zero3",
+                f" (shard the weights, gradients and optimizer state across the {plan.processes} processes)",
+                {"shard": "weights"},
+            )
+        )
+
+    def gb(candidate: Plan) -> str:
+        return f"{peak(estimate(shape, candidate, device_gb)):.1f} GB"
+
+    def fit(candidate: Plan) -> bool:
+        return _fits(shape, candidate, limit_gb, device_gb)
+
+    def shrunk(base: Plan, prefix: str) -> list[str]:
+        out = []
+        smaller = [b for b in range(base.batch - 1, 0, -1) if base.batch % b == 0]
+        batch = next((b for b in smaller if fit(dataclasses.replace(base, batch=b))), 0)
+        if batch:
+            out.append(
+                f"{prefix}{key}.per_device_train_batch_size={batch} with {base.batch // batch}x its "
+                f"gradient_accumulation_steps (the same batch): {gb(dataclasses.replace(base, batch=batch))}"
+            )
+        tokens = longest_completion(shape, base, limit_gb, device_gb)
+        if 0 < tokens < base.completion:
+            shorter = dataclasses.replace(base, completion=tokens)
+            out.append(f"{prefix}{_length_lever(base, tokens)}: {gb(shorter)}")
+        return out
+
+    found = [
+        f"{setting}{why}: {gb(changed)}"
+        for setting, why, changes in switches
+        if fit(changed := dataclasses.replace(plan, **changes))
+    ]
+    found += shrunk(plan, "")
+    if not found and switches:  # no one change is enough: the switches together, then shrink
+        together = dataclasses.replace(plan, **{k: v for *_, changes in switches for k, v in changes.items()})
+        names = " + ".join(
+            dict.fromkeys(part for setting, *_ in switches for part in setting.split(" with "))
+        )
+        names += f" ({', '.join(why.strip(' ()') for _, why, _ in switches)}, together)"
+        found += [f"{names}: {gb(together)}"] if fit(together) else shrunk(together, f"{names} + ")
+    need = peak(estimate(shape, plan, device_gb)) * device_gb / limit_gb
+    cards = sorted((c for c in CARDS.values() if c.memory_gb >= need), key=lambda c: c.memory_gb)
+    if cards:
+        found.append(f"a card of {need:.1f} GB or more (the smallest listed: {cards[0].name})")
+    return found
 
 
 def describe(shape: Shape, plan: Plan, terms: dict[str, float], where: str) -> str:
@@ -431,24 +543,20 @@ def check(
     terms = estimate(shape, plan, device_gb)
     total = peak(terms)
     text = describe(shape, plan, terms, where or f"a {device_gb:.0f} GB {device}")
-    fixes = []
-    if not plan.lora_r:
-        fixes.append("train a LoRA adapter (model.lora={r: 16, ...})")
-    if not plan.quantization:
-        fixes.append("load the base in 4-bit (model.quantization=4bit, with LoRA: QLoRA)")
-    if not plan.activation_checkpointing:
-        fixes.append("model.gradient_checkpointing=true")
-    if plan.processes > 1 and plan.shard != "weights":
-        fixes.append(
-            f"shard the weights, gradients and optimizer state across the {plan.processes} processes "
-            "(distributed=fsdp or distributed=deepspeed_zero3)"
-        )
-    fixes.append("a smaller per_device_train_batch_size or max_completion_length")
     if total > device_gb:
-        return [ConfigIssue(key, "(memory)", f"does not fit: {text}", "; or ".join(fixes))], []
+        fixes = levers(shape, plan, device_gb, device_gb) or [_NO_LEVER]
+        return [ConfigIssue(key, "(memory)", f"does not fit: {text}", _levers_text(fixes))], []
     if total > margin * device_gb:
-        return [], [f"tight memory: {text}; if it runs out: {'; or '.join(fixes)}"]
+        fixes = levers(shape, plan, margin * device_gb, device_gb) or [_NO_LEVER]
+        return [], [f"tight memory: {text}; if it runs out: {_levers_text(fixes)}"]
     return [], []
+
+
+_NO_LEVER = "no single setting here brings it under: several processes with sharding (distributed=fsdp)"
+
+
+def _levers_text(found: list[str]) -> str:
+    return f"each of these fits (estimated peak): {'; or '.join(found)}"
 
 
 def batch_issue(
@@ -513,27 +621,52 @@ ANSWER_MARKERS = 8
 
 
 def plan_of(
-    model: Any, args: Any, processes: int, shard: str | None = None, lengths: tuple[int, int] | None = None
+    model: Any,
+    args: Any,
+    processes: int,
+    shard: str | None = None,
+    lengths: tuple[int, int] | None = None,
+    phase: str | None = None,
+    rft: Any = None,
 ) -> Plan:
     """The memory plan of the configured model component and a phase's TRL config (``args``);
     ``lengths``: the data's longest (prompt, answer) in tokens (None: PROMPT_BUDGET, and for SFT the
-    rest of ``max_length``)."""
+    rest of ``max_length``); ``phase``: its name (default grpo for a GRPO config, else sft); ``rft``:
+    an RFT phase's round settings (rlvr.training_loop.rft.RFTSettings): it trains on completions it
+    sampled, up to ``max_new_tokens``, sampled ``max(batch_size, samples_per_prompt)`` at once."""
     lora = getattr(model, "lora", None) or {}
     modules = lora.get("target_modules")
+    grpo = hasattr(args, "max_completion_length")
+    phase = phase or ("grpo" if grpo else "sft")
+    key = f"training_loop.{phase}"
     prompt = lengths[0] if lengths else PROMPT_BUDGET
+    prompt_from = (
+        "the longest training prompt, tokenized with the model's chat template"
+        if lengths
+        else f"a {PROMPT_BUDGET}-token bound until the data is loaded, then its longest prompt"
+    )
     generation_batch = 0
-    if hasattr(args, "max_completion_length"):  # GRPO: the prompt + the completion
-        completion = args.max_completion_length
+    if grpo:  # GRPO: the prompt + the completion
+        completion, completion_from = args.max_completion_length, f"{key}.max_completion_length"
         generation_batch = args.generation_batch_size or (
             args.per_device_train_batch_size * args.steps_per_generation
         )
     else:  # SFT: the prompt + the formatted gold answer, truncated at max_length
         limit = args.max_length or (prompt + PROMPT_BUDGET)
         answer = lengths[1] + ANSWER_MARKERS if lengths else limit - prompt
-        if getattr(args, "packing", False):  # bins of max_length tokens, filled with whole rows
-            answer = limit
+        completion_from = (
+            "the longest gold answer, tokenized" if lengths else f"the rest of {key}.max_length={limit}"
+        )
+        if rft is not None:  # the sampled completions, as long as max_new_tokens
+            answer, completion_from = rft.max_new_tokens, f"{key}.max_new_tokens"
+            generation_batch = max(rft.batch_size, rft.samples_per_prompt)
+        packed = bool(getattr(args, "packing", False))
+        if packed:  # bins of max_length tokens, filled with whole rows
+            answer, completion_from = limit, f"packed bins of {key}.max_length={limit}"
         prompt = min(prompt, limit)
         completion = max(min(answer, limit - prompt), 0)
+        if completion < answer and not packed:
+            completion_from += f", cut at {key}.max_length={limit}"
     dtype = getattr(model, "dtype", "float32")
     precision = "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"
     # "all-linear" and friends, or no list: every projection of the block
@@ -553,6 +686,9 @@ def plan_of(
         vllm_fraction=args.vllm_gpu_memory_utilization if getattr(args, "use_vllm", False) else None,
         processes=processes,
         shard=shard,
+        phase=phase,
+        prompt_from=prompt_from,
+        completion_from=completion_from,
     )
 
 
@@ -628,13 +764,20 @@ def summary(model: Any, loop: Any, setup: Any = None, card: Card | None = None) 
         return None
     shape, plan, device, device_gb = inputs
     terms = estimate(shape, plan, device_gb)
-    verdict = "fits" if peak(terms) <= device_gb else "does not fit"
+    fits = peak(terms) <= device_gb
     where = card.where if card else f"a {device_gb:.0f} GB {device}"
+    longest = longest_completion(shape, plan, device_gb, device_gb)
+    reach = f"any up to {LONGEST:,}" if longest >= LONGEST else f"{longest:,}" if longest else "none"
+    found = levers(shape, plan, device_gb, device_gb) or [_NO_LEVER]
     return "\n".join(
         (
-            f"memory pre-flight: {verdict} on {where}: estimated peak {peak(terms):.1f} GB per process",
+            f"memory pre-flight: {'fits' if fits else 'does not fit'} on {where}: estimated peak "
+            f"{peak(terms):.1f} GB per process",
             f"  terms (GB): {_terms_text(terms)} (backward and rollout never coexist)",
             f"  for {_plan_text(shape, plan)}",
+            f"  longest completion that fits at this micro-batch: {reach} tokens "
+            f"({_length_lever(plan, plan.completion)} now)",
+            *([] if fits else [f"  to fit: {_levers_text(found)}"]),
             f"  {basis(shape)}",
         )
     )
@@ -671,7 +814,7 @@ def phase_configs(loop: Any) -> dict[str, Any]:
     import tempfile
 
     out = {}
-    for name in ("grpo", "sft"):
+    for name in ("grpo", "rft", "sft"):
         phase = getattr(loop, f"{name}_phase", None)
         if phase is not None and phase.enabled:
             with tempfile.TemporaryDirectory() as tmp:
@@ -711,7 +854,8 @@ def _estimate_inputs(
     device_gb = card.memory_gb if card else device_memory_gb(device)
     plans = []
     for name, args in configs.items():
-        plan = plan_of(model, args, processes, shard_of(setup), lengths)
+        rft = getattr(loop.rft_phase, "settings", None) if name == "rft" else None
+        plan = plan_of(model, args, processes, shard_of(setup), lengths, phase=name, rft=rft)
         if micro_batches and name in micro_batches:
             plan = dataclasses.replace(plan, batch=micro_batches[name])
         if card is not None:  # TRL's config was built for this machine's precision
