@@ -11,6 +11,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,10 @@ def modules_with_examples() -> list[tuple[str, int]]:
 
 
 MODULES = modules_with_examples()
+# Modules whose examples start the verifier's worker interpreter: a unit test starts none, so
+# tests/integration/test_doctests_workers.py runs these (the unit test below refuses any other
+# example that starts a process).
+WORKER_MODULES = frozenset({"rlvr.verifier.sandbox"})
 
 
 def run_examples(module: str) -> tuple[doctest.TestResults, str]:
@@ -49,15 +54,31 @@ def test_the_examples_are_found():
     assert len(MODULES) >= 20 and sum(n for _, n in MODULES) >= 90, MODULES
 
 
-@pytest.mark.parametrize(("module", "examples"), MODULES, ids=[m for m, _ in MODULES])
-def test_every_docstring_example_runs_and_shows_its_output(module, examples):
+def check_examples(module: str, examples: int) -> None:
     """Each ``>>>`` line is an example doctest runs (not one outside a docstring, where the finder
-    does not look, and not one marked ``+SKIP``), and each prints what follows it. Mutations: an
-    example's shown output changed -> its module red; ``# doctest: +SKIP`` on one -> red (one
-    fewer attempted)."""
+    does not look, and not one marked ``+SKIP``), and each prints what follows it."""
     result, report = run_examples(module)
     assert result.failed == 0, report
     assert result.attempted == examples, (
         f"{module}: {examples} '>>>' lines, {result.attempted} run by doctest: an example outside a "
         "docstring or skipped never runs; make it a docstring example that runs, or delete it"
     )
+
+
+IN_PROCESS = [(m, n) for m, n in MODULES if m not in WORKER_MODULES]
+
+
+@pytest.mark.parametrize(("module", "examples"), IN_PROCESS, ids=[m for m, _ in IN_PROCESS])
+def test_every_docstring_example_runs_and_shows_its_output(module, examples, monkeypatch):
+    """Mutations: an example's shown output changed -> its module red; ``# doctest: +SKIP`` on one
+    -> red (one fewer attempted); an example that starts a process outside WORKER_MODULES -> red."""
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"{module}'s examples start a process: add it to WORKER_MODULES")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    check_examples(module, examples)
+
+
+def test_the_worker_modules_have_examples():
+    assert not WORKER_MODULES - {m for m, _ in MODULES}, WORKER_MODULES - {m for m, _ in MODULES}
