@@ -21,9 +21,10 @@ def _make_recipe(target: str) -> str:
 
 
 def test_ci_runs_the_default_tier_then_the_long_tier_then_the_slurm_tier():
+    """With the CPU-kind-sensitive tests again as the AVX2 fp32 kind right after the default tier."""
     steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     steps = [s for s in steps if s and not s.startswith("#")]
-    assert steps[-3:] == ["make test", "make test-long", "make test-slurm"]
+    assert steps[-4:] == ["make test", "make test-avx2", "make test-long", "make test-slurm"]
 
 
 def test_make_test_leaves_out_exactly_what_make_test_long_selects():
