@@ -29,7 +29,7 @@ def counted(generate):
 def test_a_held_out_size_the_task_cannot_give_is_refused_early():
     """``validate_only=true data.eval_size=50000``: basic_arithmetic holds about 28k distinct held-out
     questions within the 600,000-draw budget, and the draw used to find that out by drawing all of it
-    (about 925,000 draws with its restart, 93 s here); now it stops once the rate of new questions
+    (925,000 draws with its restart); now it stops once the rate of new questions
     says the budget cannot reach 50,000."""
     generate, drawn = counted(lambda count, seed: generate_entries("basic_arithmetic", DEFAULT, count, seed))
     with pytest.raises(ValueError) as refused:
