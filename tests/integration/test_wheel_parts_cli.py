@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.unit.test_wheel_parts import ROOT
+from tests.unit.test_wheel_parts import ROOT, wheels  # noqa: F401 (wheels: a fixture)
 
 pytestmark = pytest.mark.integration
 
 
-def test_cli_pack_check_join(wheels: Path, tmp_path: Path):
+def test_cli_pack_check_join(wheels: Path, tmp_path: Path):  # noqa: F811 (the fixture)
     script = str(ROOT / "scripts" / "wheel_parts.py")
     parts, out = tmp_path / "parts", tmp_path / "out"
     run = [sys.executable, script]
