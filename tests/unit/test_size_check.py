@@ -66,3 +66,32 @@ def test_reach_is_what_the_draw_can_still_add():
     every draw new so far: the rest of the budget could still be all new."""
     assert identity.reach(picked=100, once=0, drawn=10_000, budget=20_000) < 110
     assert identity.reach(picked=1_000, once=1_000, drawn=1_000, budget=20_000) >= 20_000
+
+
+def test_a_training_side_check_stops_once_its_share_holds_the_size():
+    """validate_only judged ``data.train_size=500000`` by drawing all of it (19 s and 0.9 GB); a
+    training side keeps repeats, so its share of the draws decides: PROBE_DRAWS draws tell.
+    Mutation: the ``check_only`` stop removed -> red."""
+    generate, drawn = counted(uniform(10**6))
+    identity.draw(generate, "t", "train", 500_000, 1, distinct=False, key="data.train_size", check_only=True)
+    assert len(drawn) == identity.PROBE_DRAWS + 1  # the one that found the probe over
+
+
+def test_a_training_side_too_rare_for_its_size_is_still_refused_when_only_checked():
+    """98 of a task's 100 questions are on the test side: 2% of draws are training questions, too few
+    for 2,000 of them in 24,000 draws; the check refuses it as the full draw does. Mutation: ``enough``
+    without the share (always true) -> red."""
+    test_side = [f"q{i}" for i in range(10_000) if identity.split_of("t", f"q{i}") == "test"][:98]
+    train_side = [f"q{i}" for i in range(10_000) if identity.split_of("t", f"q{i}") == "train"][:2]
+    questions = test_side + train_side
+
+    def generate(count, seed):
+        rng = random.Random(seed)
+        for _ in range(count):
+            yield {"question": rng.choice(questions)}
+
+    for check_only in (False, True):
+        with pytest.raises(ValueError, match="data.train_size=2000: task 't' gave only"):
+            identity.draw(
+                generate, "t", "train", 2_000, 1, distinct=False, key="data.train_size", check_only=check_only
+            )

@@ -171,8 +171,10 @@ class MixtureData:
             )
         return issues
 
-    def _splits(self, name: str, n_train: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(train, eval) entries of one task."""
+    def _splits(
+        self, name: str, n_train: int, check_only: bool = False
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(train, eval) entries of one task (``check_only``: rlvr.data.identity.draw's)."""
         if name in self.sources:
             source = self.sources[name]
             return (
@@ -181,9 +183,17 @@ class MixtureData:
             )
         params = dict(self.task_params.get(name) or {})
         train = split_entries(
-            name, params, "train", n_train, self.seed + 1, f"data.tasks.{name} (x data.train_size)"
+            name,
+            params,
+            "train",
+            n_train,
+            self.seed + 1,
+            f"data.tasks.{name} (x data.train_size)",
+            check_only,
         )
-        return train, split_entries(name, params, "test", self.eval_size, self.seed, "data.eval_size")
+        return train, split_entries(
+            name, params, "test", self.eval_size, self.seed, "data.eval_size", check_only
+        )
 
     def drawn_size_issues(self) -> list[ConfigIssue]:
         """Each task's share of ``train_size`` and its ``eval_size`` judged by drawing (or reading)
@@ -192,7 +202,7 @@ class MixtureData:
         issues = []
         for name, n_train in shares(self.tasks, self.train_size).items():
             try:
-                self._splits(name, n_train)
+                self._splits(name, n_train, check_only=True)
             except ConfigValidationError as exc:
                 issues += exc.issues
         return issues + eval_set_drawn_size_issues(self.eval_sets)

@@ -35,7 +35,7 @@ def generate_entries(task: str, params: dict[str, Any], size: int, seed: int) ->
 
 
 def split_entries(
-    task: str, params: dict[str, Any], split: str, size: int, seed: int, key: str
+    task: str, params: dict[str, Any], split: str, size: int, seed: int, key: str, check_only: bool = False
 ) -> list[dict[str, Any]]:
     """``size`` entries of one side of the content-hash split (rlvr.data.identity).
 
@@ -51,6 +51,7 @@ def split_entries(
         seed,
         distinct=split == "test",
         key=key,
+        check_only=check_only,
     )
 
 
@@ -146,7 +147,7 @@ class ReasoningGymData:
         issues = []
         for split, size, seed, key in sides:
             try:
-                split_entries(self.task, self.params, split, size, seed, key)
+                split_entries(self.task, self.params, split, size, seed, key, check_only=True)
             except ConfigValidationError as exc:
                 issues += exc.issues
         return issues + eval_set_drawn_size_issues(self.eval_sets)
