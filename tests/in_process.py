@@ -1,8 +1,7 @@
 """``python run_pipeline.py ARGS`` inside the test process: the real script, its gate and its app.
 
 The integration tests check what a run writes and prints; paying an interpreter start and the
-imports of torch, transformers and TRL (~20 s of CPU each on the project's 2-core machine) per run
-would buy nothing for that. :func:`run` executes ``run_pipeline.py`` as ``__main__`` with ``runpy``
+imports of torch, transformers and TRL for each run would buy nothing for that. :func:`run` executes ``run_pipeline.py`` as ``__main__`` with ``runpy``
 under a patched ``sys.argv`` (as torchtune's recipe tests do), so the very code a user starts runs:
 ``gate.before_hydra``, ``hydra.main``, ``gate.check``, the app. Its stdout and stderr are captured at
 the file-descriptor level (what Python, C libraries and child processes write), and its exit status is
@@ -168,8 +167,9 @@ def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
 
 
 def _loggers() -> dict[str, logging.Logger]:
-    found = {name: logging.getLogger(name) for name, lg in list(logging.root.manager.loggerDict.items())}
-    return {"": logging.getLogger(), **{k: v for k, v in found.items() if isinstance(v, logging.Logger)}}
+    # the loggers only: getLogger() on a placeholder's name would make it a logger (a change of its own)
+    found = {k: v for k, v in list(logging.root.manager.loggerDict.items()) if isinstance(v, logging.Logger)}
+    return {"": logging.getLogger(), **found}
 
 
 def _logger_state(lg: logging.Logger) -> tuple[Any, ...]:
