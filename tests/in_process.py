@@ -100,8 +100,21 @@ def _python_path(value: str) -> list[Path]:
     own (a plugin package a test names this way); returns those that were not there already."""
     added = [Path(p).resolve() for p in value.split(os.pathsep) if p and Path(p).resolve() != ROOT]
     added = [p for p in added if str(p) not in sys.path]
+    for folder in added:  # a fresh interpreter would import the folder's module, this process has another
+        shadowing = sorted(
+            p.stem
+            for p in folder.glob("*")
+            if p.stem.isidentifier() and p.stem in sys.modules and not _imported_from(p.stem, folder)
+        )
+        if shadowing:
+            raise RuntimeError(f"tests.in_process: PYTHONPATH {folder} shadows imported modules {shadowing}")
     sys.path[1:1] = [str(p) for p in added]
     return added
+
+
+def _imported_from(name: str, folder: Path) -> bool:
+    file = getattr(sys.modules[name], "__file__", None)
+    return file is not None and Path(file).resolve().is_relative_to(folder)
 
 
 def _forget_modules_under(folders: list[Path]) -> None:

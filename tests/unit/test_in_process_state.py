@@ -49,3 +49,12 @@ def test_a_change_left_behind_is_named():
 def test_a_command_line_that_is_not_the_entry_points_is_refused():
     with pytest.raises(ValueError, match="not a command line of run_pipeline.py"):
         in_process.run_command(["python", "benchmarks/learning.py"])
+
+
+def test_a_pythonpath_folder_that_shadows_an_imported_module_is_refused(tmp_path):
+    """A fresh interpreter would import the folder's ``json``; this process already holds the real one."""
+    (tmp_path / "json.py").write_text("")
+    path = list(sys.path)
+    with pytest.raises(RuntimeError, match=r"shadows imported modules \['json'\]"):
+        in_process._python_path(str(tmp_path))
+    assert sys.path == path
