@@ -330,10 +330,17 @@ class _State:
             for name, state in now["loggers"].items()
             if name in self.seen["loggers"] or tuple(state[1:]) != _NEW_LOGGER
         }
-        leaks = [name for name, value in now.items() if value != self.seen[name]]
+        leaks = {
+            name: _difference(self.seen[name], value)
+            for name, value in now.items()
+            if name != "child processes" and value != self.seen[name]
+        }
+        # a child that ended meanwhile is no leak (a process the test started before the run)
+        started = now["child processes"] - self.seen["child processes"]
+        if started:
+            leaks["child processes"] = sorted(started)
         if leaks:
-            detail = {name: _difference(self.seen[name], now[name]) for name in leaks}
-            raise AssertionError(f"tests.in_process: the run left this process changed: {detail}")
+            raise AssertionError(f"tests.in_process: the run left this process changed: {leaks}")
 
 
 def _difference(before: Any, after: Any) -> Any:

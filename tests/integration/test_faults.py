@@ -192,24 +192,32 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_previous_one_used(
 def test_a_second_process_in_a_live_run_directory_is_refused_and_touches_nothing(tmp_path):
     run_dir = tmp_path / "run"
     # Long enough to outlast the second process's start on a busy machine; stopped by SIGTERM below.
-    first = start(run_dir, "training_loop.grpo.max_steps=100000", "training_loop.grpo.save_steps=100000")
-    wait_for(
-        lambda: (
-            (run_dir / "metrics.jsonl").exists()
-            and "grpo/learning_rate" in (run_dir / "metrics.jsonl").read_text()
-        ),
-        first,
-        timeout=1800,
-    )
-    log_before = (run_dir / "run_pipeline.log").stat().st_size
-    second = run(run_dir, *SFT_SAVED, "resume=auto")
-    assert second.returncode == 73, second.stdout[-2000:] + second.stderr[-2000:]
-    assert (
-        "in use by another process (host " in second.stderr and f"pid {first.pid}, started" in second.stderr
-    )
-    assert "Traceback" not in second.stdout + second.stderr
-    first.send_signal(signal.SIGTERM)  # the first ends the way a preempted run does: checkpoint, exit 75
-    out, _ = first.communicate(timeout=300)
+    longer = ("training_loop.grpo.max_steps=100000", "training_loop.grpo.save_steps=100000")
+    first = start(run_dir, *longer)
+    try:
+        wait_for(
+            lambda: (
+                (run_dir / "metrics.jsonl").exists()
+                and "grpo/learning_rate" in (run_dir / "metrics.jsonl").read_text()
+            ),
+            first,
+            timeout=1800,
+        )
+        log_before = (run_dir / "run_pipeline.log").stat().st_size
+        # The same command again (its schedule too: another one is refused before the lock is asked)
+        second = run(run_dir, *SFT_SAVED, *longer, "resume=auto")
+        assert second.returncode == 73, second.stdout[-2000:] + second.stderr[-2000:]
+        assert (
+            "in use by another process (host " in second.stderr
+            and f"pid {first.pid}, started" in second.stderr
+        )
+        assert "Traceback" not in second.stdout + second.stderr
+        first.send_signal(signal.SIGTERM)  # the first ends the way a preempted run does: checkpoint, exit 75
+        out, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:  # a failed assertion above: the first run must not outlive the test
+            first.kill()
+            first.wait()
     assert first.returncode == 75, out[-3000:]
     assert (run_dir / "run_pipeline.log").stat().st_size >= log_before
     assert "refused" not in (run_dir / "run_pipeline.log").read_text()

@@ -58,3 +58,20 @@ def test_a_pythonpath_folder_that_shadows_an_imported_module_is_refused(tmp_path
     with pytest.raises(RuntimeError, match=r"shadows imported modules \['json'\]"):
         in_process._python_path(str(tmp_path))
     assert sys.path == path
+
+
+def test_a_child_the_run_left_is_named_and_one_that_ended_is_not():
+    import subprocess
+
+    earlier = subprocess.Popen(["sleep", "60"])
+    before = in_process._State.record()
+    earlier.kill()
+    earlier.wait()
+    before.check()  # a child that ended meanwhile (the test's own process) is no leak
+    left = subprocess.Popen(["sleep", "60"])
+    try:
+        with pytest.raises(AssertionError, match=rf"'child processes': \['{left.pid} sleep 60'\]"):
+            before.check()
+    finally:
+        left.kill()
+        left.wait()
