@@ -152,3 +152,133 @@ def test_verifier_only_task_refuses_sft_and_leaves_rft_and_grpo_alone():
 def test_rows_without_a_reference_keep_none_not_the_string_none():
     colour = ReasoningGymData("graph_color", 8, 4, 42, None, None).load(PROMPT)
     assert set(colour.train["answer"]) == {None} and set(colour.eval["answer"]) == {None}
+
+
+# -- the rounds run through the one phase runner (issue 57, item 3) -------------------------------------
+# A real RFT phase of the tiny model: real prompts rendered with its tokenizer, the real countdown
+# verifier (in process), TRL's SFTTrainer; only the sampling backend answers each prompt with its own
+# reference (a random tiny model would keep nothing).
+ROUNDS = {**RFT, "rounds": 2, "steps_per_round": 2, "per_device_train_batch_size": 2,
+          "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 1}  # fmt: skip
+
+
+class Answers:
+    """A generation backend whose every sample is the prompt's reference answer, inside the markers."""
+
+    def __init__(self, tokenizer, entries):
+        self.answers = {
+            PROMPT.render(tokenizer, PROMPT.messages(e["question"])): e["answer"] for e in entries
+        }
+
+    def __call__(self, model, tokenizer, sampling):
+        self.k = sampling.num_samples
+        return self
+
+    def generate(self, prompts, progress=None):
+        return [[Generation(f"<answer>{self.answers[p]}</answer>", 8, True)] * self.k for p in prompts]
+
+
+@pytest.fixture
+def phases(tmp_path):
+    """run(rft_or_sft, run_dir, checkpoint=None): the phase run by rlvr's TrainingLoop under the
+    pipeline's guard; returns (the event list, the rlvr callbacks of each trainer built, by class name)."""
+    import datasets
+    from tests.conftest import SIGNAL, tiny_model
+
+    from rlvr.training_loop import TrainingLoop
+    from rlvr.training_loop.checkpoints import PreemptionGuard
+
+    loaded = tiny_model().load()
+    entries = _countdown(4)
+    rows = {
+        "prompt": [PROMPT.messages(e["question"]) for e in entries],
+        "answer": [e["answer"] for e in entries],
+        "task": ["countdown"] * len(entries),
+        "entry": [json.dumps(e) for e in entries],
+    }
+    with verifier_pool(num_workers=0) as pool:
+        correctness = CorrectnessReward(1.0, partial_credit=False, prompt=PROMPT, verifier=pool)
+        rewards = RewardSet({"correctness": correctness}, prompt=PROMPT, verifier=pool, plugin_timeout_s=60.0,
+                            completions_per_step=0, seed=0)  # fmt: skip
+
+        def run(which, run_dir, checkpoint=None, **fields):
+            nodes = {"sft": {"enabled": False}, "rft": {"enabled": False}, "grpo": {"enabled": False}}
+            nodes[which] = {**(ROUNDS if which == "rft" else SFT_STEPS), **fields}
+            loop = TrainingLoop(**nodes, signal=SIGNAL, seed=0, device="auto", precision="auto",
+                                prompt=PROMPT, rewards=rewards)  # fmt: skip
+            events, trainers = [], []
+            session = Session(
+                tokenizer=loaded.tokenizer,
+                train_dataset=datasets.Dataset.from_dict(rows),
+                emit=events.append,
+                on_weights=lambda *a, **k: None,
+                eval_every=0,
+                run_dir=run_dir,
+                guard=PreemptionGuard(),
+                attach=lambda trainer: trainers.append(
+                    [
+                        type(c).__name__
+                        for c in trainer.callback_handler.callbacks
+                        if type(c).__module__.startswith("rlvr.")
+                    ]  # fmt: skip
+                ),
+                generator=Answers(loaded.tokenizer, entries),
+            )
+            with session.guard:
+                loop.run(loaded.model, session, resume=(which, checkpoint) if checkpoint else None)
+            return events, trainers
+
+        yield run
+
+
+SFT_STEPS = {"max_steps": 2, "per_device_train_batch_size": 2, "learning_rate": 1e-3, "logging_steps": 1,
+             "save_steps": 1}  # fmt: skip
+
+
+def test_each_rounds_trainer_gets_the_callbacks_of_a_plain_phase_in_the_same_order(phases, tmp_path):
+    """Every round's SFTTrainer is built by the one phase runner (Phase.fit): the pipeline's callbacks
+    in a plain phase's order, the round's end among the phase's own, before the guard, and the guard
+    before CompletionMarker (a save the guard asks for at a step saved before drops that step's old
+    marker first). A round that ends at its own steps_per_round is not stopped early: the phase
+    completes with one PhaseEnd. Mutation: rft.py's old order (marker, then guard) -> red."""
+    from rlvr import events as ev
+
+    _, [sft] = phases("sft", tmp_path / "sft")
+    assert sft == ["EventBridge", "PreemptionGuard", "CompletionMarker"]
+    events, rounds = phases("rft", tmp_path / "rft")
+    assert len(rounds) == ROUNDS["rounds"]
+    for callbacks in rounds:
+        assert callbacks == ["EventBridge", "_RoundEnd", "PreemptionGuard", "CompletionMarker"]
+        assert [c for c in callbacks if c != "_RoundEnd"] == sft
+    ends = [e for e in events if isinstance(e, ev.PhaseEnd)]
+    assert [(e.phase, e.steps, e.max_steps) for e in ends] == [("rft", 4, 4)]
+    assert (tmp_path / "rft" / "checkpoints" / "rft" / "checkpoint-4" / "COMPLETE").is_file()
+
+
+def _damage_optimizer(checkpoint):
+    """The same number of bytes, none of them a torch file: the marker's file list still holds."""
+    optimizer = checkpoint / "optimizer.pt"
+    optimizer.write_bytes(b"\0" * optimizer.stat().st_size)
+
+
+def test_a_checkpoint_that_fails_to_load_in_an_rft_round_is_checkpoint_damaged_as_in_a_phase(
+    phases, tmp_path
+):
+    """A checkpoint whose files pass the completeness check but whose optimizer state cannot be loaded:
+    resuming RFT from it raises CheckpointDamaged with the message a plain phase gives (which
+    checkpoint, continue from an older one), not the loader's own exception. Mutation: RFT's old round
+    runner (trainer.train called directly, no _Started/CheckpointDamaged) -> red."""
+    from rlvr.runtime.faults import CheckpointDamaged
+
+    found = {}
+    for which in ("sft", "rft"):
+        run_dir = tmp_path / which
+        phases(which, run_dir)
+        checkpoint = run_dir / "checkpoints" / which / "checkpoint-1"  # inside the phase (RFT: round 0)
+        _damage_optimizer(checkpoint)
+        with pytest.raises(CheckpointDamaged) as damaged:
+            phases(which, run_dir, checkpoint)
+        found[which] = str(damaged.value).replace(str(run_dir / "checkpoints" / which), "<folder>")
+        assert found[which].startswith("checkpoint <folder>/checkpoint-1 could not be loaded (")
+        assert "Continue from an older one with resume=<its path>" in found[which]
+    assert found["rft"].split(" (")[0] == found["sft"].split(" (")[0]

@@ -60,7 +60,8 @@ def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, out
             f"completeness check. Continue from an older one with resume=<its path> (they are in "
             f"{ckpt.parent}), or move {ckpt.name} out of that folder and run resume=auto again."
         ) from exc
-    outcome.seconds[phase] = time.perf_counter() - start
+    # added up: an RFT phase trains once a round
+    outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + time.perf_counter() - start
     outcome.steps[phase] = trainer.state.global_step
     outcome.history.extend(bridge.history)
     return trainer.model
@@ -97,7 +98,7 @@ def _restore(trainer: Any, phase: str, ckpt: Path, step: int, outcome: Any) -> A
     end only after a step, so it trained one step past ``max_steps``.) ``_load_from_checkpoint`` is the
     loader that method uses (full weights, sharded files or a PEFT adapter); there is no public one."""
     trainer._load_from_checkpoint(str(ckpt))
-    outcome.seconds[phase] = 0.0
+    outcome.seconds.setdefault(phase, 0.0)
     outcome.steps[phase] = step  # the checkpoint's own trainer state's (checkpoints.resumed_step)
     return trainer.model
 
@@ -310,12 +311,31 @@ class Phase:
     def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
         the trained model."""
+        said = displaced_count(session)
+        model, total = self.fit(model, session, outcome, checkpoint)
+        self.settle(session, outcome, total, total, said)
+        return model
+
+    def fit(
+        self,
+        model: Any,
+        session: Session,
+        outcome: TrainOutcome,
+        checkpoint: Path | None,
+        own: list[Any] | None = None,
+    ) -> tuple[Any, int]:
+        """One trainer run, resuming from ``checkpoint`` if given: the one code path of every phase and
+        of each RFT round (rlvr.training_loop.rft), so the callbacks' order, the guard's reclaim, a
+        checkpoint that fails to load (CheckpointDamaged) and a checkpoint of the phase's last step
+        (restored, not trained) are the same everywhere. ``own``: this trainer's own callbacks
+        (default :meth:`callbacks`; an RFT round's end). Steps, seconds and history are added to
+        ``outcome``. Returns the model and the phase's total steps."""
         args, bridge = self.args_and_bridge(model, session, outcome)
         # The guard before the marker: a save the guard asks for at a step saved before also first
         # drops that step's old marker (CompletionMarker.on_step_end).
         guard = [session.guard] if session.guard is not None else []
-        callbacks = [bridge, *self.callbacks(session, checkpoint), *guard, CompletionMarker()]
-        said = len(session.guard.displaced) if session.guard is not None else 0
+        own = self.callbacks(session, checkpoint) if own is None else own
+        callbacks = [bridge, *own, *guard, CompletionMarker()]
         trainer = quiet(self.trainer(model, args, session, callbacks))
         if session.guard is not None:
             session.guard.reclaim()  # a handler the trainer put on SIGTERM as it was built (JIT checkpointing)
@@ -329,14 +349,24 @@ class Phase:
             model = _restore(trainer, self.name, checkpoint, step, outcome)
         else:
             model = _train(trainer, self.name, bridge, checkpoint, outcome)
-        session.emit(
-            ev.PhaseEnd(self.name, outcome.steps[self.name], args.max_steps, outcome.seconds[self.name])
-        )
+        total = args.max_steps if args.max_steps > 0 else trainer.state.max_steps  # > 0: set, not epochs
+        return model, total
+
+    def settle(self, session: Session, outcome: TrainOutcome, end: int, total: int, said: int) -> None:
+        """The phase's end, after its last :meth:`fit`: its PhaseEnd event (step of ``total``), the
+        handlers that replaced the pipeline's on its signals since ``said`` were counted, and the stop
+        rule: training that ended before ``end`` (the phase's ``total``; the end of the RFT round it
+        was in) without the pipeline's stop raises StoppedEarly."""
+        step = outcome.steps[self.name]
+        session.emit(ev.PhaseEnd(self.name, step, total, outcome.seconds[self.name]))
         displaced = session.guard.displaced[said:] if session.guard is not None else []
         for line in displaced:
             session.emit(
                 ev.RunWarning(f"{self.key}: {line} replaced the pipeline's stop handler; taken back")
             )
-        total = args.max_steps if args.max_steps > 0 else trainer.state.max_steps  # > 0: set, not epochs
-        stop_unless_finished(self.key, outcome.steps[self.name], total, session, displaced)
-        return model
+        stop_unless_finished(self.key, step, end, session, displaced)
+
+
+def displaced_count(session: Session) -> int:
+    """How many displaced handlers the guard has named before a phase starts (settle's ``said``)."""
+    return len(session.guard.displaced) if session.guard is not None else 0

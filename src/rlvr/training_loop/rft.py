@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.issues import ConfigIssue, value_issues
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.io import atomic_write_json
-from rlvr.training_loop.checkpoints import CompletionMarker, resumed_step
-from rlvr.training_loop.phase import Phase, Session, TrainOutcome, quiet
+from rlvr.training_loop.checkpoints import resumed_step
+from rlvr.training_loop.phase import Phase, Session, TrainOutcome, displaced_count
 from rlvr.training_loop.settings import RFTNode
 
 ROUNDS_FILE = "rft_rounds.json"
@@ -292,85 +293,84 @@ class RFTPhase(Phase):
         self.done = [Round(**r) for r in json.loads(path.read_text())["rounds"]]
 
     def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
-        """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained."""
+        """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained.
+
+        Each round is one :meth:`Phase.fit` (the phase runner every phase uses: its callbacks in the
+        same order, the guard's reclaim, a damaged checkpoint, a checkpoint of the last step restored)
+        over the round's block, ended by :class:`_RoundEnd` at the round's last step; the phase ends
+        with :meth:`Phase.settle` (its PhaseEnd and the stop rules) against the end of the last round
+        it trained: a round that reached its end is not stopped early, one the guard stopped is
+        preempted, one something else stopped is StoppedEarly."""
         s = self.valid
         total = s.rounds * s.steps_per_round
+        said = displaced_count(session)
         self.done, self._training = [], 0
-        step, seconds = 0, 0.0
+        step = 0
         if checkpoint is not None:
             self._resume_rounds(checkpoint)
             step = resumed_step(checkpoint, self.name, total)  # its trainer state's, not its folder name
         else:
             self._add_round(self.sample(model, session, 0))
-        while step < total:
-            self._training = step // s.steps_per_round
-            current = self.done[self._training]
-            if not current.rows:
-                fix = (
-                    "warm start with SFT (or RFT from a model that answers in the format), or use an "
-                    "easier task"
-                )
-                samples = int(current.stats["samples"])
-                session.emit(
-                    ev.RunWarning(
-                        f"rft round {current.index}: none of {samples} samples was verified, so the "
-                        f"phase stops here; {fix}",
-                        step=step,
-                    )
-                )
-                outcome.stopped[self.name] = (
-                    f"RFT stopped at step {step} of {total}: round {current.index} kept none of its "
-                    f"{samples} samples (none was verified). Fix: {fix}"
-                )
+        outcome.steps[self.name], outcome.seconds[self.name] = step, 0.0
+        end = step  # the last step of the round trained last
+        while True:
+            # A checkpoint of the phase's last step: its last round, restored by fit, not trained.
+            index = min(step // s.steps_per_round, s.rounds - 1)
+            if not self.done[index].rows:
+                self._kept_nothing(session, outcome, step, total, self.done[index])
                 break
-            model, seconds = self._train_round(model, session, outcome, checkpoint, seconds)
+            self._training, end = index, (index + 1) * s.steps_per_round
+            round_end = _RoundEnd(self, end, partial(self._sample_next, model, session, index + 1))
+            model, _ = self.fit(model, session, outcome, checkpoint, own=[round_end])
             step = outcome.steps[self.name]
-            checkpoint = Path(session.run_dir / "checkpoints" / self.name / f"checkpoint-{step}")
-            if session.guard is not None and session.guard.stopping:
-                break
-        outcome.steps[self.name] = step
-        outcome.seconds[self.name] = seconds
-        session.emit(ev.PhaseEnd(self.name, step, total, seconds))
+            # Every round resumes from the previous round's last checkpoint, in an uninterrupted run too.
+            checkpoint = session.run_dir / "checkpoints" / self.name / f"checkpoint-{step}"
+            if step < end or step >= total or (session.guard is not None and session.guard.stopping):
+                break  # the phase's end, or a stop (settle tells the pipeline's from another)
+        self.settle(session, outcome, end, total, said)
         return model
+
+    def _kept_nothing(
+        self, session: Session, outcome: TrainOutcome, step: int, total: int, current: Round
+    ) -> None:
+        """A round with no verified sample: the phase stops there, with a warning (not a fault)."""
+        fix = "warm start with SFT (or RFT from a model that answers in the format), or use an easier task"
+        samples = int(current.stats["samples"])
+        session.emit(
+            ev.RunWarning(
+                f"rft round {current.index}: none of {samples} samples was verified, so the phase "
+                f"stops here; {fix}",
+                step=step,
+            )
+        )
+        outcome.stopped[self.name] = (
+            f"RFT stopped at step {step} of {total}: round {current.index} kept none of its {samples} "
+            f"samples (none was verified). Fix: {fix}"
+        )
+
+    def _sample_next(self, model: Any, session: Session, index: int) -> None:
+        self._add_round(self.sample(model, session, index))
 
     def _add_round(self, sampled: Round) -> None:
         self.done.append(sampled)
         print(_round_line(sampled), flush=True)  # the console's line per round; metrics carry the numbers
 
-    def _train_round(
-        self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None, seconds: float
-    ) -> tuple[Any, float]:
-        """One round: an SFTTrainer over the round's block, resuming from ``checkpoint``."""
+    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+        """An SFTTrainer over the block of the round being trained (``self._training``): its kept rows,
+        shuffled by the round's seed and cycled to exactly ``steps_per_round`` batches."""
         from datasets import Dataset
         from trl import SFTTrainer
 
         s, index = self.valid, self._training
-        args, bridge = self.args_and_bridge(model, session, outcome)
         batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
         data = Dataset.from_list(self.done[index].block(s.steps_per_round * batch, self.seed * 1_000 + index))
-        round_end = _RoundEnd(
-            self,
-            (index + 1) * s.steps_per_round,
-            lambda: self._add_round(self.sample(model, session, index + 1)),
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=data,
+            processing_class=session.tokenizer,
+            callbacks=callbacks,
         )
-        callbacks = [bridge, round_end, CompletionMarker()]
-        callbacks += [session.guard] if session.guard is not None else []
-        trainer = quiet(
-            SFTTrainer(
-                model=model,
-                args=args,
-                train_dataset=data,
-                processing_class=session.tokenizer,
-                callbacks=callbacks,
-            )
-        )
-        if session.attach is not None:
-            session.attach(trainer)
-        start = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        outcome.steps[self.name] = trainer.state.global_step
-        outcome.history.extend(bridge.history)
-        return trainer.model, seconds + time.perf_counter() - start
 
 
 def _round_line(r: Round) -> str:
