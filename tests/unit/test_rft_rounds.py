@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 import reasoning_gym
 from tests.conftest import make_loop, verifier_pool
+from transformers import TrainerCallback
 
 from rlvr.data import ReasoningGymData, references
 from rlvr.evaluation.generation import Generation
@@ -162,6 +165,15 @@ ROUNDS = {**RFT, "rounds": 2, "steps_per_round": 2, "per_device_train_batch_size
           "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 1}  # fmt: skip
 
 
+class AtStepThree(TrainerCallback):
+    def __init__(self, act):
+        self.act = act
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == 2:  # steps done: this is step 3
+            self.act(control)
+
+
 class Answers:
     """A generation backend whose every sample is the prompt's reference answer, inside the markers."""
 
@@ -188,7 +200,7 @@ def phases(tmp_path):
     from rlvr.training_loop import TrainingLoop
     from rlvr.training_loop.checkpoints import PreemptionGuard
 
-    loaded = tiny_model().load()
+    tokenizer = tiny_model().load().tokenizer
     entries = _countdown(4)
     rows = {
         "prompt": [PROMPT.messages(e["question"]) for e in entries],
@@ -201,12 +213,22 @@ def phases(tmp_path):
         rewards = RewardSet({"correctness": correctness}, prompt=PROMPT, verifier=pool, plugin_timeout_s=60.0,
                             completions_per_step=0, seed=0)  # fmt: skip
 
-        def run(which, run_dir, checkpoint=None, **fields):
+        def run(which, run_dir, checkpoint=None, act=None, **fields):
+            """``act(control)``: done by a callback at the start of the phase's step 3 (RFT: the first
+            step of round 1), added to each trainer after the pipeline's (as a library's would be)."""
             nodes = {"sft": {"enabled": False}, "rft": {"enabled": False}, "grpo": {"enabled": False}}
             nodes[which] = {**(ROUNDS if which == "rft" else SFT_STEPS), **fields}
             loop = TrainingLoop(**nodes, signal=SIGNAL, seed=0, device="auto", precision="auto",
                                 prompt=PROMPT, rewards=rewards)  # fmt: skip
             events, trainers = [], []
+            loaded = tiny_model().load()  # fresh weights each run (a resumed run loads its checkpoint's)
+
+            def attach(trainer):
+                trainers.append([type(c).__name__ for c in trainer.callback_handler.callbacks
+                                 if type(c).__module__.startswith("rlvr.")])  # fmt: skip
+                if act is not None:
+                    trainer.add_callback(AtStepThree(act))
+
             session = Session(
                 tokenizer=loaded.tokenizer,
                 train_dataset=datasets.Dataset.from_dict(rows),
@@ -215,18 +237,18 @@ def phases(tmp_path):
                 eval_every=0,
                 run_dir=run_dir,
                 guard=PreemptionGuard(),
-                attach=lambda trainer: trainers.append(
-                    [
-                        type(c).__name__
-                        for c in trainer.callback_handler.callbacks
-                        if type(c).__module__.startswith("rlvr.")
-                    ]  # fmt: skip
-                ),
-                generator=Answers(loaded.tokenizer, entries),
+                attach=attach,
+                generator=Answers(tokenizer, entries),
             )
-            with session.guard:
-                loop.run(loaded.model, session, resume=(which, checkpoint) if checkpoint else None)
-            return events, trainers
+            before = signal.getsignal(signal.SIGTERM)
+            try:
+                with session.guard:
+                    outcome = loop.run(
+                        loaded.model, session, resume=(which, checkpoint) if checkpoint else None
+                    )
+            finally:
+                signal.signal(signal.SIGTERM, before)
+            return events, trainers, outcome
 
         yield run
 
@@ -243,9 +265,9 @@ def test_each_rounds_trainer_gets_the_callbacks_of_a_plain_phase_in_the_same_ord
     completes with one PhaseEnd. Mutation: rft.py's old order (marker, then guard) -> red."""
     from rlvr import events as ev
 
-    _, [sft] = phases("sft", tmp_path / "sft")
+    _, [sft], _ = phases("sft", tmp_path / "sft")
     assert sft == ["EventBridge", "PreemptionGuard", "CompletionMarker"]
-    events, rounds = phases("rft", tmp_path / "rft")
+    events, rounds, _ = phases("rft", tmp_path / "rft")
     assert len(rounds) == ROUNDS["rounds"]
     for callbacks in rounds:
         assert callbacks == ["EventBridge", "_RoundEnd", "PreemptionGuard", "CompletionMarker"]
@@ -282,3 +304,47 @@ def test_a_checkpoint_that_fails_to_load_in_an_rft_round_is_checkpoint_damaged_a
         assert found[which].startswith("checkpoint <folder>/checkpoint-1 could not be loaded (")
         assert "Continue from an older one with resume=<its path>" in found[which]
     assert found["rft"].split(" (")[0] == found["sft"].split(" (")[0]
+
+
+def test_a_round_stopped_by_sigterm_is_preempted_and_one_stopped_by_another_callback_is_stopped_early(
+    phases, tmp_path
+):
+    """The stop rules of every phase hold in a round: SIGTERM in round 1 (step 3 of its steps 3-4)
+    saves and marks step 3 and ends the run PREEMPTED; a callback that stops the trainer there (as a
+    library's would) gives a marked checkpoint-3 and StoppedEarly (INTERRUPTED, resumable), not a
+    phase that looks finished. Mutation: RFT's old round runner (no settle) -> the second run returns
+    as if RFT were done -> red."""
+    from rlvr.runtime.faults import StoppedEarly
+    from rlvr.training_loop.checkpoints import MARKER, Preempted
+
+    with pytest.raises(Preempted, match="stopped by SIGTERM during rft at step 3; checkpoint saved"):
+        phases("rft", tmp_path / "term", act=lambda control: os.kill(os.getpid(), signal.SIGTERM))
+    assert (tmp_path / "term" / "checkpoints" / "rft" / "checkpoint-3" / MARKER).is_file()
+
+    def stop(control):
+        control.should_training_stop = True
+
+    with pytest.raises(StoppedEarly) as early:
+        phases("rft", tmp_path / "early", act=stop)
+    assert "training_loop.rft stopped at step 3 of 4" in str(early.value)
+    assert "resume=auto continues from" in str(early.value) and "checkpoint-3" in str(early.value)
+    assert (tmp_path / "early" / "checkpoints" / "rft" / "checkpoint-3" / MARKER).is_file()
+
+
+def test_rft_resumed_from_its_last_steps_checkpoint_loads_its_weights_and_trains_nothing(phases, tmp_path):
+    """The phase runner restores a checkpoint of the phase's last step (rft_grpo resumed after RFT
+    ended hands GRPO RFT's weights). Mutation: RFT's old round runner (no round left: nothing run, the
+    fresh weights handed on) -> red."""
+    from safetensors.torch import load_file
+
+    from rlvr import events as ev
+
+    phases("rft", tmp_path)
+    last = tmp_path / "checkpoints" / "rft" / "checkpoint-4"
+    events, trainers, outcome = phases("rft", tmp_path, last)
+    saved = load_file(last / "model.safetensors")
+    weights = outcome.model.state_dict()
+    assert max((weights[k] - saved[k]).abs().max().item() for k in saved) == 0.0
+    assert not [e for e in events if isinstance(e, ev.TrainStep)]
+    ends = [(e.phase, e.steps, e.max_steps) for e in events if isinstance(e, ev.PhaseEnd)]
+    assert ends == [("rft", 4, 4)] and outcome.steps == {"rft": 4}
