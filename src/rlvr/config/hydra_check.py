@@ -11,17 +11,21 @@ Everything about the app's own keys is the gate's job.
 from __future__ import annotations
 
 import difflib
-import os
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.config_loader import ConfigLoader
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlvr.issues import ConfigIssue, ConfigValidationError, suggest
+from rlvr.runtime.hydra_compose import loader, parser
 from rlvr.security.hydra_policy import (
     code_issues,
     config_file_issues,
@@ -35,16 +39,14 @@ from rlvr.security.hydra_policy import (
 def preflight(
     argv: list[str], script: Path, default_config_path: str, default_config_name: str
 ) -> list[tuple[str, ConfigIssue]]:
-    """Compose the config exactly as ``hydra.main`` is about to (same parser, search path and mode)
+    """Compose the config exactly as ``hydra.main`` is about to (same flags, search path and mode)
     and raise ConfigValidationError for the Hydra settings, resolvers and sweeps refused above.
 
     Returns the overrides of keys that do not exist, each with its issue: the caller hands Hydra the
     command line without them and the gate reports them with every other problem (a sweep refuses
     them here, as its points run elsewhere).
     """
-    from hydra._internal.utils import get_args_parser
-
-    args = get_args_parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.help or args.hydra_help or args.shell_completion:
         return []
     if args.experimental_rerun is not None:
@@ -60,89 +62,67 @@ def preflight(
                 )
             ]
         )
-    search_path = _search_path(args, script, default_config_path)
-    issues = config_file_issues(search_path)
-    if issues:  # before Hydra reads them: composing an alias bomb alone takes minutes and gigabytes
-        raise ConfigValidationError(issues)
     config_name = args.config_name or default_config_name
-    composed = _compose(argv, args, script, search_path, config_name)
+    composed = _compose(argv, args, script, default_config_path, config_name)
     if composed is None:
         return []  # Hydra refuses sweep syntax without -m itself, with its own message, before acting
     cfg, mode, job_hydra_nodes, unknown = composed
     overrides = [o for o in args.overrides if o not in {line for line, _ in unknown}]
-    issues = hydra_issues(cfg, job_hydra_nodes, _multirun(mode), overrides)
-    issues += location_issues(cfg, _multirun(mode), overrides, script, default_config_path, config_name, mode)
-    issues += run_dir_issues(cfg, _multirun(mode))
-    if issues or (unknown and _multirun(mode)):
+    multirun = mode == RunMode.MULTIRUN
+    issues = hydra_issues(cfg, job_hydra_nodes, multirun, overrides)
+    issues += location_issues(cfg, multirun, overrides, script, default_config_path, config_name, mode)
+    issues += run_dir_issues(cfg, multirun)
+    if issues or (unknown and multirun):
         raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
     return unknown
 
 
-def _multirun(mode: Any) -> bool:
-    from hydra.types import RunMode
-
-    return bool(mode == RunMode.MULTIRUN)
-
-
-def _search_path(args: Any, script: Path, default_config_path: str) -> Any:
-    from hydra._internal.utils import create_automatic_config_search_path
-
-    search_path = create_automatic_config_search_path(
-        str(script), None, args.config_path if args.config_path is not None else default_config_path
-    )
-    if args.config_dir is not None:
-        from hydra.core.config_search_path import SearchPathQuery
-
-        search_path.prepend(
-            provider="command-line",
-            path=f"file://{os.path.abspath(args.config_dir)}",
-            anchor=SearchPathQuery(provider="schema"),
-        )
-    return search_path
-
-
 def _compose(
-    argv: list[str], args: Any, script: Path, search_path: Any, config_name: str
+    argv: list[str], args: Any, script: Path, default_config_path: str, config_name: str
 ) -> tuple[DictConfig, Any, list[DictConfig], list[tuple[str, ConfigIssue]]] | None:
     """(config, run mode, each sweep point's Hydra node, unknown-key overrides with their issues);
     None for sweep syntax without -m."""
-    from hydra._internal.hydra import Hydra
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
-    from hydra.types import RunMode
 
+    config_path = args.config_path if args.config_path is not None else default_config_path
     try:
-        hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
-        if args.multirun:
-            mode = RunMode.MULTIRUN
-        elif args.run:
-            mode = RunMode.RUN
-        else:
-            mode = hydra.get_mode(config_name=config_name, overrides=list(args.overrides)) or RunMode.RUN
-        overrides = OverridesParser.create().parse_overrides(list(args.overrides))
-        if mode == RunMode.RUN and any(o.is_sweep_override() for o in overrides):
-            return None
-        cfg, unknown = _compose_known_keys(hydra, config_name, list(args.overrides), mode)
-        kept = [o for o in args.overrides if o not in {line for line, _ in unknown}]
-        jobs = _group_sweep_jobs(hydra, cfg, kept) if mode == RunMode.MULTIRUN else []
-        job_cfgs = [
-            hydra.compose_config(config_name, job, run_mode=RunMode.RUN, with_log_configuration=False)
-            for job in jobs
-        ]
-        job_hydra_nodes = [job_cfg.hydra for job_cfg in job_cfgs]
-        points = [(job_cfg, job, RunMode.RUN) for job_cfg, job in zip(job_cfgs, jobs, strict=True)]
-        issues = code_issues(hydra, config_name, kept, [(cfg, kept, mode), *points])
-        if issues:  # before any model is named to a library: refused with everything else found
-            raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
+        with loader(script, config_path, args.config_dir) as hydra:
+            issues = config_file_issues(hydra.get_search_path())
+            if issues:  # before Hydra reads them: composing an alias bomb alone takes minutes and gigabytes
+                raise ConfigValidationError(issues)
+            mode = _mode(hydra, args, config_name)
+            overrides = OverridesParser.create().parse_overrides(list(args.overrides))
+            if mode == RunMode.RUN and any(o.is_sweep_override() for o in overrides):
+                return None
+            cfg, unknown = _compose_known_keys(hydra, config_name, list(args.overrides), mode)
+            kept = [o for o in args.overrides if o not in {line for line, _ in unknown}]
+            jobs = _group_sweep_jobs(hydra, cfg, kept) if mode == RunMode.MULTIRUN else []
+            job_cfgs = [hydra.load_configuration(config_name, job, run_mode=RunMode.RUN) for job in jobs]
+            job_hydra_nodes = [job_cfg.hydra for job_cfg in job_cfgs]
+            points = [(job_cfg, job, RunMode.RUN) for job_cfg, job in zip(job_cfgs, jobs, strict=True)]
+            issues = code_issues(hydra, config_name, kept, [(cfg, kept, mode), *points])
+            if issues:  # before any model is named to a library: refused with everything else found
+                raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         # Fail closed: a config this check cannot compose is not handed to Hydra either.
         raise ConfigValidationError(
             [ConfigIssue("(command line)", " ".join(argv), f"{type(exc).__name__}: {exc}", _compose_fix(exc))]
         ) from exc
-    finally:
-        GlobalHydra.instance().clear()
     return cfg, mode, job_hydra_nodes, unknown
+
+
+def _mode(hydra: ConfigLoader, args: Any, config_name: str) -> RunMode:
+    """-m or -r, else the config's ``hydra.mode`` as ``hydra.main`` reads it (composed for a sweep,
+    sweep syntax allowed; a config that does not compose so runs once)."""
+    if args.multirun or args.run:
+        return RunMode.MULTIRUN if args.multirun else RunMode.RUN
+    try:
+        cfg = hydra.load_configuration(
+            config_name, list(args.overrides), run_mode=RunMode.MULTIRUN, validate_sweep_overrides=False
+        )
+    except Exception:
+        return RunMode.RUN
+    return cfg.hydra.mode or RunMode.RUN
 
 
 def _compose_fix(exc: Exception) -> str:
@@ -162,7 +142,7 @@ _UNKNOWN_KEY = re.compile(r"Could not override '([^']+)'\.")
 
 
 def _compose_known_keys(
-    hydra: Any, config_name: str, overrides: list[str], mode: Any
+    hydra: ConfigLoader, config_name: str, overrides: list[str], mode: Any
 ) -> tuple[DictConfig, list[tuple[str, ConfigIssue]]]:
     """Compose, leaving out each override of a key the config does not have (Hydra stops at the
     first), and each config-group choice that is not an option name (``model=5``: Hydra raises a
@@ -175,7 +155,7 @@ def _compose_known_keys(
     unknown: list[str] = []
     while True:
         try:
-            cfg = hydra.compose_config(config_name, kept, run_mode=mode, with_log_configuration=False)
+            cfg = hydra.load_configuration(config_name, kept, run_mode=mode)
             return cfg, bad_groups + [(line, _unknown_key_issue(cfg, line)) for line in unknown]
         except MissingConfigException:
             absent = _missing_option_issues(hydra, kept)
@@ -193,18 +173,19 @@ def _compose_known_keys(
             unknown.append(line)
 
 
-def _group_choices(hydra: Any, overrides: list[str]) -> Iterator[tuple[Any, Any, list[str]]]:
+def _group_choices(hydra: ConfigLoader, overrides: list[str]) -> Iterator[tuple[Any, Any, list[str]]]:
     """(override, value, the group's options) of each plain override that picks a config group's option."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    repository = hydra.config_loader.repository
-    for o in OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(overrides):
-        if o.is_sweep_override() or o.is_delete() or not repository.group_exists(o.key_or_group):
+    for o in OverridesParser.create(config_loader=hydra).parse_overrides(overrides):
+        if o.is_sweep_override() or o.is_delete() or not _is_group(hydra, o.key_or_group):
             continue
-        yield o, o.value(), sorted(repository.get_group_options(o.key_or_group))
+        yield o, o.value(), sorted(hydra.get_group_options(o.key_or_group))
 
 
-def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+def _is_group(hydra: ConfigLoader, name: str) -> bool:
+    return any(source.is_group(name) for source in hydra.get_sources())
+
+
+def _group_value_issues(hydra: ConfigLoader, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
     found = []
     for o, value, options in _group_choices(hydra, overrides):
         if not isinstance(value, (str, list)):
@@ -218,7 +199,7 @@ def _group_value_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, Con
     return found
 
 
-def _missing_option_issues(hydra: Any, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
+def _missing_option_issues(hydra: ConfigLoader, overrides: list[str]) -> list[tuple[str, ConfigIssue]]:
     """Group choices that name no option, once Hydra could not compose (so an option that only a
     ``hydra.searchpath`` override or an experiment adds is never judged missing). Hydra's own refusal
     lists the options without naming the close one."""
@@ -315,17 +296,22 @@ def _unknown_key_issue(cfg: DictConfig, line: str) -> ConfigIssue:
     )
 
 
-def _group_sweep_jobs(hydra: Any, cfg: DictConfig, overrides: list[str]) -> list[list[str]]:
+def _group_sweep_jobs(hydra: ConfigLoader, cfg: DictConfig, overrides: list[str]) -> list[list[str]]:
     """The override lists of the sweep points that differ in a config-group choice (only those can
     change ``hydra.*``: sweeping a hydra key is refused, and value sweeps of app keys do not reach
     the Hydra node, whose interpolated parts are judged as written). Expanded like BasicSweeper."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
 
-    parser = OverridesParser.create(config_loader=hydra.config_loader)
+    parser = OverridesParser.create(config_loader=hydra)
     parsed = parser.parse_overrides(sweeper_param_overrides(cfg) + overrides)
-    repository = hydra.config_loader.repository
-    kept = [o for o in parsed if not o.is_sweep_override() or repository.group_exists(o.key_or_group)]
+    kept = [o for o in parsed if not o.is_sweep_override() or _is_group(hydra, o.key_or_group)]
     if not any(o.is_sweep_override() for o in kept):
         return []
-    return [job for batch in BasicSweeper.split_arguments(kept, None) for job in batch]
+    choices: dict[str, list[str]] = {}  # BasicSweeper's order: a key's last override, at its first place
+    for o in kept:
+        if o.is_sweep_override() and not o.is_discrete_sweep():
+            raise HydraException(f"BasicSweeper does not support sweep type : {o.input_line}")
+        key = o.get_key_element()
+        values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+        choices[key] = [f"{key}={value}" for value in values]
+    return [list(job) for job in itertools.product(*choices.values())]

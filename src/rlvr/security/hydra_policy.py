@@ -446,7 +446,7 @@ def code_issues(
     over such a setting is a file's choice too."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parser = OverridesParser.create(config_loader=hydra.config_loader)
+    parser = OverridesParser.create(config_loader=hydra)
     typed_keys = {o.key_or_group for o in parser.parse_overrides(typed)}
     issues: list[ConfigIssue] = []
     for cfg, overrides, mode in composed:
@@ -485,9 +485,8 @@ def _sweeper_code_issues(parser: Any, params: list[str], typed_keys: set[str]) -
 
 def _origin(hydra: Any, config_name: str, overrides: list[str], mode: Any, key: str) -> str | None:
     """The config file that sets ``key`` last in Hydra's defaults list (None if none does)."""
-    repository = hydra.config_loader.repository
     try:
-        defaults = hydra.config_loader.compute_defaults_list(config_name, overrides, mode).defaults
+        defaults = hydra.compute_defaults_list(config_name, overrides, mode).defaults
     except Exception:  # the composition itself succeeded; a missing origin only weakens the message
         return None
     for default in reversed(defaults):
@@ -496,9 +495,10 @@ def _origin(hydra: Any, config_name: str, overrides: list[str], mode: Any, key: 
         package = default.package or ""
         if package and not key.startswith(package + "."):
             continue
-        loaded = repository.load_config(default.config_path)
-        if loaded is None:
+        source = next((s for s in hydra.get_sources() if s.is_config(default.config_path)), None)
+        if source is None:
             continue
+        loaded = source.load_config(default.config_path)
         raw = OmegaConf.to_container(loaded.config, resolve=False)
         node: Any = raw
         for part in key[len(package) + 1 if package else 0 :].split("."):
@@ -833,11 +833,10 @@ def _shipped_locations(
 ) -> DictConfig | None:
     """The shipped config (conf/ beside the script, no --config-dir) composed with only the command
     line's overrides of location settings: what the user, not a config file, chose."""
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_automatic_config_search_path
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+
+    from rlvr.runtime.hydra_compose import loader
 
     shipped = script.parent / default_config_path
     name = config_name if (shipped / f"{config_name}.yaml").is_file() else None
@@ -850,14 +849,11 @@ def _shipped_locations(
         for o in OverridesParser.create().parse_overrides(overrides)
         if not o.is_sweep_override() and o.key_or_group.startswith(prefixes)
     ]
-    search_path = create_automatic_config_search_path(str(script), None, default_config_path)
     try:
-        hydra = Hydra.create_main_hydra2(task_name=script.stem, config_search_path=search_path)
-        return hydra.compose_config(name, typed, run_mode=mode, with_log_configuration=False)
+        with loader(script, default_config_path, None) as hydra:
+            return hydra.load_configuration(name, typed, run_mode=mode)
     except (HydraException, OmegaConfBaseException, yaml.YAMLError):
         return None
-    finally:
-        GlobalHydra.instance().clear()
 
 
 # -- inside a Hydra job: the gate's checks of what this job itself was given ------------------------
