@@ -58,7 +58,10 @@ def test_two_point_sweep_runs_as_a_slurm_array_and_reports(slurm, tmp_path):
     )
     assert report.returncode == 0, report.stderr
     table = json.loads((tmp_path / "sweep_report.json").read_text())
-    assert [(p["status"], p["overrides"]["seed"]) for p in table] == [("COMPLETED", s) for s in seeds]
+    # the tiny model learns nothing the verifier counts: a warning (rlvr.records.learning.verifier_silent)
+    assert [(p["status"], p["overrides"]["seed"]) for p in table] == [
+        ("COMPLETED_WITH_WARNINGS", s) for s in seeds
+    ]
     assert set(table[0]["accuracy"]) == {"base model", "after SFT", "final"}
     assert (tmp_path / "sweep_report.png").is_file()
 
