@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import inspect
 import json
 import os
 from types import SimpleNamespace
@@ -117,20 +118,23 @@ def test_differences_name_nested_settings():
     assert differences("seed", 42, 7) == ["seed: 42 -> 7"]
 
 
-def test_a_run_recorded_with_a_model_target_of_the_old_package_name_resumes():
-    """The model targets moved to their defining modules (rlvr.model.HFModel -> rlvr.model.loader.HFModel):
-    the same class under its old name is no change; a different class still is."""
-    from rlvr.training_loop.checkpoints import MOVED_TARGETS
+def test_a_class_recorded_under_its_old_name_is_refused_with_the_new_name():
+    """No alias for a renamed class: a run recorded with an old ``_target_`` (rlvr.model.HFModel,
+    rlvr.training_loop.loop.GRPOLoop) is a difference that names the new class and the way to continue
+    it, and the old name as a config target is refused with the new one as the fix."""
+    from rlvr.security.trust import RENAMED_TARGETS, judge_target
 
-    for old, new in MOVED_TARGETS.items():
+    for old, (new, _) in RENAMED_TARGETS.items():
         module, name = new.rsplit(".", 1)
-        assert getattr(importlib.import_module(module), name) is getattr(
-            importlib.import_module(old.rsplit(".", 1)[0]), name
+        assert inspect.isclass(getattr(importlib.import_module(module), name))
+        [line] = differences("model", {"_target_": old, "name": "m"}, {"_target_": new, "name": "m"})
+        assert f"{old} is the old name of {new}" in line and "resume_allow_changes=true" in line
+        issue = judge_target("training_loop._target_", old)
+        assert issue is not None and issue.fix == (
+            f"set training_loop._target_={new} (in the config file, or as an override: training_loop._target_={new})"
         )
-        assert differences("model", {"_target_": old, "name": "m"}, {"_target_": new, "name": "m"}) == []
-    assert differences(
-        "model", {"_target_": "rlvr.model.HFModel"}, {"_target_": "rlvr.model.loader.TinyRandomModel"}
-    )
+    assert not hasattr(importlib.import_module("rlvr.training_loop.loop"), "GRPOLoop")
+    assert judge_target("model._target_", "rlvr.model.loader.HFModel") is None
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 unsloth patches the model's attention, MLP and LoRA layers with its Triton kernels and brings its
 own activation checkpointing (``use_gradient_checkpointing="unsloth"`` offloads checkpoints to CPU
-RAM), so it is a loader of its own, not a flag on :class:`rlvr.model.HFModel`. Its kernels need a
+RAM), so it is a loader of its own, not a flag on :class:`rlvr.model.loader.HFModel`. Its kernels need a
 CUDA GPU: without one the config is refused at validation, before anything is imported or loaded,
 with the equivalent ``model=hf`` settings to use instead. The config keys are unsloth's own
 argument names (unsloth 2026.10: ``unsloth/models/loader.py``, ``unsloth/models/llama.py``), and

@@ -73,6 +73,28 @@ def allowed_packages() -> tuple[str, ...]:
 
 
 # -- targets -----------------------------------------------------------------------------------------
+# Classes renamed or moved since a run directory may have recorded them (config_resolved.yaml, the
+# settings fingerprint): old target -> (the class's target now, date of the change). Not aliases: an
+# old name is refused with its new one named, so the run's record is edited once rather than every
+# old name being kept importable.
+RENAMED_TARGETS = {
+    "rlvr.model.HFModel": ("rlvr.model.loader.HFModel", "2026-11-26"),
+    "rlvr.model.EmbeddedModel": ("rlvr.model.loader.EmbeddedModel", "2026-11-26"),
+    "rlvr.model.TinyRandomModel": ("rlvr.model.loader.TinyRandomModel", "2026-11-26"),
+    "rlvr.model.UnslothModel": ("rlvr.model.unsloth.UnslothModel", "2026-11-26"),
+    "rlvr.training_loop.GRPOLoop": ("rlvr.training_loop.loop.TrainingLoop", "2026-11-28"),
+    "rlvr.training_loop.loop.GRPOLoop": ("rlvr.training_loop.loop.TrainingLoop", "2026-11-28"),
+}
+
+
+def renamed(target: str) -> str | None:
+    """Why ``target`` is an old name (its new one and when it changed), or None."""
+    if target not in RENAMED_TARGETS:
+        return None
+    new, when = RENAMED_TARGETS[target]
+    return f"{target} is the old name of {new} (renamed {when})"
+
+
 class _MissingDependency(Exception):
     def __init__(self, name: str):
         super().__init__(name)
@@ -159,6 +181,12 @@ def judge_target(key: str, target: Any) -> ConfigIssue | None:
         )
     if target.split(".")[0] not in allowed:
         return ConfigIssue(key, target, f"outside the allowed packages {allowed}", fix)
+    if (old := renamed(target)) is not None:
+        # A config written before the rename (a run's config_resolved.yaml): the new name, not an alias.
+        new = RENAMED_TARGETS[target][0]
+        return ConfigIssue(
+            key, target, old, f"set {key}={new} (in the config file, or as an override: {key}={new})"
+        )
     try:
         obj = _import_object(target)
     except _MissingDependency as exc:

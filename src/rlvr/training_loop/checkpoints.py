@@ -41,6 +41,7 @@ from transformers import TrainerCallback
 from rlvr.runtime.faults import CheckpointDamaged
 from rlvr.runtime.io import atomic_write_bytes, atomic_write_json
 from rlvr.runtime.safe_json import loads
+from rlvr.security.trust import renamed
 from rlvr.stages import PHASES
 
 log = logging.getLogger(__name__)
@@ -257,22 +258,17 @@ def check_fingerprint(
     return diffs
 
 
-# Model classes whose ``_target_`` was their package's re-export before 2026-11-26 (each now names its
-# defining module): a run recorded with the old name resumes. A fixed table: a name read from a run
-# directory is data, never imported.
-MOVED_TARGETS = {
-    "rlvr.model.HFModel": "rlvr.model.loader.HFModel",
-    "rlvr.model.EmbeddedModel": "rlvr.model.loader.EmbeddedModel",
-    "rlvr.model.TinyRandomModel": "rlvr.model.loader.TinyRandomModel",
-    "rlvr.model.UnslothModel": "rlvr.model.unsloth.UnslothModel",
-}
-
-
 def differences(key: str, saved: Any, current: Any) -> list[str]:
     """``key: saved -> current`` for each setting that differs, nested settings by their dotted key
-    (``model.hidden_size: 64 -> 32``, not the two whole model configs)."""
-    if key.endswith("._target_") and isinstance(saved, str):
-        saved = MOVED_TARGETS.get(saved, saved)
+    (``model.hidden_size: 64 -> 32``, not the two whole model configs). A class recorded under a name
+    it has since lost says so (rlvr.security.trust.RENAMED_TARGETS): the saved name is never equated
+    with the new one, as the run that recorded it may have built another class."""
+    old = renamed(saved) if key.endswith("._target_") and isinstance(saved, str) else None
+    if old is not None and saved != current:
+        return [
+            f"{key}: {saved!r} -> {current!r} ({old}; if that run built the same class, "
+            "resume_allow_changes=true continues it)"
+        ]
     if isinstance(saved, dict) and isinstance(current, dict):
         return [
             line

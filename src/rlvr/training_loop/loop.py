@@ -398,7 +398,3 @@ def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
             guard.signum,
         )
 
-
-GRPOLoop = TrainingLoop
-"""The class's name before 2026-11-28: the ``_target_`` that run directories written before then
-record in config_resolved.yaml, so ``resume=auto`` on such a run still builds it."""
