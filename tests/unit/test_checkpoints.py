@@ -287,14 +287,14 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
     A's checkpoint under B's name."""
     from rlvr.config.gate import check
     from rlvr.training_loop.checkpoints import FINGERPRINT
-    from rlvr.training_loop.resume import fingerprint, resolve_resume, run_dir_issues
+    from rlvr.training_loop.resume import fingerprint, foreign_run_dir_issues, resolve_resume
 
     run = tmp_path / "run"
     write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
     ckpt = make_ckpt(run, "grpo", 2)
     before = (run / FINGERPRINT).read_text()
 
-    [issue] = run_dir_issues(compose_cfg(["seed=7"]), run, None)
+    [issue] = foreign_run_dir_issues(compose_cfg(["seed=7"]), run, None)
     assert issue.key == "hydra.run.dir" and "resume=auto" in issue.fix and FINGERPRINT in issue.problem
     with pytest.raises(ConfigValidationError, match="holds another run"):
         check(compose_cfg(["seed=42"]), run)  # even with the same settings
@@ -310,19 +310,19 @@ def test_a_fresh_run_in_a_directory_holding_another_run_is_refused(tmp_path, com
 def test_resume_auto_without_a_checkpoint_still_compares_with_the_runs_settings(tmp_path, compose_cfg):
     """A run that died before its first checkpoint: resume=auto starts afresh in its directory, only
     with its settings."""
-    from rlvr.training_loop.resume import fingerprint, resolve_resume, run_dir_issues
+    from rlvr.training_loop.resume import fingerprint, foreign_run_dir_issues, resolve_resume
 
     run = tmp_path / "run"
     write_fingerprint(run, fingerprint(compose_cfg(["seed=42"])))
     same = compose_cfg(["seed=42", "resume=auto"])
-    assert resolve_resume(same, run) == (None, []) and run_dir_issues(same, run, None) == []
+    assert resolve_resume(same, run) == (None, []) and foreign_run_dir_issues(same, run, None) == []
     other = compose_cfg(["seed=7", "resume=auto"])
     assert resolve_resume(other, run) == (None, [])  # no checkpoint: a fresh start ...
-    [issue] = run_dir_issues(other, run, None)  # ... but not in another run's directory
+    [issue] = foreign_run_dir_issues(other, run, None)  # ... but not in another run's directory
     assert "seed: 42 -> 7" in issue.problem and issue.key == "hydra.run.dir"
     allowed = compose_cfg(["seed=7", "resume=auto", "resume_allow_changes=true"])
-    assert run_dir_issues(allowed, run, None) == []
-    assert run_dir_issues(compose_cfg(["seed=7"]), tmp_path / "new", None) == []
+    assert foreign_run_dir_issues(allowed, run, None) == []
+    assert foreign_run_dir_issues(compose_cfg(["seed=7"]), tmp_path / "new", None) == []
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import compose_config
 
-from rlvr.runtime.distributed import Distributed, run_dir_issue, weights_sha256
+from rlvr.runtime.distributed import Distributed, unnamed_run_dir_issue, weights_sha256
 
 
 @pytest.fixture
@@ -114,11 +114,11 @@ def test_zero3_without_the_16bit_gather_is_refused_naming_the_flag(launched, mon
 
 def test_a_multi_process_launch_must_name_its_run_directory(launched):
     launched(2)
-    issue = run_dir_issue(["experiment=smoke"])
+    issue = unnamed_run_dir_issue(["experiment=smoke"])
     assert issue is not None and issue.key == "hydra.run.dir" and "hydra.run.dir=" in issue.fix
-    assert run_dir_issue(["experiment=smoke", "hydra.run.dir=outputs/x"]) is None
+    assert unnamed_run_dir_issue(["experiment=smoke", "hydra.run.dir=outputs/x"]) is None
     launched(1)
-    assert run_dir_issue(["experiment=smoke"]) is None
+    assert unnamed_run_dir_issue(["experiment=smoke"]) is None
 
 
 def test_the_weights_hash_sees_every_parameter_and_buffer():

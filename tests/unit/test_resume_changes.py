@@ -13,7 +13,7 @@ from rlvr import events as ev
 from rlvr.records.report import write_report
 from rlvr.records.run_history import AttemptLog, RunHistory, read_attempts
 from rlvr.training_loop.checkpoints import write_fingerprint
-from rlvr.training_loop.resume import changed_settings, fingerprint, resolve_resume, run_dir_issues
+from rlvr.training_loop.resume import changed_settings, fingerprint, foreign_run_dir_issues, resolve_resume
 
 
 def _run_with_sft_checkpoint(tmp_path, compose_cfg, overrides):
@@ -107,6 +107,6 @@ def test_without_a_checkpoint_a_new_budget_starts_afresh(tmp_path, compose_cfg):
     write_fingerprint(run, fingerprint(compose_cfg(["training_loop.sft.max_steps=60"])))
     cfg = compose_cfg(["training_loop.sft.max_steps=20", "resume=auto"])
     assert resolve_resume(cfg, run) == (None, [])
-    assert run_dir_issues(cfg, run, None) == []
-    [issue] = run_dir_issues(compose_cfg(["seed=7", "resume=auto"]), run, None)
+    assert foreign_run_dir_issues(cfg, run, None) == []
+    [issue] = foreign_run_dir_issues(compose_cfg(["seed=7", "resume=auto"]), run, None)
     assert "seed: 42 -> 7" in issue.problem

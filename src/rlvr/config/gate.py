@@ -97,9 +97,9 @@ def before_hydra(
     the config lacks, left out of that command line so that :func:`check` reports them with every
     other problem (a misspelt key never hides the rest; a sweep refuses them at once)."""
     from rlvr.config.hydra_check import preflight
-    from rlvr.runtime.distributed import run_dir_issue
+    from rlvr.runtime.distributed import unnamed_run_dir_issue
 
-    found = [issue for issue in [run_dir_issue(argv)] if issue is not None]
+    found = [issue for issue in [unnamed_run_dir_issue(argv)] if issue is not None]
     try:
         held = preflight(argv, script, config_path, config_name)
     except ConfigValidationError as exc:
@@ -214,7 +214,7 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     from rlvr.runtime.cards import KEY, card_of
 
     card, card_issues = card_of(OmegaConf.select(cfg, KEY, default=None))
-    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _run_dir_issues(passed)
+    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _resume_issues(passed)
     issues += card_issues
     built = build_all(cfg, keys, skip=_broken(issues))
     passed.components = c = built.components
@@ -228,7 +228,7 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     return issues
 
 
-def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
+def _resume_issues(passed: Passed) -> list[ConfigIssue]:
     """A training run's ``resume`` and what its directory already holds
     (rlvr.training_loop.resume); the resume point is kept in ``passed``. A finished run continued
     with ``resume=auto`` and its own settings passes (the run then says there is nothing to resume);
@@ -237,12 +237,12 @@ def _run_dir_issues(passed: Passed) -> list[ConfigIssue]:
     if "resume" not in cfg:
         return []
     from rlvr.training_loop.checkpoints import checkpoints_in
-    from rlvr.training_loop.resume import resolve_resume, run_dir_issues
+    from rlvr.training_loop.resume import foreign_run_dir_issues, resolve_resume
 
     passed.checkpoints_seen = checkpoints_in(run_dir)
     passed.resume_lines = []
     passed.resume, issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
-    return issues + run_dir_issues(cfg, run_dir, passed.resume)
+    return issues + foreign_run_dir_issues(cfg, run_dir, passed.resume)
 
 
 # Said beside a rule the directory broke only by the time the app held its lock.
@@ -253,7 +253,7 @@ _UNDER_LOCK = (
 
 def judge_run_dir_under_lock(passed: Passed) -> None:
     """The run directory judged again once the app holds its lock (rlvr.runtime.run_lock), by the
-    rules the gate judged it with (:func:`_run_dir_issues`: another run's records, another run's
+    rules the gate judged it with (:func:`_resume_issues`: another run's records, another run's
     settings fingerprint; the finished run is the app's, rlvr.training_loop.resume.finished_run): a
     run that passed the gate in an empty directory, then waited for the lock, must not start in the
     run that finished there meanwhile (SECURITY.md "One owner per run directory"). The resume point is
@@ -262,12 +262,12 @@ def judge_run_dir_under_lock(passed: Passed) -> None:
     if "resume" not in passed.cfg:
         return
     from rlvr.training_loop.checkpoints import checkpoints_in
-    from rlvr.training_loop.resume import run_dir_issues
+    from rlvr.training_loop.resume import foreign_run_dir_issues
 
     if checkpoints_in(passed.run_dir) != passed.checkpoints_seen:
-        issues = _run_dir_issues(passed)
+        issues = _resume_issues(passed)
     else:
-        issues = run_dir_issues(passed.cfg, passed.run_dir, passed.resume)
+        issues = foreign_run_dir_issues(passed.cfg, passed.run_dir, passed.resume)
     refuse([dataclasses.replace(i, problem=f"{i.problem} {_UNDER_LOCK}") for i in issues])
 
 

@@ -31,8 +31,8 @@ from rlvr.security.hydra_policy import (
     config_file_issues,
     hydra_issues,
     location_issues,
-    run_dir_issues,
     sweeper_param_overrides,
+    unsafe_run_dir_issues,
 )
 
 
@@ -71,7 +71,7 @@ def preflight(
     multirun = mode == RunMode.MULTIRUN
     issues = hydra_issues(cfg, job_hydra_nodes, multirun, overrides)
     issues += location_issues(cfg, multirun, overrides, script, default_config_path, config_name, mode)
-    issues += run_dir_issues(cfg, multirun)
+    issues += unsafe_run_dir_issues(cfg, multirun)
     if issues or (unknown and multirun):
         raise ConfigValidationError([*(issue for _, issue in unknown), *issues])
     return unknown

@@ -56,7 +56,7 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def run_dir_issue(argv: list[str]) -> ConfigIssue | None:
+def unnamed_run_dir_issue(argv: list[str]) -> ConfigIssue | None:
     """Several processes must write ONE run directory. Hydra's default ``${now:...}`` directory is
     computed by each process on its own and can differ by a second, so a multi-process launch must
     name the directory."""

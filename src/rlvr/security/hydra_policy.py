@@ -556,7 +556,7 @@ def config_file_issues(search_path: Any) -> list[ConfigIssue]:
 
 
 # -- where a run writes -----------------------------------------------------------------------------
-def run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
+def unsafe_run_dir_issues(cfg: DictConfig, multirun: bool) -> list[ConfigIssue]:
     """The run (or sweep) directory must not hold a secret; an existing one holding a symlink is
     refused before Hydra opens its log file there (in append mode, which would follow a planted link);
     so is a fresh run (``resume`` unset) in a directory, or a sweep over one, that holds another run's

@@ -218,7 +218,9 @@ def _restore_fix(owner: Path, other: str = "") -> str:
     )
 
 
-def run_dir_issues(cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | None) -> list[ConfigIssue]:
+def foreign_run_dir_issues(
+    cfg: DictConfig, run_dir: Path, resume: tuple[str, Path] | None
+) -> list[ConfigIssue]:
     """A fresh run never starts in a directory holding another run's records (it would rewrite
     its fingerprint and mix its metrics); a continued run (``resume`` set) only in one whose
     fingerprint matches its settings, found checkpoint or not: ``resume=auto`` in a run that
