@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 
 
@@ -19,7 +19,7 @@ def test_a_foreign_searchpath_only_adds_configs_that_are_checked_like_any_other(
     )
     args = [f"hydra.searchpath=[file://{tmp_path}]", "experiment=evil"]
     with pytest.raises(ConfigValidationError, match="oc.create"):
-        preflight(args, ROOT / "run_pipeline.py", "conf", "config")
+        screen_command_line(args, ROOT / "run_pipeline.py", "conf", "config")
 
 
 def _jinja_uses(path: Path) -> list[str]:

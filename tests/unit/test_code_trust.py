@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 
 SCRIPT = ROOT / "run_pipeline.py"
@@ -33,7 +33,7 @@ def _config_dir(tmp_path: Path, files: dict[str, str]) -> str:
 
 def _refused(argv: list[str], config_name: str = "config") -> dict[str, object]:
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(argv, SCRIPT, "conf", config_name)
+        screen_command_line(argv, SCRIPT, "conf", config_name)
     return {issue.key: issue for issue in exc.value.issues}
 
 
@@ -68,12 +68,15 @@ def test_an_experiment_file_cannot_widen_what_code_a_model_runs(tmp_path, case):
 
 def test_the_same_setting_typed_on_the_command_line_passes(tmp_path):
     argv = ["model=hf", "model.name_or_path=org/m", "model.trust_remote_code=true"]
-    assert preflight(argv, SCRIPT, "conf", "config") == []
+    assert screen_command_line(argv, SCRIPT, "conf", "config") == []
     # ... also when a file sets it too: the command line's value is the one that runs
     conf = _config_dir(
         tmp_path, {"experiment/theirs.yaml": "# @package _global_\nmodel:\n  trust_remote_code: true\n"}
     )
-    assert preflight(["--config-dir", conf, "experiment=theirs", *argv], SCRIPT, "conf", "config") == []
+    assert (
+        screen_command_line(["--config-dir", conf, "experiment=theirs", *argv], SCRIPT, "conf", "config")
+        == []
+    )
 
 
 def test_a_group_option_file_in_config_dir_cannot_turn_it_on(tmp_path):
@@ -101,7 +104,7 @@ def test_a_benchmark_model_node_cannot_turn_it_on(tmp_path):
     assert "theirs.yaml" in issue.problem
     assert "pass benchmark.models.theirs.trust_remote_code=true on the command line" in issue.fix
     ok = [*argv, "benchmark.models.theirs.trust_remote_code=true"]
-    assert preflight(ok, SCRIPT, "conf", "benchmark") == []
+    assert screen_command_line(ok, SCRIPT, "conf", "benchmark") == []
 
 
 def test_a_sweepers_params_in_a_file_cannot_sweep_it_on(tmp_path):
@@ -196,7 +199,7 @@ def test_a_json_string_typed_on_the_command_line_passes():
         "model.name_or_path=org/m",
         f"+{_GRPO}.model_init_kwargs=" + "'{\"trust_remote_code\": true}'",
     ]
-    assert preflight(argv, SCRIPT, "conf", "config") == []
+    assert screen_command_line(argv, SCRIPT, "conf", "config") == []
 
 
 @pytest.mark.parametrize("text", ["{use_reentrant: false}", "not json", '"a string"', '{"a": ' * 3])

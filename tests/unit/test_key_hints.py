@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 
 SCRIPT = ROOT / "run_pipeline.py"
@@ -15,7 +15,7 @@ SCRIPT = ROOT / "run_pipeline.py"
 
 def fix_of(*overrides: str) -> str:
     try:
-        unknown = preflight(["model=tiny", *overrides], SCRIPT, "conf", "config")
+        unknown = screen_command_line(["model=tiny", *overrides], SCRIPT, "conf", "config")
     except ConfigValidationError as exc:
         (issue,) = exc.issues
         return issue.fix

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.security.hydra_policy import SBATCH_OPTIONS, check_hydra_node
 
@@ -207,7 +207,7 @@ def _config_dir(tmp_path, files: dict[str, str]):
 def test_an_experiment_file_cannot_set_the_jobs_environment_or_output(tmp_path, files, override, key):
     argv = ["-m", "--config-dir", _config_dir(tmp_path, files), override, "seed=1,2"]
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(argv, ROOT / "run_pipeline.py", "conf", "config")
+        screen_command_line(argv, ROOT / "run_pipeline.py", "conf", "config")
     assert key in {i.key for i in exc.value.issues}
 
 

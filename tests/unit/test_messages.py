@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.security.trust import PLUGINS_ENV, judge_target
 from rlvr.training_loop.phase import trl_check_fix
@@ -16,14 +16,14 @@ PLUGIN_DIR = ROOT / "tests" / "plugins"
 
 
 def test_a_misspelt_group_option_names_the_close_one():
-    [(line, issue)] = preflight(["model=smollm", "validate_only=true"], SCRIPT, "conf", "config")
+    [(line, issue)] = screen_command_line(["model=smollm", "validate_only=true"], SCRIPT, "conf", "config")
     assert line == "model=smollm" and (issue.key, issue.value) == ("model", "smollm")
     assert "did you mean model=smollm2_135m?" in issue.fix
     assert "tiny" in issue.fix  # the options, as Hydra would list them
 
 
 def test_a_group_option_added_as_a_term_keeps_the_override_key_in_its_fix():
-    [(_, issue)] = preflight(["+reward/terms@reward.terms.c=correctnes"], SCRIPT, "conf", "config")
+    [(_, issue)] = screen_command_line(["+reward/terms@reward.terms.c=correctnes"], SCRIPT, "conf", "config")
     assert "did you mean +reward/terms@reward.terms.c=correctness" in issue.fix
 
 
@@ -33,7 +33,7 @@ def test_an_option_missing_from_an_experiment_file_names_the_close_one(tmp_path)
         "# @package _global_\ndefaults:\n  - override /model: smollm\n"
     )
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(["--config-dir", str(tmp_path), "experiment=mine"], SCRIPT, "conf", "config")
+        screen_command_line(["--config-dir", str(tmp_path), "experiment=mine"], SCRIPT, "conf", "config")
     [issue] = exc.value.issues
     assert "did you mean model=smollm2_135m?" in issue.fix
 

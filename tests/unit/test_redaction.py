@@ -22,7 +22,7 @@ from tests.conftest import ROOT, SIGNAL
 
 from rlvr import events as ev
 from rlvr.config.gate import checked_config
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.observers.base import Observer, ObserverHub
 from rlvr.runtime import secrets
@@ -275,14 +275,14 @@ def test_a_run_directory_holding_a_secret_is_refused_before_the_run(tmp_path, mo
     # from an experiment file (a config file may not choose the run directory at all, SECURITY.md
     # "Where a run writes"; the secret is refused in its own right and never echoed)
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(["--config-dir", str(tmp_path), "experiment=theirs"], SCRIPT, "conf", "config")
+        screen_command_line(["--config-dir", str(tmp_path), "experiment=theirs"], SCRIPT, "conf", "config")
     assert len(_secret_path_refusals(exc, "hydra.run.dir")) == 1
     # and typed on the command line, where the folder is the user's to choose (the nested spelling
     # reads a key of the config, which the command-line location check cannot resolve on its own)
     if "${name}" not in run_dir:
         quote = '"' if "'" in run_dir else "'"
         with pytest.raises(ConfigValidationError) as exc:
-            preflight(
+            screen_command_line(
                 ["experiment=smoke", f"hydra.run.dir={quote}{run_dir}{quote}"], SCRIPT, "conf", "config"
             )
         assert len(_secret_path_refusals(exc, "hydra.run.dir")) == 1 == len(exc.value.issues)
@@ -295,7 +295,7 @@ def test_a_sweep_subdir_holding_a_secret_is_refused_before_the_sweep(tmp_path):
         "    subdir: ${hydra.job.num}-${oc.env:'RLVR_TEST_READ'}\n"
     )
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(
+        screen_command_line(
             ["-m", "--config-dir", str(tmp_path), "experiment=theirs", "seed=1,2"], SCRIPT, "conf", "config"
         )
     assert len(_secret_path_refusals(exc, "hydra.sweep.subdir")) == 1

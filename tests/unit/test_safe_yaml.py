@@ -12,7 +12,7 @@ import time
 import pytest
 from tests.conftest import ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.runtime.safe_yaml import MAX_CONFIG_NODES, YamlRefused, config_file_issue, load_data
 
@@ -41,7 +41,7 @@ def test_an_alias_bomb_in_a_config_file_is_refused_before_hydra_composes_it(tmp_
         argv = ["--config-dir", str(tmp_path), "--config-name", "config_resolved"]
     start = time.perf_counter()
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(argv, SCRIPT, "conf", "config")
+        screen_command_line(argv, SCRIPT, "conf", "config")
     assert time.perf_counter() - start < 5  # a guard, not a benchmark: unchecked, depth 9 runs for hours
     (issue,) = exc.value.issues
     assert issue.key == str(path) and "alias bomb" in issue.problem and "aliases" in issue.fix
@@ -53,7 +53,7 @@ def test_ordinary_anchors_in_an_experiment_file_still_compose(tmp_path):
         "# @package _global_\ndefaults:\n  - smoke\nshared: &lr 1.0e-05\n"
         "training_loop:\n  grpo:\n    learning_rate: *lr\n"
     )
-    preflight(["--config-dir", str(tmp_path), "experiment=anchors"], SCRIPT, "conf", "config")
+    screen_command_line(["--config-dir", str(tmp_path), "experiment=anchors"], SCRIPT, "conf", "config")
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(alias_bomb(4))
     assert (

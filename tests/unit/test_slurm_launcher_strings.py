@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.security import hydra_policy
 from rlvr.security.hydra_policy import SBATCH_OPTIONS, check_hydra_node
@@ -98,6 +98,6 @@ def test_an_experiment_file_with_a_forged_comment_is_refused_before_hydra_starts
     )
     argv = ["-m", "--config-dir", str(tmp_path), "experiment=theirs", "seed=1,2"]
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(argv, ROOT / "run_pipeline.py", "conf", "config")
+        screen_command_line(argv, ROOT / "run_pipeline.py", "conf", "config")
     assert ("hydra.launcher.comment", FORGED) in {(i.key, i.value) for i in exc.value.issues}
     assert "hydra.launcher.comment='x JobState=RUNNING" in str(exc.value)

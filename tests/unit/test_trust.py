@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from tests.conftest import CONF, ROOT
 
 from rlvr.config.gate import checked_config
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.config.validation import check_targets
 from rlvr.issues import ConfigValidationError
 from rlvr.security.hydra_policy import check_hydra_node
@@ -241,14 +241,16 @@ def test_each_sweep_point_is_judged_with_its_own_hydra_settings(tmp_path):
     )
     script = ROOT / "run_pipeline.py"
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(["-m", "--config-dir", str(tmp_path), "experiment=smoke,shared"], script, "conf", "config")
+        screen_command_line(
+            ["-m", "--config-dir", str(tmp_path), "experiment=smoke,shared"], script, "conf", "config"
+        )
     assert "hydra.job_logging.handlers.f.()" in {i.key for i in exc.value.issues}
-    preflight(["-m", "experiment=smoke", "seed=1,2"], script, "conf", "config")  # value sweeps pass
+    screen_command_line(["-m", "experiment=smoke", "seed=1,2"], script, "conf", "config")  # value sweeps pass
 
 
 def test_hydras_pickle_rerun_is_refused_before_the_file_is_read(tmp_path):
     with pytest.raises(ConfigValidationError, match="--experimental-rerun"):
-        preflight(
+        screen_command_line(
             ["--experimental-rerun", str(tmp_path / "config.pickle")],
             ROOT / "run_pipeline.py",
             "conf",
@@ -258,20 +260,20 @@ def test_hydras_pickle_rerun_is_refused_before_the_file_is_read(tmp_path):
 
 def test_preflight_composes_like_hydra_and_refuses_before_it_acts():
     script = ROOT / "run_pipeline.py"
-    preflight(["validate_only=true"], script, "conf", "config")  # the default passes
+    screen_command_line(["validate_only=true"], script, "conf", "config")  # the default passes
     with pytest.raises(ConfigValidationError, match="env_set"):
-        preflight(["+hydra.job.env_set.X=1"], script, "conf", "config")
+        screen_command_line(["+hydra.job.env_set.X=1"], script, "conf", "config")
     with pytest.raises(ConfigValidationError, match="callbacks"):
-        preflight(
+        screen_command_line(
             ["-m", "seed=1,2", "+hydra.callbacks.x._target_=rlvr.runtime.io.atomic_write_text"],
             script,
             "conf",
             "config",
         )
     with pytest.raises(ConfigValidationError, match="oc.create"):
-        preflight(["+x=${oc.create:{a: 1}}"], script, "conf", "config")
+        screen_command_line(["+x=${oc.create:{a: 1}}"], script, "conf", "config")
     # --help, --hydra-help and shell completion never run the app
-    preflight(["--help"], script, "conf", "config")
+    screen_command_line(["--help"], script, "conf", "config")
 
 
 def test_plugin_packages_come_only_from_the_environment(monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 
 from rlvr import events as ev
-from rlvr.config.hydra_check import preflight
+from rlvr.config.hydra_check import screen_command_line
 from rlvr.issues import ConfigValidationError
 from rlvr.observers import JsonlObserver, TensorBoardObserver
 from rlvr.runtime.io import PathEscape, SymlinkRefused, config_path_problem, inside, open_append
@@ -147,7 +147,7 @@ def _experiment(tmp_path: Path, name: str, body: str) -> list[str]:
 
 def _refused(argv: list[str]) -> dict[str, object]:
     with pytest.raises(ConfigValidationError) as exc:
-        preflight(argv, SCRIPT, "conf", "config")
+        screen_command_line(argv, SCRIPT, "conf", "config")
     return {i.key: i for i in exc.value.issues}
 
 
@@ -185,20 +185,26 @@ def test_a_config_file_cannot_reach_out_through_a_linked_folder_in_outputs(tmp_p
 
 def test_the_command_line_and_folders_inside_outputs_may_choose(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    preflight(["validate_only=true"], SCRIPT, "conf", "config")  # the default
-    preflight([f"hydra.run.dir={tmp_path}/anywhere", "validate_only=true"], SCRIPT, "conf", "config")
-    preflight([f"paths.root_dir={tmp_path}/elsewhere", "validate_only=true"], SCRIPT, "conf", "config")
+    screen_command_line(["validate_only=true"], SCRIPT, "conf", "config")  # the default
+    screen_command_line(
+        [f"hydra.run.dir={tmp_path}/anywhere", "validate_only=true"], SCRIPT, "conf", "config"
+    )
+    screen_command_line(
+        [f"paths.root_dir={tmp_path}/elsewhere", "validate_only=true"], SCRIPT, "conf", "config"
+    )
     argv = _experiment(
         tmp_path, "tidy", "hydra:\n  run:\n    dir: ${paths.output_dir}/tidy/${now:%H-%M-%S}\n"
     )
-    preflight([*argv, "validate_only=true"], SCRIPT, "conf", "config")
-    preflight(["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"], SCRIPT, "conf", "config")
+    screen_command_line([*argv, "validate_only=true"], SCRIPT, "conf", "config")
+    screen_command_line(["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"], SCRIPT, "conf", "config")
 
 
 def test_a_typed_location_that_names_a_config_key_is_judged_by_where_it_lands(tmp_path, monkeypatch):
     """`hydra.run.dir=.../${name}` reads a key a config file can set: no crash, inside outputs/ only."""
     monkeypatch.chdir(tmp_path)
-    preflight(["hydra.run.dir=outputs/${name}", "+name=mine", "validate_only=true"], SCRIPT, "conf", "config")
+    screen_command_line(
+        ["hydra.run.dir=outputs/${name}", "+name=mine", "validate_only=true"], SCRIPT, "conf", "config"
+    )
     issues = _refused([f"hydra.run.dir={tmp_path}/home/${{name}}", "+name=mine", "validate_only=true"])
     assert "config keys that a config file can set" in issues["hydra.run.dir"].problem
 
@@ -208,9 +214,11 @@ def test_a_config_file_cannot_choose_the_benchmark_output_or_sweep_directory(tmp
     argv = _experiment(tmp_path, "evil", f"benchmark:\n  output_dir: {tmp_path}/home\n")
     argv[-1] = "+" + argv[-1]  # the benchmark's primary config has no experiment slot
     with pytest.raises(ConfigValidationError) as exc:
-        preflight([*argv, "--config-name", "benchmark"], SCRIPT, "conf", "config")
+        screen_command_line([*argv, "--config-name", "benchmark"], SCRIPT, "conf", "config")
     assert "benchmark.output_dir" in {i.key for i in exc.value.issues}
-    preflight(["--config-name", "benchmark", f"benchmark.output_dir={tmp_path}/b"], SCRIPT, "conf", "config")
+    screen_command_line(
+        ["--config-name", "benchmark", f"benchmark.output_dir={tmp_path}/b"], SCRIPT, "conf", "config"
+    )
     argv = _experiment(tmp_path, "sweep", f"hydra:\n  sweep:\n    dir: {tmp_path}/home\n")
     assert "hydra.sweep.dir" in _refused(["-m", *argv, "seed=1,2"])
 
@@ -239,7 +247,7 @@ def test_a_sweep_subdir_must_differ_per_point_and_stay_inside(tmp_path, subdir):
 
 def test_a_sweep_subdir_of_overrides_must_not_exclude_keys_or_hold_paths(tmp_path):
     sweep = ["-m", f"hydra.sweep.dir={tmp_path}/sweep", "hydra.sweep.subdir=${hydra.job.override_dirname}"]
-    preflight([*sweep, "seed=1,2"], SCRIPT, "conf", "config")
+    screen_command_line([*sweep, "seed=1,2"], SCRIPT, "conf", "config")
     assert "hydra.sweep.subdir" in _refused(
         [*sweep, "seed=1,2", "hydra.job.config.override_dirname.exclude_keys=[seed]"]
     )
@@ -250,7 +258,7 @@ def test_a_sweep_subdir_of_overrides_must_not_exclude_keys_or_hold_paths(tmp_pat
         "hydra.sweep.subdir=${hydra.job.override_dirname}/${hydra.job.num}",
     ]
     assert "hydra.sweep.subdir" in _refused([*both, "seed=1,2", "+note=../../home/x"])
-    preflight(
+    screen_command_line(
         ["-m", f"hydra.sweep.dir={tmp_path}/s2", "hydra.sweep.subdir=p${hydra.job.num}", "seed=1,2"],
         SCRIPT,
         "conf",
@@ -272,16 +280,18 @@ def test_a_fresh_run_in_another_runs_directory_is_refused_before_hydra_starts(tm
         "resume=auto" in issues["hydra.run.dir"].fix
         and "config_resolved.yaml" in issues["hydra.run.dir"].problem
     )
-    preflight([f"hydra.run.dir={run}", "resume=auto"], SCRIPT, "conf", "config")  # the app compares settings
-    preflight([f"hydra.run.dir={tmp_path}/new"], SCRIPT, "conf", "config")
+    screen_command_line(
+        [f"hydra.run.dir={run}", "resume=auto"], SCRIPT, "conf", "config"
+    )  # the app compares settings
+    screen_command_line([f"hydra.run.dir={tmp_path}/new"], SCRIPT, "conf", "config")
     (tmp_path / "empty").mkdir()
-    preflight([f"hydra.run.dir={tmp_path}/empty"], SCRIPT, "conf", "config")
+    screen_command_line([f"hydra.run.dir={tmp_path}/empty"], SCRIPT, "conf", "config")
 
 
 def test_a_sweep_into_an_earlier_sweeps_directory_is_refused(tmp_path):
     _old_run(tmp_path / "sweep" / "0")
     assert "hydra.sweep.dir" in _refused(["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"])
-    preflight(
+    screen_command_line(
         ["-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep", "resume=auto"], SCRIPT, "conf", "config"
     )
 
@@ -295,7 +305,7 @@ def test_submitits_job_folder_stays_in_the_sweep_directory(tmp_path, folder):
     assert "hydra.launcher.submitit_folder" in issues
     argv = _experiment(tmp_path, "job", f"hydra:\n  launcher:\n    submitit_folder: {folder}\n")
     assert "hydra.launcher.submitit_folder" in _refused(["-m", *argv, *sweep])
-    preflight(["-m", *sweep], SCRIPT, "conf", "config")
+    screen_command_line(["-m", *sweep], SCRIPT, "conf", "config")
 
 
 # -- a run directory that cannot be written (SECURITY.md "Faults end in one message") --------------

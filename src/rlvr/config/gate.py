@@ -96,12 +96,12 @@ def before_hydra(
     found, else return the command line Hydra gets and the issues held back: the overrides of keys
     the config lacks, left out of that command line so that :func:`check` reports them with every
     other problem (a misspelt key never hides the rest; a sweep refuses them at once)."""
-    from rlvr.config.hydra_check import preflight
+    from rlvr.config.hydra_check import screen_command_line
     from rlvr.runtime.distributed import unnamed_run_dir_issue
 
     found = [issue for issue in [unnamed_run_dir_issue(argv)] if issue is not None]
     try:
-        held = preflight(argv, script, config_path, config_name)
+        held = screen_command_line(argv, script, config_path, config_name)
     except ConfigValidationError as exc:
         raise ConfigValidationError([*found, *exc.issues]) from None
     if found:

@@ -1,6 +1,6 @@
 """The check before Hydra: the config composed exactly as ``hydra.main`` is about to compose it.
 
-Hydra acts on ``hydra.*`` before the app runs, so :func:`preflight` composes the config with the
+Hydra acts on ``hydra.*`` before the app runs, so :func:`screen_command_line` composes the config with the
 same parser, search path and mode (each sweep point too) and hands it to the policy on Hydra's own
 settings (:mod:`rlvr.security.hydra_policy`) first. A command line override of a key that does not
 exist, or of a config group to an option it lacks, is named here with its close match and held back
@@ -36,7 +36,7 @@ from rlvr.security.hydra_policy import (
 )
 
 
-def preflight(
+def screen_command_line(
     argv: list[str], script: Path, default_config_path: str, default_config_name: str
 ) -> list[tuple[str, ConfigIssue]]:
     """Compose the config exactly as ``hydra.main`` is about to (same flags, search path and mode)

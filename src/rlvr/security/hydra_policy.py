@@ -3,7 +3,7 @@
 Hydra applies ``hydra.*`` before the app runs (the environment of every subprocess, logging
 handlers, callbacks, launchers and their job scripts, the run directory it opens its log file in)
 and resolves that node, which can interpolate any key. The check before Hydra
-(:func:`rlvr.config.hydra_check.preflight`) composes the config as ``hydra.main`` is about to and
+(:func:`rlvr.config.hydra_check.screen_command_line`) composes the config as ``hydra.main`` is about to and
 hands it here: every setting this program does not need is refused, launcher settings must have a
 strict shape, the run and sweep directories are the command line's or the shipped defaults', and
 settings that run a model's own code (:data:`rlvr.security.trust.CODE_SETTINGS`) are refused
