@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_an_in_process_run_prints_and_exits_as_a_fresh_interpreter(tmp_path):
-    """A refused config: exit 2, the problems on stderr, the memory pre-flight on stdout (one case:
+    """A refused config: exit 2, the problems on stderr, the memory check on stdout (one case:
     each fresh interpreter costs the suite ~20 s of imports)."""
     args = [f"hydra.run.dir={tmp_path / 'run'}", "validate_only=true", "training_loop.grpo.learnin_rate=1e-5"]
     fresh = subprocess.run(

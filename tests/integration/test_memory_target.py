@@ -27,10 +27,10 @@ def test_a_7b_qlora_run_fits_an_l4_and_is_told_so_with_its_estimate(tmp_path):
     proc = validate(tmp_path, *SEVEN_B, *QLORA, "runtime.memory.target=L4-24GB")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert "memory pre-flight: fits on the L4-24GB (22.03 GB as PyTorch reports it): estimated peak" in out
+    assert "memory check: fits on the L4-24GB (22.03 GB as PyTorch reports it): estimated peak" in out
     assert "terms (GB): weights 7.4" in out and "7.62B parameters" in out
     assert "basis: extrapolated (4.9x the largest shape measured)" in out
-    assert out.index("memory pre-flight") < out.index("configuration OK")
+    assert out.index("memory check") < out.index("configuration OK")
 
 
 def test_a_7b_full_fine_tune_does_not_fit_an_h100_and_an_unknown_card_is_named_with_the_rest(tmp_path):

@@ -1,4 +1,4 @@
-"""A GPU user's first hour: the pre-flight against peaks measured on a GPU, shape models, the GPU
+"""A GPU user's first hour: the memory check against peaks measured on a GPU, shape models, the GPU
 recipe's micro-batches and evaluation batches, tokens/s and MFU."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _gpu_experiment(overrides: list[str]):
 
 def test_the_gpu_experiment_runs_on_a_24_gb_card_and_is_refused_there_without_checkpointing(monkeypatch):
     """Its GRPO micro-batch measured 5.4 GB with gradient checkpointing and 28.8 GB without (the
-    1.5B shape, LoRA, H200): the pre-flight lets the first run on 24 GB and refuses the second,
+    1.5B shape, LoRA, H200): the memory check lets the first run on 24 GB and refuses the second,
     naming the terms and the fixes. (217, 12): gsm_symbolic's longest prompt and answer."""
     monkeypatch.setattr(memory, "device_memory_gb", lambda device: 24.0)
     lengths = (217, 12)

@@ -1,4 +1,4 @@
-"""Pre-flight memory estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.model.memory)."""
+"""The memory check's estimate with the published sizes of Qwen2.5 0.5B, 1.5B and 7B (rlvr.model.memory)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class _Hardware:
 
 def _components(device: str, sft: bool = True, grpo: bool = True):
     """A 7B full fine-tune: the model component's settings and a real TrainingLoop (its phases build the
-    trl.SFTConfig / trl.GRPOConfig the pre-flight reads)."""
+    trl.SFTConfig / trl.GRPOConfig the memory check reads)."""
     from types import SimpleNamespace
 
     from rlvr.training_loop import TrainingLoop
@@ -133,54 +133,54 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     """A field the run leaves out is TRL's default, read from trl.GRPOConfig / trl.SFTConfig."""
     import trl
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
     model, loop = _components("cuda")
     del loop.grpo_phase.fields["per_device_train_batch_size"]
-    args = preflight.training_args(loop)
+    args = memory.training_args(loop)
     assert isinstance(args, trl.GRPOConfig)
     default = trl.GRPOConfig.__dataclass_fields__["per_device_train_batch_size"].default
-    assert preflight.plan_of(model, args, 1).batch == default
+    assert memory.plan_of(model, args, 1).batch == default
     model, loop = _components("cuda", grpo=False)
-    args = preflight.training_args(loop)
-    plan = preflight.plan_of(model, args, 1)
+    args = memory.training_args(loop)
+    plan = memory.plan_of(model, args, 1)
     assert isinstance(args, trl.SFTConfig) and plan.prompt + plan.completion == 256
 
 
 def test_packed_sft_rows_are_bins_of_max_length_tokens():
     """Packing fills each row of the micro-batch to max_length with whole rows: the plan counts full
     bins, not the data's longest prompt and answer. Mutation: no packing branch in plan_of -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
     model, loop = _components("cuda", grpo=False)
     short = (40, 6)  # the data's longest prompt and answer, in tokens
-    padded = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=short)
-    assert padded.prompt + padded.completion == 40 + 6 + preflight.ANSWER_MARKERS
+    padded = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
+    assert padded.prompt + padded.completion == 40 + 6 + memory.ANSWER_MARKERS
     loop.sft_phase.fields.update(packing=True, max_length=1024)
-    packed = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=short)
+    packed = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
     assert packed.prompt + packed.completion == 1024
 
 
 def test_a_gpu_that_cannot_hold_the_run_refuses_it_and_a_cpu_only_warns_while_swap_can_hold_it(monkeypatch):
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
-    monkeypatch.setattr(preflight, "swap_gb", lambda: 1000.0)
-    refusals, _ = preflight.run_checks(*_components("cuda"))
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 24.0)
+    monkeypatch.setattr(memory, "swap_gb", lambda: 1000.0)
+    refusals, _ = memory.run_checks(*_components("cuda"))
     assert [i.key for i in refusals] == ["model"]
-    refusals, warnings = preflight.run_checks(*_components("cpu"))
+    refusals, warnings = memory.run_checks(*_components("cpu"))
     assert refusals == [] and "does not fit" in warnings[0]
-    assert preflight.run_checks(*_components("cuda", sft=False, grpo=False)) == ([], [])  # evaluation only
+    assert memory.run_checks(*_components("cuda", sft=False, grpo=False)) == ([], [])  # evaluation only
 
 
 def test_a_cpu_run_beyond_ram_plus_swap_is_refused_before_loading(monkeypatch):
     """The attack: a model whose config claims absurd sizes; on a CPU the estimate only warned and
     loading went on allocating. Mutation: the CPU branch back to warn-only (no ``hard`` check) -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 24.0)
-    monkeypatch.setattr(preflight, "swap_gb", lambda: 8.0)
-    refusals, warnings = preflight.run_checks(*_components("cpu"))  # a 7B full fine-tune: > 32 GB
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 24.0)
+    monkeypatch.setattr(memory, "swap_gb", lambda: 8.0)
+    refusals, warnings = memory.run_checks(*_components("cpu"))  # a 7B full fine-tune: > 32 GB
     assert [i.key for i in refusals] == ["model"] and warnings == []
     assert "does not fit" in refusals[0].problem and "32 GB cpu (its RAM plus swap)" in refusals[0].problem
     assert "LoRA" in refusals[0].fix
@@ -229,45 +229,45 @@ def test_a_7b_full_fine_tune_fits_8_80gb_gpus_only_when_the_optimizer_state_is_s
     [("ddp", None, None), ("deepspeed_zero2", "ACCELERATE_USE_DEEPSPEED", "optimizer"),
      ("deepspeed_zero3", "ACCELERATE_USE_DEEPSPEED", "weights"), ("fsdp", "ACCELERATE_USE_FSDP", "weights")],
 )  # fmt: skip
-def test_the_preflight_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
+def test_the_memory_check_reads_the_sharding_from_the_distributed_setup(monkeypatch, option, flag, shard):
     from tests.conftest import compose_config
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.distributed import Distributed
 
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
-    assert preflight.shard_of(setup) == shard
+    assert memory.shard_of(setup) == shard
     model, loop = _components("cuda")
     loop.grpo_phase.fields["per_device_train_batch_size"] = 8
     # TRL's config, built here as in one process: with WORLD_SIZE set it would join a process group.
-    configs = preflight.phase_configs(loop)
-    monkeypatch.setattr(preflight, "training_args", lambda loop: configs["grpo"])
-    monkeypatch.setattr(preflight, "phase_configs", lambda loop: configs)
+    configs = memory.phase_configs(loop)
+    monkeypatch.setattr(memory, "training_args", lambda loop: configs["grpo"])
+    monkeypatch.setattr(memory, "phase_configs", lambda loop: configs)
     monkeypatch.setenv("WORLD_SIZE", "8")
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 80.0)
     plans = []
-    monkeypatch.setattr(preflight, "check", lambda shape, plan, *a, **k: plans.append(plan) or ([], []))
-    preflight.run_checks(model, loop, setup)
+    monkeypatch.setattr(memory, "check", lambda shape, plan, *a, **k: plans.append(plan) or ([], []))
+    memory.run_checks(model, loop, setup)
     assert plans[0].shard == shard and plans[0].processes == 8
 
 
-def test_the_run_records_the_preflight_estimate_beside_the_cuda_peak(monkeypatch):
-    """report.json ``memory``: the same estimate the pre-flight checks against (scripts/gpu_check.py
+def test_the_run_records_the_memory_estimate_beside_the_cuda_peak(monkeypatch):
+    """report.json ``memory``: the same estimate the memory check checks against (scripts/gpu_check.py
     compares it with the measured peak); a CPU run measured no CUDA peak and says so with None."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 80.0)
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 80.0)
     model, loop = _components("cuda")
-    record = preflight.memory_record(model, loop)
-    plans = [preflight.plan_of(model, args, 1) for args in preflight.phase_configs(loop).values()]
-    terms = max((preflight.estimate(QWEN["7B"], plan, 80.0) for plan in plans), key=peak)
+    record = memory.memory_record(model, loop)
+    plans = [memory.plan_of(model, args, 1) for args in memory.phase_configs(loop).values()]
+    terms = max((memory.estimate(QWEN["7B"], plan, 80.0) for plan in plans), key=peak)
     assert record["preflight_estimate_gb"] == round(peak(terms), 3) > 60  # a 7B full fine-tune
     assert record["preflight_terms_gb"]["weights"] == round(terms["weights"], 3)
     assert record["device_memory_gb"] == 80.0
     assert (
         record["cuda_peak_allocated_gb"] is None and record["cuda_peak_reserved_gb"] is None
     )  # no CUDA here
-    nothing = preflight.memory_record(*_components("cuda", sft=False, grpo=False))
+    nothing = memory.memory_record(*_components("cuda", sft=False, grpo=False))
     assert nothing["preflight_estimate_gb"] is None
 
 
@@ -277,16 +277,16 @@ def test_a_model_directory_with_an_absurd_layer_count_is_refused_on_this_machine
     back to warn-only -> red."""
     import json
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
     config = {"hidden_size": 576, "num_hidden_layers": 100_000, "num_attention_heads": 9,
               "num_key_value_heads": 3, "vocab_size": 49152, "intermediate_size": 1536}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(config))
     model, loop = _components("cpu")
     model.name_or_path = str(tmp_path)
-    refusals, _ = preflight.run_checks(model, loop)
+    refusals, _ = memory.run_checks(model, loop)
     assert [i.key for i in refusals] == ["model"], refusals
-    total = preflight.device_memory_gb("cpu") + preflight.swap_gb()
+    total = memory.device_memory_gb("cpu") + memory.swap_gb()
     assert f"on a {total:.0f} GB cpu (its RAM plus swap)" in refusals[0].problem
 
 
@@ -294,14 +294,14 @@ def test_a_named_card_replaces_this_machines_device_and_its_verdict_is_said_when
     """runtime.memory.target: the 7B full fine-tune that this (pretend 1,000 GB) machine would hold is
     refused for an L4, and the same run as QLoRA fits it, said with the estimate and every term.
     Mutation: run_checks / summary ignoring ``card`` (this machine's memory again) -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
 
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 1000.0)
-    monkeypatch.setattr(preflight, "swap_gb", lambda: 0.0)
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 1000.0)
+    monkeypatch.setattr(memory, "swap_gb", lambda: 0.0)
     model, loop = _components("cpu")
-    assert preflight.run_checks(model, loop) == ([], [])
-    refusals, _ = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])
+    assert memory.run_checks(model, loop) == ([], [])
+    refusals, _ = memory.run_checks(model, loop, card=CARDS["L4-24GB"])
     (issue,) = refusals
     assert (
         issue.problem.startswith("does not fit: estimated peak")
@@ -310,10 +310,10 @@ def test_a_named_card_replaces_this_machines_device_and_its_verdict_is_said_when
     assert "weights 14.2" in issue.problem and "optimizer state 28.4" in issue.problem
     assert "model.quantization=4bit" in issue.fix
     model.quantization, model.lora, model.gradient_checkpointing = "4bit", {"r": 16}, True
-    assert preflight.run_checks(model, loop, card=CARDS["L4-24GB"]) == ([], [])
-    line = preflight.summary(model, loop, card=CARDS["L4-24GB"])
+    assert memory.run_checks(model, loop, card=CARDS["L4-24GB"]) == ([], [])
+    line = memory.summary(model, loop, card=CARDS["L4-24GB"])
     assert line.startswith(
-        "memory pre-flight: fits on the L4-24GB (22.03 GB as PyTorch reports it): estimated peak"
+        "memory check: fits on the L4-24GB (22.03 GB as PyTorch reports it): estimated peak"
     )
     assert "terms (GB): weights 7.4" in line and "activations" in line and "7.62B parameters" in line
 
@@ -322,15 +322,15 @@ def test_the_precision_is_the_one_auto_picks_on_the_card_not_on_this_machine(mon
     """TRL's config is built for this CPU (fp32 here); on an H100 ``precision: auto`` trains in bf16,
     on a T4 (no bf16) in fp16, and a pinned precision stays. Mutation: no precision replacement for
     the card -> the plan says fp32 -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
 
     model, loop = _components("cpu")
     loop.precision = "auto"
-    assert "tokens in bf16" in preflight.summary(model, loop, card=CARDS["H100-80GB"])
-    assert "tokens in fp16" in preflight.summary(model, loop, card=CARDS["T4-16GB"])
+    assert "tokens in bf16" in memory.summary(model, loop, card=CARDS["H100-80GB"])
+    assert "tokens in fp16" in memory.summary(model, loop, card=CARDS["T4-16GB"])
     loop.precision = "fp32"
-    assert "tokens in fp32" in preflight.summary(model, loop, card=CARDS["H100-80GB"])
+    assert "tokens in fp32" in memory.summary(model, loop, card=CARDS["H100-80GB"])
 
 
 def test_the_7b_estimate_says_it_is_extrapolated_from_the_measured_shapes():
@@ -398,7 +398,7 @@ MOE = {
 
 
 @pytest.mark.parametrize("case", sorted(MOE))
-def test_the_preflight_counts_every_expert_shared_expert_and_extra_layer(tmp_path, case):
+def test_the_memory_check_counts_every_expert_shared_expert_and_extra_layer(tmp_path, case):
     import json
 
     from rlvr.model.memory import shape_of
@@ -415,14 +415,14 @@ def test_a_model_folder_with_160000_experts_is_refused_before_loading(tmp_path):
     counted (mlp_params returns the dense MLP) -> red."""
     import json
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
     config = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
               "vocab_size": 49152, "intermediate_size": 1536, "num_local_experts": 160_000}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(config))
     model, loop = _components("cpu")
     model.name_or_path = str(tmp_path)
-    refusals, _ = preflight.run_checks(model, loop)
+    refusals, _ = memory.run_checks(model, loop)
     assert [i.key for i in refusals] == ["model"], refusals
     assert "does not fit" in refusals[0].problem
 
@@ -438,22 +438,22 @@ def test_a_model_folder_with_160000_experts_is_refused_before_loading(tmp_path):
         ({"hidden_size": None}, "hidden_size is None"),
     ],
 )
-def test_weights_the_preflight_cannot_count_are_refused_with_the_keys(tmp_path, extra, named):
+def test_weights_the_memory_check_cannot_count_are_refused_with_the_keys(tmp_path, extra, named):
     import json
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
 
     (tmp_path / "config.json").write_text(json.dumps({**_DENSE, **extra}))
     model, loop = _components("cpu")
     model.name_or_path = str(tmp_path)
-    refusals, _ = preflight.run_checks(model, loop)
+    refusals, _ = memory.run_checks(model, loop)
     assert [i.key for i in refusals] == ["model.name_or_path"], refusals
     problem = refusals[0].problem
     assert named in problem and ("cannot count" in problem or "whole number" in problem), problem
     assert refusals[0].value == str(tmp_path) and "config.json" in refusals[0].fix
 
 
-# Issue 56 item 2: the pre-flight plans at the lengths the run will use, says which, and names what fits.
+# Issue 56 item 2: the memory check plans at the lengths the run will use, says which, and names what fits.
 
 
 def _seven_b_lora_grpo(completion: int):
@@ -467,17 +467,17 @@ def _seven_b_lora_grpo(completion: int):
 def test_the_plan_takes_the_configured_completion_length_and_says_where_each_length_comes_from():
     """Mutation: plan_of with a fixed completion (the default task's 16) -> red; without the lengths'
     sources in _plan_text -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
 
     model, loop = _seven_b_lora_grpo(1024)
-    plan = preflight.plan_of(model, preflight.training_args(loop), 1)
-    assert (plan.prompt, plan.completion) == (preflight.PROMPT_BUDGET, 1024)
+    plan = memory.plan_of(model, memory.training_args(loop), 1)
+    assert (plan.prompt, plan.completion) == (memory.PROMPT_BUDGET, 1024)
     assert plan.completion_from == "training_loop.grpo.max_completion_length"
     assert plan.prompt_from.startswith("a 256-token bound until the data is loaded")
-    measured = preflight.plan_of(model, preflight.training_args(loop), 1, lengths=(93, 4))
+    measured = memory.plan_of(model, memory.training_args(loop), 1, lengths=(93, 4))
     assert measured.prompt == 93 and measured.prompt_from.startswith("the longest training prompt")
-    refusals, _ = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])
+    refusals, _ = memory.run_checks(model, loop, card=CARDS["L4-24GB"])
     assert "(256 prompt + 1024 completion) tokens in bf16 (the grpo phase; prompt: a 256-token bound" in (
         refusals[0].problem
     )
@@ -491,25 +491,23 @@ def test_a_plan_that_does_not_fit_a_card_names_levers_that_each_fit_it():
     back to the fixed list of fixes -> red; longest_completion off by one -> red."""
     import dataclasses
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
 
     l4 = CARDS["L4-24GB"]
     model, loop = _seven_b_lora_grpo(16)
-    assert preflight.run_checks(model, loop, card=l4) == ([], [])
-    line = preflight.summary(model, loop, card=l4)
+    assert memory.run_checks(model, loop, card=l4) == ([], [])
+    line = memory.summary(model, loop, card=l4)
     model, loop = _seven_b_lora_grpo(1024)
-    shape, plan, _, gb = preflight._estimate_inputs(model, loop, None, 1, card=l4)
-    longest = preflight.longest_completion(shape, plan, gb, gb)
+    shape, plan, _, gb = memory._estimate_inputs(model, loop, None, 1, card=l4)
+    longest = memory.longest_completion(shape, plan, gb, gb)
     assert f"longest completion that fits at this micro-batch: {longest:,} tokens" in line
-    assert preflight.peak(preflight.estimate(shape, dataclasses.replace(plan, completion=longest), gb)) <= gb
-    assert (
-        preflight.peak(preflight.estimate(shape, dataclasses.replace(plan, completion=longest + 1), gb)) > gb
-    )
-    (issue,) = preflight.run_checks(model, loop, card=l4)[0]
+    assert memory.peak(memory.estimate(shape, dataclasses.replace(plan, completion=longest), gb)) <= gb
+    assert memory.peak(memory.estimate(shape, dataclasses.replace(plan, completion=longest + 1), gb)) > gb
+    (issue,) = memory.run_checks(model, loop, card=l4)[0]
     assert "model.quantization=4bit" not in issue.fix  # QLoRA alone does not fit 1,024 tokens here
     half = dataclasses.replace(plan, batch=8)
-    assert preflight.peak(preflight.estimate(shape, half, gb)) <= gb
+    assert memory.peak(memory.estimate(shape, half, gb)) <= gb
     assert (
         "training_loop.grpo.per_device_train_batch_size=8 with 2x its gradient_accumulation_steps"
         in issue.fix
@@ -521,12 +519,12 @@ def test_a_plan_that_does_not_fit_a_card_names_levers_that_each_fit_it():
 def test_when_no_one_setting_is_enough_the_switches_are_named_together():
     """A 7B full fine-tune at 1,024 tokens on an L4: no single switch fits; checkpointing + LoRA +
     4-bit together with a smaller micro-batch (or completion) does."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
 
     model, loop = _components("cuda", sft=False)
     loop.grpo_phase.fields["max_completion_length"] = 1024
-    (issue,) = preflight.run_checks(model, loop, card=CARDS["L4-24GB"])[0]
+    (issue,) = memory.run_checks(model, loop, card=CARDS["L4-24GB"])[0]
     together = "model.gradient_checkpointing=true + model.lora={r: 16} + model.quantization=4bit"
     assert issue.fix.startswith(f"each of these fits (estimated peak): {together}")
     assert "+ training_loop.grpo.per_device_train_batch_size=" in issue.fix
@@ -536,7 +534,7 @@ def test_an_rft_phase_is_planned_with_its_sampled_completions():
     """RFT fine-tunes on completions it sampled (up to max_new_tokens) and samples
     max(batch_size, samples_per_prompt) sequences at once. Mutation: "rft" left out of phase_configs
     -> no plan for an RFT-only run -> red."""
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.runtime.cards import CARDS
     from rlvr.training_loop import TrainingLoop
 
@@ -547,8 +545,6 @@ def test_an_rft_phase_is_planned_with_its_sampled_completions():
     loop = TrainingLoop(sft={"enabled": False}, rft=rft, grpo={"enabled": False}, signal=SIGNAL, seed=0,
                         device="auto", precision="auto", prompt=None, rewards=None)  # fmt: skip
     loop.hardware = _Hardware("cuda")
-    _, plan, _, _ = preflight._estimate_inputs(
-        model, loop, None, 1, lengths=(100, 5), card=CARDS["H100-80GB"]
-    )
+    _, plan, _, _ = memory._estimate_inputs(model, loop, None, 1, lengths=(100, 5), card=CARDS["H100-80GB"])
     assert (plan.phase, plan.batch, plan.prompt, plan.completion) == ("rft", 4, 100, 96)
     assert plan.generation_batch == 32 and plan.completion_from == "training_loop.rft.max_new_tokens"

@@ -66,7 +66,7 @@ def test_an_unknown_architecture_is_named_with_the_known_ones():
 
 
 def test_every_published_architecture_is_a_config_transformers_builds():
-    """Each table entry builds a transformers config whose sizes the pre-flight reads back."""
+    """Each table entry builds a transformers config whose sizes the memory check reads back."""
     from transformers import AutoConfig
 
     from rlvr.model.memory import PUBLISHED, Shape

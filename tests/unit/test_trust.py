@@ -258,7 +258,7 @@ def test_hydras_pickle_rerun_is_refused_before_the_file_is_read(tmp_path):
         )
 
 
-def test_preflight_composes_like_hydra_and_refuses_before_it_acts():
+def test_screen_command_line_composes_like_hydra_and_refuses_before_it_acts():
     script = ROOT / "run_pipeline.py"
     screen_command_line(["validate_only=true"], script, "conf", "config")  # the default passes
     with pytest.raises(ConfigValidationError, match="env_set"):

@@ -226,17 +226,17 @@ def test_load_without_cuda_refuses_too():
         _component().load()
 
 
-def test_preflight_reads_the_unsloth_component(monkeypatch):
+def test_memory_check_reads_the_unsloth_component(monkeypatch):
     from types import SimpleNamespace
 
     import trl
 
-    from rlvr.model import memory as preflight
+    from rlvr.model import memory
     from rlvr.training_loop import TrainingLoop
 
     model = _component()
     args = trl.GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, per_device_train_batch_size=8)
-    plan = preflight.plan_of(model, args, 1)
+    plan = memory.plan_of(model, args, 1)
     assert (plan.quantization, plan.lora_r, len(plan.lora_targets)) == ("4bit", 16, 7)
     assert plan.dtype == "bfloat16" and plan.activation_checkpointing
     loop = TrainingLoop(
@@ -252,10 +252,10 @@ def test_preflight_reads_the_unsloth_component(monkeypatch):
     )
     # The estimate is for a CUDA device; TRL's config is built for this CPU-only machine.
     loop.hardware = SimpleNamespace(device="cuda", trainer_args=lambda: {"use_cpu": True, "bf16": False})
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 8.0)
-    assert preflight.run_checks(model, loop) == ([], [])  # QLoRA 1.5B fits an 8 GB GPU
-    monkeypatch.setattr(preflight, "device_memory_gb", lambda device: 2.0)
-    [refusal], _ = preflight.run_checks(model, loop)
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 8.0)
+    assert memory.run_checks(model, loop) == ([], [])  # QLoRA 1.5B fits an 8 GB GPU
+    monkeypatch.setattr(memory, "device_memory_gb", lambda device: 2.0)
+    [refusal], _ = memory.run_checks(model, loop)
     assert "does not fit" in refusal.problem and "1.54B" in refusal.problem
 
 

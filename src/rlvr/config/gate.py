@@ -284,7 +284,7 @@ def _between_issues(c: dict[str, Any]) -> list[ConfigIssue]:
 
 
 def _memory_issues(c: dict[str, Any], card: Any, say: bool) -> list[ConfigIssue]:
-    """The memory pre-flight with the budget the run assumes before its data is loaded
+    """The memory check with the budget the run assumes before its data is loaded
     (rlvr.model.memory), against ``card`` (``runtime.memory.target``) or this machine's device;
     its warnings are printed, its refusals returned, and with ``say`` (validate_only or a card) a
     run that fits is told so with its estimate."""

@@ -2,7 +2,7 @@
 
 One home for two users: ``model=shape`` builds any of them with random weights (rlvr.model.loader.ShapeModel),
 so memory and speed of a real model size can be measured without its weights; and the memory
-pre-flight (rlvr.model.memory) reads a hub id's shape from here when its ``config.json`` cannot be
+check (rlvr.model.memory) reads a hub id's shape from here when its ``config.json`` cannot be
 fetched. Values copied from each model's ``config.json`` on the hub (the fields that decide the
 tensor shapes; rope and norm settings that change no size are kept so the model computes like the
 published one).

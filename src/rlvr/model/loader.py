@@ -520,7 +520,7 @@ class ShapeModel(HFModel):
         from rlvr.model.architectures import ARCHITECTURES
 
         hub_id = ARCHITECTURES[architecture][0] if architecture in ARCHITECTURES else architecture
-        # name_or_path is the hub id: the memory pre-flight finds the published shape under it.
+        # name_or_path is the hub id: the memory check finds the published shape under it.
         super().__init__(name_or_path=hub_id, **kwargs)
         self.architecture = architecture
         self.seed = seed

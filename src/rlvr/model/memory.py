@@ -1,4 +1,4 @@
-"""Pre-flight: will this training run fit the device's memory? Checked before training starts.
+"""Memory check: will this training run fit the device's memory? Checked before training starts.
 
 The estimate is arithmetic over the model's published shape (its ``config.json``, or
 rlvr.model.architectures for hub models that cannot be fetched) and the run's settings, one term for
@@ -123,7 +123,7 @@ class Shape:
 
 
 class UncountedWeights(ValueError):
-    """A ``config.json`` that declares weights the pre-flight cannot count: the keys, and why."""
+    """A ``config.json`` that declares weights the memory check cannot count: the keys, and why."""
 
 
 # config.json keys the arithmetic reads (COUNTED) or knows to add no weights (rope and norm settings,
@@ -163,7 +163,7 @@ def uncounted_keys(cfg: dict[str, Any]) -> None:
     if unknown:
         raise UncountedWeights(
             f"its config.json declares {', '.join(f'{k}={cfg[k]!r}'[:80] for k in unknown)}, weights the "
-            "memory pre-flight cannot count (other experts, heads, layers or a sub-model)"
+            "memory check cannot count (other experts, heads, layers or a sub-model)"
         )
 
 
@@ -239,12 +239,12 @@ def shape_of(name_or_path: str) -> Shape | None:
 
 
 def uncounted_issue(name_or_path: str, exc: UncountedWeights) -> ConfigIssue:
-    """The refusal of a model whose config.json declares weights the pre-flight cannot count."""
+    """The refusal of a model whose config.json declares weights the memory check cannot count."""
     return ConfigIssue(
         "model.name_or_path",
         name_or_path,
         f"{exc}; a run is not started on a memory estimate that leaves weights out",
-        "use a model folder whose config.json declares only what the pre-flight counts (a decoder with "
+        "use a model folder whose config.json declares only what the memory check counts (a decoder with "
         'dense or mixture-of-experts layers: SECURITY.md "Run directories and checkpoints"), or check '
         "where that folder came from",
     )
@@ -755,7 +755,7 @@ def run_checks(
 
 
 def summary(model: Any, loop: Any, setup: Any = None, card: Card | None = None) -> str | None:
-    """The pre-flight's verdict in one line, with the estimate and its terms, also when the run fits
+    """The memory check's verdict in one line, with the estimate and its terms, also when the run fits
     (``validate_only``, ``runtime.memory.target``); None when nothing is estimated."""
     import os
 
@@ -771,7 +771,7 @@ def summary(model: Any, loop: Any, setup: Any = None, card: Card | None = None) 
     found = levers(shape, plan, device_gb, device_gb) or [_NO_LEVER]
     return "\n".join(
         (
-            f"memory pre-flight: {'fits' if fits else 'does not fit'} on {where}: estimated peak "
+            f"memory check: {'fits' if fits else 'does not fit'} on {where}: estimated peak "
             f"{peak(terms):.1f} GB per process",
             f"  terms (GB): {_terms_text(terms)} (backward and rollout never coexist)",
             f"  for {_plan_text(shape, plan)}",
@@ -871,7 +871,7 @@ def memory_record(
     lengths: tuple[int, int] | None = None,
     micro_batches: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """What report.json records under ``memory``: the pre-flight's estimate for this run (the same
+    """What report.json records under ``memory``: the memory check's estimate for this run (the same
     arithmetic as :func:`run_checks`, per process) beside the CUDA peak this process measured, so
     the estimate can be judged against the real thing (scripts/gpu_check.py). Sizes in GB (2**30
     bytes); None where there is nothing to record (no estimate; no CUDA peak on a CPU run)."""

@@ -75,7 +75,7 @@ class UnslothModel:
         self.use_gradient_checkpointing = use_gradient_checkpointing
         self.random_state = random_state
 
-    # What the pre-flight memory estimate and the run record read from any model component.
+    # What the memory check's estimate and the run record read from any model component.
     @property
     def quantization(self) -> str | None:
         return "4bit" if self.load_in_4bit else "8bit" if self.load_in_8bit else None

@@ -118,7 +118,7 @@ def load_model(ctx: RunContext) -> None:
 
 def preflight(ctx: RunContext) -> None:
     """Refusals that need the data and the tokenizer, before the model is placed: a prompt longer than
-    the context, then the memory pre-flight again with the data's own lengths, each naming its numbers."""
+    the context, then the memory check again with the data's own lengths, each naming its numbers."""
     c = ctx.components
     too_long = prompt_length_issues(ctx.data, c.prompts, ctx.loaded.tokenizer, ctx.loaded.model)
     if too_long:
@@ -213,7 +213,7 @@ def write_report(ctx: RunContext) -> None:
     from rlvr.training_loop.throughput import attempt_summary
 
     c = ctx.components
-    # The pre-flight's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
+    # The memory check's estimate beside the measured CUDA peak (this attempt's, rank 0's process).
     micro = ctx.outcome.micro_batches if hasattr(ctx, "outcome") else None
     memory = memory_record(c.model, c.training_loop, c.distributed, ctx.lengths, micro)
     note = grpo_stage_note(c.model, ctx.data.tasks, getattr(c.training_loop, "grpo_phase", None))

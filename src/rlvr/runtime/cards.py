@@ -1,7 +1,7 @@
-"""GPU cards the memory pre-flight can plan for (``runtime.memory.target``), before renting one.
+"""GPU cards the memory check can plan for (``runtime.memory.target``), before renting one.
 
 A card's memory is what PyTorch reports on it (``torch.cuda.get_device_properties(0).total_memory``,
-the "total capacity" of an out-of-memory message), in GB of 2**30 bytes: the figure the pre-flight
+the "total capacity" of an out-of-memory message), in GB of 2**30 bytes: the figure the memory check
 compares with when it runs on that card, so planning for a card and running on it give the same
 verdict. Where each figure comes from: docs/scaling.md "Will it fit the card I rent?".
 """
