@@ -16,7 +16,7 @@ from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
 from rlvr.runtime.slurm_requeue import requeue_if_preempted_in_grace
-from rlvr.stages import Stage
+from rlvr.stages import EvalLabel
 from rlvr.training_loop.checkpoints import Preempted, latest_checkpoint, step_of
 from rlvr.training_loop.resume import continue_command, finished_run
 
@@ -28,7 +28,7 @@ def objective(result: object) -> float | None:
     """What ``run_pipeline.py`` returns to Hydra: the final held-out accuracy of a completed training
     run (a sweeper maximises it), None for anything else (validate_only, the benchmark app)."""
     if isinstance(result, RunResult) and result.status in COMPLETED_STATUSES:
-        final = [e for e in result.evaluations if e.label == Stage.FINAL]
+        final = [e for e in result.evaluations if e.label == EvalLabel.FINAL]
         return final[-1].accuracy if final else None
     return None
 

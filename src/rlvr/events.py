@@ -46,7 +46,7 @@ class TrainStep:
 class EvalResult:
     """One held-out evaluation: the stage label and step, the Evaluation itself, and its file."""
 
-    label: str  # an rlvr.stages.Stage
+    label: str  # an rlvr.stages.EvalLabel
     step: int
     evaluation: Evaluation
     path: Path | None = None
@@ -165,7 +165,7 @@ class StageChange:
     """What one stage changed: accuracy before and after, paired on the same questions."""
 
     stage: str  # SFT | GRPO | whole run
-    before: str  # evaluation labels (rlvr.stages.Stage)
+    before: str  # evaluation labels (rlvr.stages.EvalLabel)
     after: str
     change: PairedChange
 

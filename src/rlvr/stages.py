@@ -1,6 +1,6 @@
-"""The run's stage and phase names, and their order: the one list the evaluation schedule, the run
-history, checkpoints, the report and the console all read (a leaf: it imports nothing of rlvr at run
-time, so any of them can import it)."""
+"""The run's evaluation labels (:class:`EvalLabel`) and training phase names, and their order: the one
+list the evaluation schedule, the run history, checkpoints, the report and the console all read (a
+leaf: it imports nothing of rlvr at run time, so any of them can import it)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rlvr.events import EvalResult
 
 
-class Stage(StrEnum):
+class EvalLabel(StrEnum):
     """Evaluation labels, in the order a run makes them (the report lists evaluations in this order).
 
     ``sft``, ``rft`` and ``grpo`` are also the training phases' names: an in-training evaluation is labelled
@@ -41,28 +41,28 @@ class Stage(StrEnum):
     FINAL_SAMPLED = "final_sampled"
 
     @property
-    def sampled(self) -> Stage:
-        """This stage's evaluation sampled at the training temperature (evaluation.sampled)."""
-        return Stage(self.value + SAMPLED_SUFFIX)
+    def sampled(self) -> EvalLabel:
+        """This label's evaluation sampled at the training temperature (evaluation.sampled)."""
+        return EvalLabel(self.value + SAMPLED_SUFFIX)
 
 
 SAMPLED_SUFFIX = "_sampled"
-# Stage evaluations that also get a sampled evaluation: the GRPO stage's start and end.
-SAMPLED = (Stage.AFTER_SFT, Stage.FINAL)
-PHASES = (Stage.SFT, Stage.RFT, Stage.GRPO)
+# Evaluations that also get a sampled evaluation: the GRPO phase's start and end.
+SAMPLED = (EvalLabel.AFTER_SFT, EvalLabel.FINAL)
+PHASES = (EvalLabel.SFT, EvalLabel.RFT, EvalLabel.GRPO)
 # Paired changes the report and the console show: (name, before, after).
 STAGE_CHANGES = (
-    ("SFT", Stage.BASELINE, Stage.AFTER_SFT),
-    ("GRPO", Stage.AFTER_SFT, Stage.FINAL),
-    ("whole run", Stage.BASELINE, Stage.FINAL),
-    ("GRPO, sampled at the training temperature", Stage.AFTER_SFT_SAMPLED, Stage.FINAL_SAMPLED),
+    ("SFT", EvalLabel.BASELINE, EvalLabel.AFTER_SFT),
+    ("GRPO", EvalLabel.AFTER_SFT, EvalLabel.FINAL),
+    ("whole run", EvalLabel.BASELINE, EvalLabel.FINAL),
+    ("GRPO, sampled at the training temperature", EvalLabel.AFTER_SFT_SAMPLED, EvalLabel.FINAL_SAMPLED),
 )
 
 
 def run_order(evaluations: list[EvalResult]) -> list[EvalResult]:
     """``evaluations`` in the order a run makes them (a resumed run holds reloaded ones first, then
     a baseline it had to make again): baseline, SFT steps, after SFT, GRPO steps, final."""
-    order: list[str] = list(Stage)  # a label read back from a file is a plain str
+    order: list[str] = list(EvalLabel)  # a label read back from a file is a plain str
 
     def key(e: EvalResult) -> tuple[int, int]:
         return (order.index(e.label) if e.label in order else len(order), e.step)
@@ -78,13 +78,13 @@ def on_resumed_path(label: str, step: int, resume: tuple[str, int] | None) -> bo
     path; within the resumed phase, steps up to the checkpoint. A later step's evaluation belongs to
     work after the checkpoint, which the resumed run does again (and evaluates again).
     """
-    if label == Stage.BASELINE:
+    if label == EvalLabel.BASELINE:
         return True
-    if resume is None or label == Stage.FINAL:
+    if resume is None or label == EvalLabel.FINAL:
         return False
     phase, at = resume
-    if label in (Stage.SFT, Stage.AFTER_SFT):
-        return phase == Stage.GRPO or step <= at
-    if label == Stage.GRPO:
-        return phase == Stage.GRPO and step <= at
+    if label in (EvalLabel.SFT, EvalLabel.AFTER_SFT):
+        return phase == EvalLabel.GRPO or step <= at
+    if label == EvalLabel.GRPO:
+        return phase == EvalLabel.GRPO and step <= at
     return False

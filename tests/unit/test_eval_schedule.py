@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.conftest import make_eval_result
 
 from rlvr.evaluation.schedule import EvalSchedule
-from rlvr.stages import Stage, run_order
+from rlvr.stages import EvalLabel, run_order
 
 
 class Hub:
@@ -49,13 +49,13 @@ def schedule() -> EvalSchedule:
 
 def test_new_weights_are_evaluated_under_their_phase_and_sfts_handover_as_after_sft():
     s = schedule()
-    assert s.on_weights("model", "sft", 2).label == Stage.SFT
+    assert s.on_weights("model", "sft", 2).label == EvalLabel.SFT
     # SFT hands the weights it evaluated at its last step to GRPO: "after SFT" reuses that evaluation
     after = s.on_weights("model", "sft", 2, next_phase="grpo")
-    assert (after.label, after.step) == (Stage.AFTER_SFT, 2)
+    assert (after.label, after.step) == (EvalLabel.AFTER_SFT, 2)
     assert s.evaluator.generated == [("sft", 2)]
     # a handover after steps no evaluation measured is evaluated
-    assert s.on_weights("model", "sft", 3, next_phase="grpo").label == Stage.AFTER_SFT
+    assert s.on_weights("model", "sft", 3, next_phase="grpo").label == EvalLabel.AFTER_SFT
     assert s.evaluator.generated == [("sft", 2), ("after_sft", 3)]
     # only SFT's handover is a stage of its own
     assert s.on_weights("model", "grpo", 4, next_phase="later") is None
@@ -67,7 +67,7 @@ def test_the_final_evaluation_reuses_the_last_steps_evaluation_or_the_baseline_w
     s = schedule()
     s.baseline("model")
     final = s.final("model", {}, trained=0)
-    assert (final.label, final.step) == (Stage.FINAL, 0) and s.evaluator.generated == [("baseline", 0)]
+    assert (final.label, final.step) == (EvalLabel.FINAL, 0) and s.evaluator.generated == [("baseline", 0)]
     s = schedule()
     s.on_weights("model", "grpo", 4)
     s.final("model", {"grpo": 4}, trained=4)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr import events as ev
-from rlvr.stages import SAMPLED, Stage
+from rlvr.stages import SAMPLED, EvalLabel
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -38,7 +38,7 @@ def eval_of_last_weights(evaluations: list[ev.EvalResult], steps: dict[str, int]
     if not steps:
         return None
     phase, last_step = list(steps.items())[-1]
-    labels = {Stage.SFT, Stage.AFTER_SFT} if phase == Stage.SFT else {phase}
+    labels = {EvalLabel.SFT, EvalLabel.AFTER_SFT} if phase == EvalLabel.SFT else {phase}
     same = [e for e in evaluations if e.label in labels and e.step == last_step]
     return same[-1] if same else None
 
@@ -67,7 +67,7 @@ class EvalSchedule:
     history: RunHistory | None = None
 
     def baseline(self, model: nn.Module) -> ev.EvalResult | None:
-        return self.evaluate(model, Stage.BASELINE, 0)
+        return self.evaluate(model, EvalLabel.BASELINE, 0)
 
     def on_weights(
         self, model: nn.Module, phase: str, step: int, next_phase: str | None = None
@@ -77,11 +77,11 @@ class EvalSchedule:
         are the GRPO stage's start (after SFT); an evaluation of them made at SFT's last step is
         reused."""
         if next_phase is None:
-            return self.evaluate(model, Stage(phase), step)
-        if phase != Stage.SFT:
+            return self.evaluate(model, EvalLabel(phase), step)
+        if phase != EvalLabel.SFT:
             return None
         return self.evaluate(
-            model, Stage.AFTER_SFT, step, eval_of_last_weights(self.evaluations, {phase: step})
+            model, EvalLabel.AFTER_SFT, step, eval_of_last_weights(self.evaluations, {phase: step})
         )
 
     def continue_from(self, history: RunHistory) -> None:
@@ -94,12 +94,12 @@ class EvalSchedule:
         included), reusing one of the same weights if this attempt's training (``steps``: phase ->
         last step) ended on one, or the baseline when nothing was trained."""
         same_weights = eval_of_last_weights(self.evaluations, steps) or next(
-            (e for e in self.evaluations if e.label == Stage.BASELINE and not trained), None
+            (e for e in self.evaluations if e.label == EvalLabel.BASELINE and not trained), None
         )
-        return self.evaluate(model, Stage.FINAL, trained, same_weights)
+        return self.evaluate(model, EvalLabel.FINAL, trained, same_weights)
 
     def evaluate(
-        self, model: nn.Module, label: Stage, step: int, reuse: ev.EvalResult | None = None
+        self, model: nn.Module, label: EvalLabel, step: int, reuse: ev.EvalResult | None = None
     ) -> ev.EvalResult | None:
         """Evaluate ``model`` (rank 0 only; other ranks get None); ``reuse`` = an evaluation of these
         same weights (greedy decoding repeats it exactly), recorded under ``label`` without
@@ -111,7 +111,7 @@ class EvalSchedule:
         return self._evaluate_here(model, label, step, reuse) if self.main else None
 
     def _evaluate_here(
-        self, model: nn.Module, label: Stage, step: int, reuse: ev.EvalResult | None
+        self, model: nn.Module, label: EvalLabel, step: int, reuse: ev.EvalResult | None
     ) -> ev.EvalResult:
         earlier = self.history.find(label, step) if self.history is not None else None
         if earlier is not None:
@@ -149,7 +149,7 @@ class EvalSchedule:
         finally:
             bar.close()
 
-    def _evaluate_sampled(self, model: nn.Module, label: Stage, step: int) -> None:
+    def _evaluate_sampled(self, model: nn.Module, label: EvalLabel, step: int) -> None:
         """The GRPO stage's start (after SFT) and end (final) sampled at the training temperature
         (``evaluation.sampled``), so the report pairs what GRPO optimises, not only greedy accuracy.
         The final one only when its start was sampled in this run: no GRPO stage, nothing to pair."""
@@ -157,9 +157,11 @@ class EvalSchedule:
         if view is None or label not in SAMPLED:
             return
         made = {(e.label, e.step) for e in self.evaluations}
-        if label == Stage.FINAL and not any(made_label == Stage.AFTER_SFT_SAMPLED for made_label, _ in made):
+        if label == EvalLabel.FINAL and not any(
+            made_label == EvalLabel.AFTER_SFT_SAMPLED for made_label, _ in made
+        ):
             return
-        sampled = Stage(label).sampled
+        sampled = EvalLabel(label).sampled
         if (sampled, step) in made:
             return  # reloaded from an earlier attempt of this run (rlvr.records.run_history)
         self._record(self._generate_and_score(view, model, sampled, step), view)

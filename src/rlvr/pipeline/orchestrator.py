@@ -228,7 +228,7 @@ def write_report(ctx: RunContext) -> None:
 
 
 @dataclass(frozen=True)
-class LifecycleStage:  # a step of LIFECYCLE (an evaluation label is rlvr.stages.Stage)
+class LifecycleStage:  # a step of LIFECYCLE (an evaluation label is rlvr.stages.EvalLabel)
     name: str
     run: Callable[[RunContext], None]
     when: Callable[[RunContext], bool] = lambda ctx: True

@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvr.evaluation.results import answer_spread, constant_gain, paired
 from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageChange
-from rlvr.stages import STAGE_CHANGES, Stage
+from rlvr.stages import STAGE_CHANGES, EvalLabel
 
 # The share of a GRPO step's groups with no reward variance: the pipeline's own check when the
 # reward set logs it (rlvr.reward.terms), else TRL's, under this one name (TRL_NAMES in
@@ -43,9 +43,9 @@ def stage_changes(evaluations: list[EvalResult]) -> list[StageChange]:
 # The greedy stage evaluations whose answers the degenerate-output rules read (a sampled one's first
 # sample is one draw at the training temperature, not the model's answer).
 GREEDY_STAGES: dict[str, str] = {
-    Stage.BASELINE: "base model",
-    Stage.AFTER_SFT: "after SFT",
-    Stage.FINAL: "final",
+    EvalLabel.BASELINE: "base model",
+    EvalLabel.AFTER_SFT: "after SFT",
+    EvalLabel.FINAL: "final",
 }
 DEGENERATE_FIX = (
     "read its answers (eval/<stage>_step<N>.json, completions.jsonl); train longer or on more "

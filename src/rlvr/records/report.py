@@ -20,15 +20,15 @@ from rlvr.evaluation.results import answer_spread, constant_gain
 from rlvr.records.learning import stage_changes
 from rlvr.runtime.charts import save_chart
 from rlvr.runtime.io import atomic_write_json, atomic_write_text
-from rlvr.stages import Stage, run_order
+from rlvr.stages import EvalLabel, run_order
 
 STAGE_NAMES: dict[str, str] = {
-    Stage.BASELINE: "base model",
-    Stage.AFTER_SFT: "after SFT",
-    Stage.FINAL: "final",
+    EvalLabel.BASELINE: "base model",
+    EvalLabel.AFTER_SFT: "after SFT",
+    EvalLabel.FINAL: "final",
 }
 # The GRPO stage's start and end sampled at the training temperature (evaluation.sampled).
-SAMPLED_NAMES: dict[str, str] = {Stage.AFTER_SFT_SAMPLED: "after SFT", Stage.FINAL_SAMPLED: "final"}
+SAMPLED_NAMES: dict[str, str] = {EvalLabel.AFTER_SFT_SAMPLED: "after SFT", EvalLabel.FINAL_SAMPLED: "final"}
 
 
 def report_rows(evaluations: list[ev.EvalResult]) -> list[dict[str, Any]]:
