@@ -19,7 +19,7 @@ def test_every_arm_is_a_valid_training_loop_of_the_default_config(arm):
     loop = instantiate(cfg.training_loop, _partial_=True)(**loop_collaborators())
     assert loop.validate() == []
     assert not loop.grpo_phase.enabled and cfg.evaluation.every_n_steps == 0
-    args = loop.sft_phase.checked_config()
+    args = loop.sft_phase.args
     assert (args.padding_free, args.packing) == {"padded": (False, False), "padding_free": (True, False),
                                                  "packed": (False, True)}[arm]  # fmt: skip
 

@@ -156,6 +156,7 @@ def test_packed_sft_rows_are_bins_of_max_length_tokens():
     short = (40, 6)  # the data's longest prompt and answer, in tokens
     padded = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
     assert padded.prompt + padded.completion == 40 + 6 + memory.ANSWER_MARKERS
+    model, loop = _components("cuda", grpo=False)  # a phase's TRL config is built once: a new loop
     loop.sft_phase.fields.update(packing=True, max_length=1024)
     packed = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
     assert packed.prompt + packed.completion == 1024

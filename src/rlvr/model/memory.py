@@ -600,15 +600,8 @@ def training_args(loop: Any) -> Any | None:
     """The TRL config object of the phase whose memory is estimated (``trl.GRPOConfig``, else
     ``trl.SFTConfig``), built from the run's fields as the phase builds it for its trainer; None
     when no phase trains. Its values are TRL's, defaults included: nothing here copies them."""
-    import tempfile
-
-    # A training loop without TRL phases (a plugin's own) has nothing to estimate.
-    phases = [getattr(loop, name, None) for name in ("grpo_phase", "rft_phase", "sft_phase")]
-    phase = next((p for p in phases if p is not None and p.enabled), None)
-    if phase is None:
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        return phase.config(Path(tmp))
+    configs = phase_configs(loop)
+    return next(iter(configs.values()), None)  # grpo, else rft, else sft
 
 
 # Tokens a prompt may take before the data is loaded (a bound: the tasks' prompts are well under
@@ -810,16 +803,11 @@ def fits_batch(
 
 
 def phase_configs(loop: Any) -> dict[str, Any]:
-    """The TRL config of every enabled phase, by name, built as the phase builds it."""
-    import tempfile
-
-    out = {}
-    for name in ("grpo", "rft", "sft"):
-        phase = getattr(loop, f"{name}_phase", None)
-        if phase is not None and phase.enabled:
-            with tempfile.TemporaryDirectory() as tmp:
-                out[name] = phase.config(Path(tmp))
-    return out
+    """The TRL config of every enabled phase, by name: the arguments the phase built once
+    (rlvr.training_loop.phase.Phase.args), the ones its trainer runs with. A training loop without
+    TRL phases (a plugin's own) has nothing to estimate."""
+    phases = ((name, getattr(loop, f"{name}_phase", None)) for name in ("grpo", "rft", "sft"))
+    return {name: phase.args for name, phase in phases if phase is not None and phase.enabled}
 
 
 def swap_gb() -> float:

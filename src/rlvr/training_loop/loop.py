@@ -109,7 +109,7 @@ class SFTPhase(Phase):
 
         issues = super().issues(build)
         if build and not issues and self.typed():
-            issues += packing.config_issues(self.key, self.checked_config())
+            issues += packing.config_issues(self.key, self.args)
         return issues
 
     def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
@@ -333,11 +333,7 @@ class TrainingLoop:
             model = model.to(self.hardware.device)
         from rlvr.training_loop import packing
 
-        free = [
-            p
-            for p in (self.sft_phase, self.rft_phase)
-            if p.enabled and packing.padding_free(p.checked_config())
-        ]
+        free = [p for p in (self.sft_phase, self.rft_phase) if p.enabled and packing.padding_free(p.args)]
         issues = [issue for phase in free for issue in packing.model_issues(phase.key, model)]
         if issues:
             raise ConfigValidationError(issues)
@@ -397,4 +393,3 @@ def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
             f"{outcome.steps.get(phase)}; checkpoint saved",
             guard.signum,
         )
-

@@ -6,23 +6,28 @@ and :class:`TrainOutcome` (what it hands back). :class:`Phase` is the base of th
 
 from __future__ import annotations
 
-import re
-import tempfile
+import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from transformers import TrainerCallback
 
 from rlvr import events as ev
-from rlvr.issues import ConfigIssue, refusals, value_issues
+from rlvr.issues import ConfigIssue, ConfigValidationError, refusals, value_issues
 from rlvr.runtime import hardware
 from rlvr.runtime.faults import CheckpointDamaged, StoppedEarly
 from rlvr.runtime.secrets import error_text
 from rlvr.training_loop.callbacks import EventBridge
 from rlvr.training_loop.checkpoints import CompletionMarker, latest_checkpoint, resumed_step
+
+# A phase's output_dir while its TRL config waits for a run (relative: under the run dir, where
+# Phase.config puts it as the run's checkpoints/<phase>); TRL creates no folder when it is built.
+PLACEHOLDER_DIR = Path("checkpoints")
 
 
 def quiet(trainer: Any) -> Any:
@@ -132,41 +137,45 @@ def _checkpointing_follows_model(args: Any, explicit: dict[str, Any], model: Any
     return args
 
 
-def _divisors_near(n: int, target: int, low: int = 1) -> list[int]:
-    """The divisors of ``n`` (at least ``low``) closest to ``target``, nearest first (two at most)."""
-    found = sorted((d for d in range(low, n + 1) if n % d == 0), key=lambda d: (abs(d - target), d))
-    return found[:2]
-
-
-def trl_check_fix(key: str, message: str, fields: dict[str, Any]) -> str:
-    """A fix for one of TRL's config checks (its __post_init__ messages), with the values computed
-    from the message's numbers and the phase's ``fields``; TRL's own message says only the rule."""
-    if m := re.search(
-        r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)", message
-    ):
-        batch, groups = int(m[1]), int(m[2])
-        options = " or ".join(f"{key}.num_generations={d}" for d in _divisors_near(batch, groups, low=2))
-        fix = f"set {options or f'{key}.num_generations=2'} (divides the generation batch of {batch} rows)"
-        if fields.get("generation_batch_size") or fields.get("steps_per_generation"):
-            return fix  # the batch is set on its own: which other value fits depends on that setting
+def trl_check_fix(key: str, fields: dict[str, Any], passes: Callable[[dict[str, Any]], bool]) -> str:
+    """A fix for a combination TRL's config refused (its __post_init__ checks): values that TRL itself
+    accepts, found by asking it (``passes(changes)``: whether the config builds with ``fields``
+    changed so), nearest the configured ones first. TRL's message is the rule; its text is not read,
+    so a reworded or new check of a later TRL still gets values that pass it."""
+    groups = int(fields.get("num_generations") or 2)
+    options = [
+        f"{key}.num_generations={n}"
+        for n in _nearest(range(2, max(2 * groups, 16) + 1), groups, lambda n: passes({"num_generations": n}))
+    ]
+    if "generation_batch_size" in fields:  # the batch is set on its own: values of it that pass
+        batch = int(fields["generation_batch_size"] or 1)
+        options += [
+            f"{key}.generation_batch_size={b}"
+            for b in _nearest(range(1, 2 * batch + 1), batch, lambda b: passes({"generation_batch_size": b}))
+        ]
+    elif "num_generations" in fields and not fields.get("steps_per_generation"):
         per_device = int(fields.get("per_device_train_batch_size") or 1)
-        rows = batch // per_device or 1  # per_device x processes x accumulation makes the batch
-        fitting = next(b for b in range(per_device + 1, per_device * groups + 1) if (b * rows) % groups == 0)
-        return (
-            f"{fix}, or {key}.per_device_train_batch_size={fitting} (a batch of {fitting * rows} rows, "
-            f"whole groups of {groups})"
+        fitting = _nearest(
+            range(per_device + 1, per_device * groups + 1),
+            per_device,
+            lambda b: passes({"per_device_train_batch_size": b}),
+            count=1,
         )
-    if m := re.search(
-        r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)", message
-    ):
-        batch, global_batch = int(m[1]), int(m[2])
-        up = -(-batch // global_batch) * global_batch
-        down = batch // global_batch * global_batch
-        values = " or ".join(str(v) for v in dict.fromkeys(v for v in (down, up) if v > 0))
-        return f"set {key}.generation_batch_size={values} (a multiple of the global batch of {global_batch})"
-    if m := re.search(r"at least 2 generations per prompt", message):
-        return f"set {key}.num_generations=2 or more (GRPO's advantage compares completions of one prompt)"
-    return f"change the {key} fields the message names so that the combination passes"
+        options += [f"{key}.per_device_train_batch_size={b} (whole groups of {groups})" for b in fitting]
+    if not options:
+        return f"change the {key} fields the message names so that the combination passes"
+    return f"set {' or '.join(options)} (each passes {key}'s TRL config check)"
+
+
+def _nearest(candidates: range, target: int, ok: Callable[[int], bool], count: int = 2) -> list[int]:
+    """The first ``count`` candidates nearest ``target`` for which ``ok`` holds."""
+    found: list[int] = []
+    for value in sorted(candidates, key=lambda v: (abs(v - target), v)):
+        if len(found) == count:
+            break
+        if value != target and ok(value):
+            found.append(value)
+    return found
 
 
 @dataclass
@@ -225,50 +234,85 @@ class Phase:
         """Fields the pipeline sets for this phase beside the common ones."""
         return {}
 
-    def config(self, output_dir: Path) -> Any:
+    def _build(self, **changes: Any) -> Any:
+        """``config_cls`` from the phase's fields (``changes`` over them), the pipeline's and the
+        hardware's; its ``output_dir`` is :data:`PLACEHOLDER_DIR` until a run sets it (:meth:`config`)."""
         from rlvr.runtime.secrets import redact_pickles_of
 
         # transformers pickles this object into every checkpoint (training_args.bin): its fields are
         # pickled with secrets masked (a run name, a path read from the environment).
         redact_pickles_of(self.config_cls)
         return self.config_cls(
-            output_dir=str(output_dir),
+            output_dir=str(PLACEHOLDER_DIR / self.name),
             report_to="none",
             seed=self.seed,
             data_seed=self.seed,
             **self._managed(),
             **self._hardware().trainer_args(),
-            **self.fields,
+            **{**self.fields, **changes},
         )
 
-    def checked_config(self) -> Any:
-        """The TRL config as :meth:`config` builds it, for checks (its output dir is temporary)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            return self.config(Path(tmp))
+    @functools.cached_property
+    def _built(self) -> Any:
+        """The TRL config, or the ConfigIssue its own checks (``__post_init__``) raised: built once,
+        when the training loop's validate() first asks (the config gate, right after it builds the
+        loop), and read by every later reader (the pre-flight, the trainer). From then on the fields
+        are read-only: a change would not reach the built arguments, so it raises instead."""
+        self.fields = MappingProxyType(self.fields)  # type: ignore[assignment]
+        try:
+            return self._build()
+        except (ValueError, TypeError) as exc:  # TRL's (and transformers') checks between fields
+            return ConfigIssue(
+                self.key,
+                "(combination)",
+                f"rejected by {self.config_cls.__name__}: {exc}",
+                trl_check_fix(self.key, self.fields, self._passes),
+            )
+
+    def _passes(self, changes: dict[str, Any]) -> bool:
+        """Whether TRL builds this phase's config with ``changes`` (a rejected config's fix)."""
+        try:
+            self._build(**changes)
+        except (ValueError, TypeError):
+            return False
+        return True
+
+    @property
+    def args(self) -> Any:
+        """The phase's TRL config (``trl.SFTConfig`` / ``trl.GRPOConfig``), built once; its output_dir
+        is a placeholder (:meth:`config` gives a run's copy). A config TRL refused raises
+        ConfigValidationError with the issue :meth:`issues` reports."""
+        if isinstance(self._built, ConfigIssue):
+            raise ConfigValidationError([self._built])
+        return self._built
+
+    def config(self, output_dir: Path) -> Any:
+        """A copy of :attr:`args` that writes to ``output_dir``, for one trainer run. (Not
+        ``dataclasses.replace``: that runs GRPOConfig's ``__post_init__`` again, which refuses the
+        generation_batch_size and steps_per_generation it derived the first time.) Its fields are
+        deep-copied: the run's device fitting changes its copy, never the built arguments the
+        pre-flight reads. Not ``copy.deepcopy(args)``: that goes through the class's pickle hook,
+        which masks secrets (redact_pickles_of), and the trainer must get the real values."""
+        args = object.__new__(type(self.args))
+        args.__dict__.update(copy.deepcopy(vars(self.args)))
+        args.output_dir = str(output_dir)
+        return args
 
     def typed(self) -> bool:
-        """Whether the node holds for its type (the config gate reports each key that does not)."""
+        """Whether the node holds for its type. The config gate reports each key that does not; a
+        value off only its bound still builds the loop (ConfigIssue.builds), and this keeps TRL from
+        being asked about it too (num_generations=1 would be refused twice: the bound, then TRL)."""
         return not value_issues(self.key, self.raw, self.node, self.key)
 
     def issues(self, build: bool = True) -> list[ConfigIssue]:
         """The fields the node refuses (not on the allowlist of rlvr.training_loop.settings; the gate
         reports them when it binds the node, and builds no phase with them), and TRL's own checks
-        between fields (``build``: on a node that holds for its type)."""
+        between fields (``build``: on a node that holds for its type), as :attr:`args` was built."""
         issues = refusals(self.key, self.fields, self.node)
         if issues or not build or not self.typed():
             return issues
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                self.config(Path(tmp))  # TRL's own __post_init__ checks (divisibility etc.)
-        except (ValueError, TypeError) as exc:
-            issues.append(
-                ConfigIssue(
-                    self.key,
-                    "(combination)",
-                    f"rejected by {self.config_cls.__name__}: {exc}",
-                    trl_check_fix(self.key, str(exc), self.fields),
-                )
-            )
+        if isinstance(self._built, ConfigIssue):
+            issues.append(self._built)
         return issues
 
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:

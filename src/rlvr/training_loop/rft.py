@@ -222,7 +222,7 @@ class RFTPhase(Phase):
 
         issues = super().issues(build)
         if build and not issues and self.settings is not None:
-            issues += packing.config_issues(self.key, self.checked_config(), rounds=True)
+            issues += packing.config_issues(self.key, self.args, rounds=True)
         if self.rewards is not None and self.rewards.success_term() is None:
             issues.append(
                 ConfigIssue(
