@@ -1,1 +1,2 @@
-"""Benchmark: N models x M tasks, one resumable result cell each, reported as JSON files and charts."""
+"""Benchmark: N models x M tasks, one resumable result cell each (``runner``), stored one file per cell
+(``results``), reported as JSON files and charts (``plot``, the ``rlvr-plot`` command)."""

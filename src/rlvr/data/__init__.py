@@ -4,6 +4,11 @@ Every split has the columns ``question`` (raw task text), ``answer`` (gold answe
 ``task`` (task name), ``entry`` (JSON of the entry the verifier needs: a reasoning-gym
 entry, or a file row with the checker it names) and ``prompt`` (chat messages built by
 the shared PromptTemplate).
+
+The components: ``reasoning_gym`` (any task by name), ``files`` (file and ``datasets`` sources, a row
+turned into a question by ``processors``), ``mixture`` (several tasks by weight) and ``curriculum``.
+``base`` holds their contract, ``identity`` the split by content, ``references`` which training data
+has reference answers.
 """
 
 from rlvr.data.base import DataComponent, TaskData

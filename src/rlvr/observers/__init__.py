@@ -1,4 +1,5 @@
-"""Observers: console progress, JSONL metrics, W&B, TensorBoard. All receive the same typed events."""
+"""Observers: console progress (``console``), JSONL metrics and completions (``files``), W&B and
+TensorBoard (``trackers``). All receive the same typed events through the hub in ``base``."""
 
 from rlvr.observers.base import Observer, ObserverHub
 from rlvr.observers.console import ConsoleObserver

@@ -1,4 +1,5 @@
-"""The orchestrator: build components from ``_target_`` configs, validate all, run the lifecycle."""
+"""The orchestrator (``orchestrator``): runs the lifecycle over the components the config gate built
+and passed; ``wiring``: what each component receives at build time, and the one builder."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""What a run leaves behind to read later: its report, a sweep's table, a resumed run's history and provenance."""
+"""What a run leaves behind to read later: its report (``report``) and what it learned (``learning``),
+a sweep's table (``sweep_report``), a resumed run's history (``run_history``) and its provenance."""

@@ -2,7 +2,8 @@
 
 The catalogue (docs/rewards-and-prompts.md "Reward catalogue"; each a drop-in under conf/reward/): correctness,
 answer matching, strict and approximate format, numeric tolerance, length, overlong, and any
-plain reward function of yours.
+plain reward function of yours (``catalogue``; the term types are in ``terms``). A plugin's term
+runs under a deadline (``timeout``).
 """
 
 from rlvr.reward.catalogue import (
