@@ -25,9 +25,9 @@ Two judges carry the checks that a stand-in could not:
   that never received the trained weights changes (almost) none of them. The check asks that at
   least MIN_CHANGED of the final completions differ: 8 SFT steps at 3e-4 from the base model
   change nearly all of them (the CPU record, benchmarks/gpu_check_cpu.md).
-- memory: report.json ``memory`` holds the pre-flight's estimate (rlvr.model.memory, per process,
+- memory: report.json ``memory`` holds the memory check's estimate (rlvr.model.memory, per process,
   with the run's longest prompt) and the run's ``torch.cuda.max_memory_allocated``. The estimate must
-  be at least the peak (a run the pre-flight lets through must not run out of memory by the
+  be at least the peak (a run the memory check lets through must not run out of memory by the
   estimate's fault) and at most MAX_ESTIMATE_RATIO times it. The memory checks run shape models
   (published architectures, random weights) with the zero-advantage skip off, so every GRPO step
   carries a backward pass although a random model's rewards are flat.
@@ -239,7 +239,7 @@ def estimate_covers_peak(max_ratio: float = MAX_ESTIMATE_RATIO) -> Judge:
         if estimate is None or peak is None:
             return f"report.json memory lacks the estimate or the CUDA peak: {memory}"
         if peak > estimate:
-            return f"measured peak {peak:.2f} GB above the pre-flight estimate {estimate:.2f} GB"
+            return f"measured peak {peak:.2f} GB above the memory check's estimate {estimate:.2f} GB"
         if estimate > max_ratio * peak:
             return f"estimate {estimate:.2f} GB is {estimate / peak:.1f}x the peak {peak:.2f} GB (> {max_ratio:g}x)"
         return None
@@ -359,7 +359,7 @@ def checks(embedded_path: str) -> list[Check]:
             (cuda_only("unsloth's Triton kernels"), module("unsloth", "make setup GPU=1")),
         ),
         Check(
-            "memory: pre-flight estimate vs CUDA peak",
+            "memory: estimate vs CUDA peak",
             {  # the default run's GRPO shapes (conf/training_loop/sft_grpo.yaml), a few steps
                 "training_loop.sft.max_steps": "2",
                 "training_loop.sft.per_device_train_batch_size": "16",

