@@ -42,6 +42,7 @@ def test_the_embedded_default_gets_the_note_with_its_grpo_budget(compose_cfg):
     [
         (["model=hf", "model.name_or_path=/models/any"], ("basic_arithmetic",)),  # not measured
         (["model=tiny"], ("basic_arithmetic",)),
+        (["model=gemma3_270m"], ("basic_arithmetic",)),  # another embedded model: not measured
         ([], ("leg_counting",)),  # another task
         ([], ("basic_arithmetic", "leg_counting")),  # a mixture
         ([f"training_loop.grpo.max_steps={MEASURED_STEPS + 1}"], ("basic_arithmetic",)),  # beyond the curve
