@@ -98,7 +98,7 @@ def test_killed_curriculum_run_resumes_at_the_same_level(full, tmp_path):
         cmd(run_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     checkpoint = run_dir / "checkpoints" / "grpo" / "checkpoint-2"
-    wait_for((checkpoint / "COMPLETE").exists, proc)
+    wait_for((checkpoint / "COMPLETE").exists, proc, interval=0.01)  # steps 3-4 and the end race the poll
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
     assert not (run_dir / "final").exists()

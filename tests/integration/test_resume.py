@@ -109,7 +109,7 @@ def killed_and_resumed(uninterrupted: Path, tmp_path: Path, keys: tuple[str, ...
         cmd(run_dir, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     marker = run_dir / "checkpoints" / "grpo" / "checkpoint-2" / "COMPLETE"
-    wait_for(marker.exists, proc)
+    wait_for(marker.exists, proc, interval=0.01)  # steps 3-4 and the end race the poll
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
     assert not (run_dir / "final").exists()
