@@ -139,7 +139,7 @@ class SFTPhase(Phase):
         return SFTConfig
 
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
-        from trl import SFTTrainer
+        from rlvr.training_loop.sft_loss import RLVRSFTTrainer
 
         dataset = session.train_dataset
         if None in dataset["answer"]:  # the orchestrator refuses this before loading (rlvr.data.references)
@@ -153,7 +153,7 @@ class SFTPhase(Phase):
             },
             remove_columns=[c for c in dataset.column_names if c != "prompt"],
         )
-        return SFTTrainer(
+        return RLVRSFTTrainer(
             model=model,
             args=args,
             train_dataset=sft_data,

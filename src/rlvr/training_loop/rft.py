@@ -359,12 +359,13 @@ class RFTPhase(Phase):
         """An SFTTrainer over the block of the round being trained (``self._training``): its kept rows,
         shuffled by the round's seed and cycled to exactly ``steps_per_round`` batches."""
         from datasets import Dataset
-        from trl import SFTTrainer
+
+        from rlvr.training_loop.sft_loss import RLVRSFTTrainer
 
         s, index = self.valid, self._training
         batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
         data = Dataset.from_list(self.done[index].block(s.steps_per_round * batch, self.seed * 1_000 + index))
-        return SFTTrainer(
+        return RLVRSFTTrainer(
             model=model,
             args=args,
             train_dataset=data,
