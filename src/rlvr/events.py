@@ -200,6 +200,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     # per phase: tokens/s and MFU on the device (rlvr.training_loop.throughput), once reported
     throughput: dict[str, dict] = field(default_factory=dict)
+    # budget_minutes: each part of the run planned and as it went (rlvr.training_loop.budget.planned_vs_actual)
+    budget: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

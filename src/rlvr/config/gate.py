@@ -220,6 +220,9 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     passed.components = c = built.components
     issues += built.issues + [issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()]
     issues += _between_issues(c)
+    from rlvr.training_loop.budget import config_issues as budget_issues
+
+    issues += budget_issues(cfg, c)  # budget_minutes and what it cannot plan
     validate_only = OmegaConf.select(cfg, "validate_only", default=False) is True
     if not issues and validate_only:  # a run's data stage draws these itself, once
         issues += [i for x in c.values() if hasattr(x, "drawn_size_issues") for i in x.drawn_size_issues()]
@@ -242,6 +245,9 @@ def _resume_issues(passed: Passed) -> list[ConfigIssue]:
     passed.checkpoints_seen = checkpoints_in(run_dir)
     passed.resume_lines = []
     passed.resume, issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
+    from rlvr.training_loop.budget import resume_issues as budget_issues
+
+    issues += budget_issues(cfg, passed.resume)  # a budgeted run's checkpoint: the plan it followed
     return issues + foreign_run_dir_issues(cfg, run_dir, passed.resume)
 
 

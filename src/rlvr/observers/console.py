@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 from rich.console import Console
@@ -41,6 +41,20 @@ from rlvr.runtime.logs import PROGRESS
 from rlvr.stages import PHASES
 
 progress_log = logging.getLogger(PROGRESS)
+
+
+def budget_text(record: dict[str, Any]) -> str:
+    """``budget_minutes``' planned against actual time, a line a part (rows of
+    rlvr.training_loop.budget.planned_vs_actual)."""
+
+    def minutes(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+    lines = [f"  budget {record['budget_minutes']:g} min, planned -> actual:"]
+    lines += [
+        f"    {r['part']}: {minutes(r['planned_s'])} -> {minutes(r['actual_s'])}" for r in record["rows"]
+    ]
+    return "\n".join(lines)
 
 
 def rate_text(seconds_per_item: float, unit: str) -> str:
@@ -330,6 +344,8 @@ class ConsoleObserver(Observer):
             self.console.print(
                 f"  {phase} throughput: {found['tokens_per_second']:,.0f} tokens/s{mfu} ({found['device']})"
             )
+        if result is not None and result.budget:
+            self.console.print(escape(budget_text(result.budget)))
         for name, value in files.items():
             self.console.print(f"  {name}: {value}")
         self.console.print(f"[bold]pipeline {event.status}[/bold] in {event.seconds / 60:.1f} min")

@@ -4,7 +4,8 @@ built and passed, and the resume point it resolved; the work lives in the compon
 Lifecycle (each step an ``on_stage_start``/``on_stage_end`` pair with timing), :data:`LIFECYCLE` in order:
 observers up -> data -> model -> preflight (refusals that need the data and the tokenizer) -> place -> rewards
 -> history (a resumed run: what its earlier attempts left, rlvr.records.run_history) -> baseline evaluation
--> training (SFT warm start, GRPO) -> final evaluation -> save -> report -> ``on_pipeline_end`` with the
+-> budget (``budget_minutes``: the phases sized to it, rlvr.training_loop.budget) -> training (SFT warm
+start, GRPO) -> final evaluation -> save -> report -> ``on_pipeline_end`` with the
 :class:`~rlvr.events.RunResult`. On failure: ``on_error``, then ``on_pipeline_end("FAILED")``; observers
 and verifier workers are always closed.
 Each stage reads one :class:`RunContext`; under ``accelerate launch`` every rank runs them, rank 0 writes.
@@ -41,6 +42,7 @@ from rlvr.runtime.disk import low_disk_hint
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.io import atomic_write_json, refuse_symlinks_in
 from rlvr.stages import run_order
+from rlvr.training_loop import budget
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
 from rlvr.training_loop.phase import Session, TrainOutcome
@@ -72,6 +74,8 @@ class RunContext:
     evals: EvalSchedule = field(init=False)  # once the model is loaded
     outcome: TrainOutcome = field(init=False)
     lengths: tuple[int, int] | None = None  # the longest training prompt and answer, in tokens
+    plan: budget.Plan | None = None  # budget_minutes' (rlvr.training_loop.budget)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # each stage's, as run so far
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -177,9 +181,10 @@ def baseline_eval(ctx: RunContext) -> None:
     ctx.evals.baseline(ctx.loaded.model)
 
 
-def train(ctx: RunContext) -> None:
+def _session(ctx: RunContext) -> Session:
+    """What the run hands to training (and to the budget's calibration of it)."""
     c = ctx.components
-    session = Session(
+    return Session(
         tokenizer=ctx.loaded.tokenizer,
         train_dataset=ctx.data.train,
         emit=ctx.hub.emit,
@@ -192,7 +197,18 @@ def train(ctx: RunContext) -> None:
         fits=functools.partial(fits_batch, c.model, c.training_loop, c.distributed, ctx.lengths),
         generator=getattr(c.evaluation, "generator", None),  # an evaluation component may have none
     )
-    ctx.outcome = c.training_loop.run(ctx.loaded.model, session, resume=ctx.resume)
+
+
+def plan_budget(ctx: RunContext) -> None:
+    """``budget_minutes``: the phases sized to it now, or as the run this one continues planned them."""
+    loop, elapsed = ctx.components.training_loop, lambda: time.perf_counter() - ctx.start
+    ctx.plan = budget.prepare(
+        ctx.cfg.budget_minutes, ctx.resume, loop, ctx.evals, ctx.loaded.model, _session(ctx), elapsed
+    )
+
+
+def train(ctx: RunContext) -> None:
+    ctx.outcome = ctx.components.training_loop.run(ctx.loaded.model, _session(ctx), resume=ctx.resume)
 
 
 def final_eval(ctx: RunContext) -> None:
@@ -223,6 +239,8 @@ def write_report(ctx: RunContext) -> None:
     meta = {**ctx.meta, "status": end_status(ctx.result.warnings), "warnings": ctx.result.warnings}
     meta.update(memory=memory, throughput=ctx.result.throughput, notes=ctx.result.notes)
     seconds, attempt = time.perf_counter() - ctx.start, ctx.attempts.snapshot(meta["status"])
+    if ctx.plan is not None:
+        meta["budget"] = ctx.result.budget = budget.against(ctx.plan, ctx.stage_seconds, seconds, ctx.outcome)
     files = write_report(ctx.run_dir, ctx.evals.evaluations, ctx.outcome, meta, seconds, ctx.history, attempt)
     ctx.result.files.update(files)
 
@@ -247,6 +265,7 @@ LIFECYCLE = (
     # The evaluations run on every rank: under FSDP / ZeRO-3 each takes part in gathering the weights
     # rank 0 evaluates (EvalSchedule.evaluate); otherwise the other ranks return at once.
     LifecycleStage("baseline_eval", baseline_eval, when=lambda ctx: ctx.components.evaluation.baseline),
+    LifecycleStage("budget", plan_budget, when=lambda ctx: budget.budget_of(ctx.cfg) is not None),
     LifecycleStage("train", train),
     LifecycleStage("final_eval", final_eval),
     LifecycleStage("save", save_model),
@@ -276,7 +295,7 @@ class PipelineOrchestrator:
                 if step.when(ctx) and (ctx.main or not step.main_only):
                     ctx.guard.stop_if_requested(step.name)  # a signal's stop (a launcher's too): made here
                     stage = step.name
-                    with self._stage(ctx.hub, stage):
+                    with self._stage(ctx.hub, stage, ctx.stage_seconds):
                         step.run(ctx)
             ctx.result.files["metrics"] = str(self.run_dir / "metrics.jsonl")
             ctx.result.status = end_status(ctx.result.warnings)
@@ -339,7 +358,7 @@ class PipelineOrchestrator:
 
     @staticmethod
     @contextlib.contextmanager
-    def _stage(hub: ObserverHub, name: str) -> Iterator[None]:
+    def _stage(hub: ObserverHub, name: str, seconds: dict[str, float]) -> Iterator[None]:
         hub.emit(ev.StageStart(name))
         start = time.perf_counter()
         try:
@@ -347,4 +366,5 @@ class PipelineOrchestrator:
         except BaseException:
             hub.emit(ev.StageEnd(name, time.perf_counter() - start, "failed"))
             raise
-        hub.emit(ev.StageEnd(name, time.perf_counter() - start))
+        seconds[name] = time.perf_counter() - start  # the budget's actual time (rlvr.training_loop.budget)
+        hub.emit(ev.StageEnd(name, seconds[name]))

@@ -397,6 +397,26 @@ def _changed_lines(attempts: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _budget_lines(record: dict[str, Any] | None) -> list[str]:
+    """``budget_minutes``: each part of the run planned and as it went (this attempt's clock; rows of
+    rlvr.training_loop.budget.planned_vs_actual), as a table."""
+    if not record:
+        return []
+
+    def cell(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds / 60:.1f} min ({seconds:.0f} s)"
+
+    return [
+        f"Time budget: {record['budget_minutes']:g} min (budget_minutes; the plan: budget_plan.json), planned "
+        "against actual:",
+        "",
+        "| part | planned | actual |",
+        "|---|---|---|",
+        *[f"| {r['part']} | {cell(r['planned_s'])} | {cell(r['actual_s'])} |" for r in record["rows"]],
+        "",
+    ]
+
+
 def _throughput_text(found: dict[str, Any] | None) -> str:
     """`` (5,400 tokens/s, MFU 0.5%)`` for a phase's throughput record (rlvr.training_loop.throughput)."""
     if not found:
@@ -463,6 +483,7 @@ def _markdown(
         + _wall_text(attempts),
         "",
         *_changed_lines(attempts),
+        *_budget_lines(meta.get("budget")),
         *(_curriculum_lines(curve) if curve else []),
         "![training](training.png)",
     ]

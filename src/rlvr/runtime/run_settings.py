@@ -6,7 +6,9 @@ the code that acts on one reads its type from here (rlvr.training_loop.run_dir: 
 from __future__ import annotations
 
 import typing
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
+
+from pydantic import Field
 
 # After a completed run: none = no checkpoint, last = the newest one, all (rlvr.training_loop.run_dir).
 KeepCheckpoints = Literal["none", "last", "all"]
@@ -19,3 +21,8 @@ class RunSettings(TypedDict):
     resume_allow_changes: bool
     strict: bool
     keep_checkpoints: KeepCheckpoints
+    # Minutes from the pipeline's start to its report; the steps are sized to fit (rlvr.training_loop.budget).
+    # At most 30 days: every count a config sets is bounded.
+    budget_minutes: (
+        Annotated[float, Field(gt=0, le=43_200, examples=[30], description="null = no budget")] | None
+    )

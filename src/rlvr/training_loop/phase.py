@@ -298,6 +298,29 @@ class Phase:
         args.output_dir = str(output_dir)
         return args
 
+    def replan(self, changes: dict[str, Any]) -> list[ConfigIssue]:
+        """The phase with ``changes`` over its configured fields (a time budget's steps,
+        rlvr.training_loop.budget), judged as configured fields are (the node's type: allowlist, types,
+        bounds; then TRL's own checks) and its TRL config built once more for every later reader.
+        Returns the issues; with any, nothing changes."""
+        raw = {**self.raw, **changes}
+        issues = value_issues(self.key, raw, self.node, self.key) if self.node is not None else []
+        built = None
+        if not issues:
+            try:
+                built = self._build(**changes)
+            except (ValueError, TypeError) as exc:
+                issues = [
+                    ConfigIssue(self.key, changes, f"rejected by {self.config_cls.__name__}: {exc}",
+                                "change the settings the message names, or drop budget_minutes")
+                ]  # fmt: skip
+        if issues:
+            return issues
+        self.raw = raw
+        self.fields = MappingProxyType({**self.fields, **changes})  # type: ignore[assignment]
+        self.__dict__["_built"] = built  # the cached TRL config (functools.cached_property)
+        return []
+
     def typed(self) -> bool:
         """Whether the node holds for its type. The config gate reports each key that does not; a
         value off only its bound still builds the loop (ConfigIssue.builds), and this keeps TRL from

@@ -34,7 +34,8 @@ CRITICAL_KEYS = (
 # Each phase's step budget and learning-rate schedule: a checkpoint holds the scheduler's step, and
 # transformers rebuilds the schedule from the settings on resume, so SFT max_steps 60 -> 20 puts the
 # restored step on another cosine curve (issue 56 item 5). Compared only against a checkpoint: a run
-# that died before its first one starts afresh under the new budget. rft's budget is its rounds.
+# that died before its first one starts afresh under the new budget. rft's budget is its rounds;
+# budget_minutes sizes the steps (rlvr.training_loop.budget: a resumed run reuses its recorded plan).
 SCHEDULE_KEYS = tuple(
     f"training_loop.{phase}.{key}"
     for phase in ("sft", "rft", "grpo")
@@ -47,7 +48,7 @@ SCHEDULE_KEYS = tuple(
         "warmup_steps",
         "warmup_ratio",
     )
-) + ("training_loop.rft.rounds", "training_loop.rft.steps_per_round")
+) + ("training_loop.rft.rounds", "training_loop.rft.steps_per_round", "budget_minutes")
 
 
 def fingerprint(cfg: DictConfig, keys: tuple[str, ...] = CRITICAL_KEYS + SCHEDULE_KEYS) -> dict[str, Any]:
