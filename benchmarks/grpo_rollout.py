@@ -9,7 +9,7 @@ data, seed and batch, one after another on the same device:
 - ``rollout=vllm_colocate``: vLLM inside the training process, sharing the GPU (TRL's colocate mode).
 
 The rollout's own time and token count come from the pipeline's metrics (rlvr.training_loop.
-rollout_clock: ``grpo/rollout/seconds``, ``grpo/rollout/tokens``), the step time from
+trainer, its rollout clock: ``grpo/rollout/seconds``, ``grpo/rollout/tokens``), the step time from
 ``grpo/step_seconds``; the first ``--warmup`` steps of each run (compilation, CUDA graphs, the vLLM
 engine's first batch) are left out of the medians. A random-weights shape model writes every
 completion to its full length, so the work per step is the same for every backend.

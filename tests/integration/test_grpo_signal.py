@@ -1,9 +1,11 @@
 """GRPO on the tiny model with rewards that vary: skipping is exact, dynamic sampling refills, updates point uphill.
 
-Each run builds the pipeline's GRPO trainer class (rlvr.training_loop.grpo_signal.trainer_class over TRL's
-GRPOTrainer) on the cached tiny checkpoint, with a reward that has variance in half of the prompt
-groups and none in the other half. Plain SGD at learning rate 1 makes the weight change equal to
-minus the (clipped) gradient, so two runs' updates can be compared directly.
+Each run builds the pipeline's GRPO trainer (rlvr.training_loop.trainer.RLVRGRPOTrainer) on the cached
+tiny checkpoint, with a reward that has variance in half of the prompt
+groups and none in the other half. Plain SGD at learning rate 1 without gradient clipping makes the
+weight change equal to minus the gradient, so two runs' updates can be compared directly (clipped, the
+update kept only the gradient's direction, and a loss scaled by the same factor in every micro-batch
+passed as exact).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from rlvr.training_loop import grpo_signal
 from rlvr.training_loop.grpo_signal import SignalSettings
+from rlvr.training_loop.trainer import RLVRGRPOTrainer
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore")]
 
@@ -58,7 +61,7 @@ def run(
     callbacks=None,
     **args,
 ):
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     model, tokenizer = tiny
     model = copy.deepcopy(model)
@@ -72,6 +75,7 @@ def run(
         learning_rate=1.0,
         optim="sgd",
         lr_scheduler_type="constant",
+        max_grad_norm=0.0,  # no clipping: the update is the gradient itself
         per_device_train_batch_size=8,
         gradient_accumulation_steps=2,
         num_generations=GROUP,
@@ -88,7 +92,7 @@ def run(
     fields.update(args)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     warnings = []
-    trainer = grpo_signal.trainer_class(GRPOTrainer)(
+    trainer = RLVRGRPOTrainer(
         model=model,
         reward_funcs=reward,
         callbacks=callbacks,
@@ -187,15 +191,14 @@ def test_a_sigterm_during_a_step_ends_the_dynamic_sampling_rounds(tiny, tmp_path
 
 
 def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantage(tiny, tmp_path):
-    """The update's direction: sum of advantage x change in log-likelihood over the batch is positive.
+    """The update's direction: sum of advantage x change in log-likelihood over the batch is positive
+    (the advantages recorded are those the loss reads, after rlvr's flat-group zeroing).
 
     Broken on purpose (advantages negated before the loss), the sum turned negative.
     """
-    from trl import GRPOTrainer
-
     seen = {}
 
-    class Recording(GRPOTrainer):
+    class Recording(RLVRGRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
             seen.update(
@@ -221,7 +224,7 @@ def test_a_grpo_step_raises_the_likelihood_of_completions_with_positive_advantag
     from trl import GRPOConfig
 
     model = copy.deepcopy(model)
-    trainer = grpo_signal.trainer_class(Recording)(
+    trainer = Recording(
         model=model,
         reward_funcs=varied_reward,
         args=GRPOConfig(

@@ -187,9 +187,9 @@ def test_validate_only_loads_nothing(tmp_path):
 
 
 def test_each_grpo_step_records_its_rollout_time_and_tokens(smoke_run):
-    """rlvr.training_loop.rollout_clock: every GRPO step's metrics carry the rollout's seconds and the
-    completion tokens it made: TRL's own mean completion length times the step's rows (read from the
-    run's config), and tokens/s is the one over the other."""
+    """The rollout clock (rlvr.training_loop.trainer): every GRPO step's metrics carry the rollout's
+    seconds and the completion tokens it made: TRL's own mean completion length times the step's rows
+    (read from the run's config), and tokens/s is the one over the other."""
     run_dir, _ = smoke_run
     cfg = OmegaConf.load(run_dir / "config_resolved.yaml")
     grpo = cfg.training_loop.grpo

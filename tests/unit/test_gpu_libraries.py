@@ -545,29 +545,3 @@ def test_the_vllm_mode_the_product_assumes_by_default_is_trls_default():
     }
     assert assumed == {default}
     assert {"server", "colocate"} <= _mode_values(source)
-
-
-def test_the_rollout_clock_overrides_a_method_the_locked_trl_trainer_has_and_reads_its_pair():
-    """rlvr.training_loop.rollout_clock times TRL's ``_generate_single_turn``: a TRL without that
-    method would never call the override and every GRPO step would silently lack its rollout
-    metrics. The GPU lock's TRL defines it on GRPOTrainer and returns ``completion_ids, logprobs``,
-    the pair the clock unpacks (the CPU lock's TRL runs it: test_pipeline_smoke's rollout test)."""
-    from rlvr.training_loop.rollout_clock import RolloutClock
-
-    trl = locked_release("trl")
-    trainer = trl.resolve("trl.trainer.grpo_trainer.GRPOTrainer")
-    methods = {n.name: n for n in trainer.node.body if isinstance(n, ast.FunctionDef)}
-    overridden = {
-        name
-        for name in vars(RolloutClock)
-        if callable(vars(RolloutClock)[name]) and not name.startswith("__")
-    }
-    assert overridden and overridden <= set(methods), (
-        f"{sorted(overridden - set(methods))} not in {trl.label}"
-    )
-    returns = [n.value for n in ast.walk(methods["_generate_single_turn"]) if isinstance(n, ast.Return)]
-    assert returns and all(
-        isinstance(r, ast.Tuple)
-        and [getattr(e, "id", None) for e in r.elts] == ["completion_ids", "logprobs"]
-        for r in returns
-    ), trl.label

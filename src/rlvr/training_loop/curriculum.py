@@ -1,47 +1,48 @@
 """TRL glue of a curriculum (rlvr.data.curriculum): questions at the current level, feedback, state.
 
-Why a GRPOTrainer subclass and not a dataset regenerated per step: TRL's sampler picks the rows and
-the dataloader fetches them ahead of the step that uses them, so a row's text fixed at fetch time
-could predate the latest decision, by a number of batches that depends on the loader settings.
-Here the rows carry only a ``slot``; :meth:`generate` fills each slot with its question at the
-level current when GRPO generates for the batch, and hands the verifier's verdicts on that batch
-back to the curriculum right after scoring. So the level of a batch depends only on the batches
-before it, which a resumed run restores from ``curriculum_state.json`` in the checkpoint.
+Why the GRPO trainer fills the rows and not a dataset regenerated per step: TRL's sampler picks the
+rows and the dataloader fetches them ahead of the step that uses them, so a row's text fixed at fetch
+time could predate the latest decision, by a number of batches that depends on the loader settings.
+Here the rows carry only a ``slot``; the trainer (rlvr.training_loop.trainer.RLVRGRPOTrainer, its
+``curriculum`` option) has :meth:`CurriculumFeed.fill` put each slot's question at the level current
+when GRPO generates for the batch, and hands the verifier's verdicts on that batch back with
+:meth:`CurriculumFeed.observe` right after scoring. So the level of a batch depends only on the
+batches before it, which a resumed run restores from ``curriculum_state.json`` in the checkpoint.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 
 
-@functools.cache
-def trainer_class() -> type:
-    """GRPOTrainer with curriculum rows (imported lazily: TRL is heavy)."""
-    import torch
-    from trl import GRPOTrainer
+@dataclass(frozen=True)
+class CurriculumFeed:
+    """A curriculum as the GRPO trainer's option.
 
-    class CurriculumGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer whose batches are filled at the curriculum's current level and scored back to it."""
+    Args:
+        source: the run's CurriculumSource (rlvr.data.curriculum): the levels and their questions.
+        verdicts: (completions the verifier accepted, completions scored) in the latest generation
+            batch of this process (the reward set's ``accepted``).
+    """
 
-        def __init__(self, *args: Any, curriculum: Any, rewards: Any, **kwargs: Any):
-            self.curriculum_source, self.curriculum_rewards = curriculum, rewards
-            super().__init__(*args, **kwargs)
+    source: Any
+    verdicts: Callable[[], tuple[int, int]]
 
-        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            if not self.model.training:
-                return super()._generate_and_score_completions(inputs)
-            out = super()._generate_and_score_completions(self.curriculum_source.fill(inputs))
-            # Every process decides on the batch of all processes, so their levels never differ.
-            local = torch.tensor([self.curriculum_rewards.accepted()], device=self.accelerator.device)
-            accepted, scored = self.accelerator.gather(local).sum(0).tolist()
-            self.curriculum_source.curriculum.observe(int(accepted), int(scored))
-            return out
+    def fill(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The batch's rows with their questions at the current level."""
+        return self.source.fill(rows)
 
-    return CurriculumGRPOTrainer
+    def observe(self, accelerator: Any) -> None:
+        """The verdicts on the batch just scored, of every process, so their levels never differ."""
+        local = torch.tensor([self.verdicts()], device=accelerator.device)
+        accepted, scored = accelerator.gather(local).sum(0).tolist()
+        self.source.curriculum.observe(int(accepted), int(scored))
 
 
 class CurriculumState(TrainerCallback):

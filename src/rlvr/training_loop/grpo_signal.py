@@ -1,4 +1,5 @@
-"""Every rollout carries signal: zero-advantage skipping and dynamic sampling on TRL's GRPOTrainer.
+"""Every rollout carries signal: zero-advantage skipping and dynamic sampling, as settings and the
+batch arithmetic they need; the GRPO trainer (rlvr.training_loop.trainer.RLVRGRPOTrainer) applies them.
 
 **Zero advantage where there is no signal.** A group whose rewards are all equal gets advantage 0
 (TRL leaves a float residue of about 1e-3 there: rlvr.reward.terms.flat_groups, the one test of a
@@ -27,8 +28,6 @@ every round, so its level sees all that was generated.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
@@ -131,13 +130,14 @@ def skip_blockers(args: Any, trainer: Any = None) -> list[str]:
     return reasons
 
 
-def _rows(inputs: dict[str, Any]) -> int:
+def row_count(inputs: dict[str, Any]) -> int:
+    """The rows of a micro-batch (or of a scored generation batch)."""
     return int(inputs["advantages"].shape[0])
 
 
-def _take(inputs: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+def take_rows(inputs: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
     """The rows ``index`` of every per-row entry (scalars such as ``num_items_in_batch`` kept)."""
-    n = _rows(inputs)
+    n = row_count(inputs)
     out = {}
     for key, value in inputs.items():
         if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == n:
@@ -182,9 +182,9 @@ def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, min_rows: int = 
     if keep.numel() < min_rows:
         fill = (~nonzero).nonzero().flatten()[: min_rows - keep.numel()]
         keep = torch.cat([keep, fill]).sort().values
-    out = _take(inputs, keep)
+    out = take_rows(inputs, keep)
     if loss_type in ROW_MEAN:
-        scale = keep.numel() / max(_rows(inputs), 1)
+        scale = keep.numel() / max(row_count(inputs), 1)
     elif loss_type in TOKEN_MEAN:
         mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
         kept_tokens = float(mask[keep.to(mask.device)].sum()) if keep.numel() else 0.0
@@ -193,6 +193,25 @@ def drop_zero_advantage(inputs: dict[str, Any], loss_type: str, min_rows: int = 
         scale = 1.0
     out[SCALE_KEY] = scale
     return out
+
+
+def flat_rows(
+    rewards_per_func: torch.Tensor, weights: Any, group_size: int, process_index: int, rows: int
+) -> torch.Tensor:
+    """One flag per row of this process's part of a scored batch: whether its group has no reward
+    variance (its advantage is then set to 0, where TRL leaves a float residue).
+
+    ``rewards_per_func`` holds every process's rows (TRL gathers them before the advantages), one
+    column a reward term; this process's ``rows`` rows are the ``process_index``-th slice, as TRL slices.
+
+    >>> import torch
+    >>> rewards = torch.tensor([[1.2], [1.2], [0.0], [1.0]])
+    >>> flat_rows(rewards, [1.0], 2, 0, 2).tolist(), flat_rows(rewards, [1.0], 2, 1, 2).tolist()
+    ([True, True], [False, False])
+    """
+    flat = flat_groups(weighted_totals(rewards_per_func, weights), group_size)
+    every = flat.repeat_interleave(group_size)
+    return every[process_index * rows : (process_index + 1) * rows]
 
 
 def informative(advantages: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -265,136 +284,3 @@ def select_groups(advantages: torch.Tensor, group_size: int, wanted: int) -> tup
     kept = int(flags[order].sum())
     rows = (order[:, None] * group_size + torch.arange(group_size)).flatten()
     return rows, kept
-
-
-# For the type checker the mixin stands on TRL's trainer (whose attributes it uses); at run time on
-# object, since trainer_class puts it before the trainer class it is given.
-_TrainerBase: Any = object
-
-
-class _Signal(_TrainerBase):
-    """Skipping and dynamic sampling, mixed in before TRL's GRPOTrainer (or a subclass of it) by
-    :func:`trainer_class`: every ``super()`` call here reaches that trainer."""
-
-    def __init__(
-        self, *args: Any, signal: SignalSettings, warn: Callable[[str], None] | None = None, **kwargs: Any
-    ):
-        super().__init__(*args, **kwargs)
-        self.signal = signal
-        self._warn = warn or (lambda message: None)
-        blockers = skip_blockers(self.args, self) if signal.skip_zero_advantage else []
-        self.skipping = signal.skip_zero_advantage and not blockers
-        if blockers:
-            self._warn(
-                "training_loop.signal.skip_zero_advantage is on but does not apply to this run: "
-                + "; ".join(blockers)
-            )
-        self._cap_warned = False
-
-    # -- a group without reward variance has advantage 0 -----------------------------------------
-    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        self._rewards_per_func = super()._calculate_rewards(*args, **kwargs)  # every process's rows
-        return self._rewards_per_func
-
-    def _score_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        out = super()._generate_and_score_completions(inputs)
-        if self.model.training and self.args.multi_objective_aggregation == "sum_then_normalize":
-            totals = weighted_totals(self._rewards_per_func, self.reward_weights)
-            flat = flat_groups(totals, self.num_generations)
-            rows = flat.repeat_interleave(self.num_generations)
-            n = len(inputs)
-            local = rows[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n]
-            out["advantages"] = out["advantages"].masked_fill(local.to(out["advantages"].device), 0.0)
-        return out
-
-    # -- dynamic sampling ---------------------------------------------------------------------
-    def _stop_pending(self) -> bool:
-        """A stop was requested (SIGTERM or the preemption warning, rlvr's PreemptionGuard): the
-        guard acts at the end of the step, so the rounds must not keep the step going."""
-        from rlvr.training_loop.checkpoints import PreemptionGuard
-
-        guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, PreemptionGuard)]
-        return any(guard.stopping for guard in guards)
-
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        if not (self.model.training and self.signal.dynamic_sampling):
-            return self._score_round(inputs)
-        size = self.num_generations
-        wanted = len(inputs) // size
-        outputs = [self._score_round(inputs)]
-        found = int(informative(outputs[0]["advantages"], size).sum())
-        generated, rounds = wanted, 1
-        while found < wanted and rounds < self.signal.max_rounds and not self._stop_pending():
-            rate = max(found / generated, 1.0 / wanted)
-            groups = min(wanted, math.ceil((wanted - found) / rate))
-            rows = round_rows(
-                self.train_dataset, self.args.seed, self.state.global_step, rounds, groups, size
-            )
-            outputs.append(self._score_round(rows))
-            found += int(informative(outputs[-1]["advantages"], size).sum())
-            generated += groups
-            rounds += 1
-        joined = join_rounds(outputs, self.processing_class.pad_token_id)
-        index, kept = select_groups(joined["advantages"], size, wanted)
-        batch = _take(joined, index.to(joined["advantages"].device))
-        mask = batch["completion_mask"] * batch.get("tool_mask", 1)
-        batch["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
-        metrics = self._metrics["train"]
-        metrics["signal/groups_generated"].append(float(generated))
-        metrics["signal/groups_kept"].append(float(kept))
-        metrics["signal/rounds"].append(float(rounds))
-        if kept < wanted:
-            metrics["signal/cap_hit"].append(1.0)
-            if not self._cap_warned:
-                self._cap_warned = True
-                self._warn(
-                    f"dynamic sampling hit training_loop.signal.max_rounds={self.signal.max_rounds} at GRPO "
-                    f"step {self.state.global_step + 1}: {kept} of {wanted} groups had reward variance after "
-                    f"{generated} generated (the rest of the batch carries no signal; raise max_rounds "
-                    "or make the task easier/harder; the metric signal/cap_hit counts such steps)"
-                )
-        else:
-            metrics["signal/cap_hit"].append(0.0)
-        return batch
-
-    # -- skipping ------------------------------------------------------------------------------
-    def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
-        inputs = super()._prepare_inputs(generation_batch)
-        if not (self.model.training and self.skipping):
-            return inputs
-        full = _rows(inputs)
-        min_rows = 0
-        if self.accelerator.num_processes > 1:
-            # Every process runs a backward through the model, and TRL gathers per-row metrics (its
-            # clip ratios) across processes with accelerate's gather, which needs the same number of
-            # rows on each: the largest count of signal rows among them (at least one) on every one.
-            count = torch.tensor([max(int(signal_rows(inputs).sum()), 1)], device=self.accelerator.device)
-            min_rows = int(self.accelerator.gather(count).max())
-        elif self.accelerator.distributed_type != "NO":  # a DeepSpeed/FSDP engine runs a backward too
-            min_rows = 1
-        out = drop_zero_advantage(inputs, self.loss_type, min_rows=min_rows)
-        self._metrics["train"]["signal/rows_skipped"].append(float(full - _rows(out)))
-        return out
-
-    def compute_loss(
-        self,
-        model: Any,
-        inputs: dict[str, Any],
-        return_outputs: bool = False,
-        num_items_in_batch: Any = None,
-    ) -> Any:
-        scale = inputs.pop(SCALE_KEY, None)
-        if scale is None:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if _rows(inputs) == 0:  # nothing carries signal: no forward, no backward through the model
-            return torch.zeros((), device=self.accelerator.device, requires_grad=True)
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        return loss * scale
-
-
-def trainer_class(base: type) -> type:
-    """``base`` (TRL's GRPOTrainer or a subclass) with skipping, dynamic sampling and the rollout
-    clock (rlvr.training_loop.rollout_clock)."""
-    from rlvr.training_loop.rollout_clock import RolloutClock
-
-    return type("SignalGRPOTrainer", (_Signal, RolloutClock, base), {})

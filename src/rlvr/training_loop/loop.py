@@ -242,32 +242,29 @@ class GRPOPhase(Phase):
         return [CurriculumState(session.curriculum)]
 
     def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
-        from trl import GRPOTrainer
+        from rlvr.training_loop.curriculum import CurriculumFeed
+        from rlvr.training_loop.grpo_signal import SignalSettings
 
-        from rlvr.training_loop import grpo_signal
+        # Imported when GRPO starts: its class is built on the GRPOTrainer TRL has then, which unsloth
+        # replaces when it loads a model (and TRL is heavy).
+        from rlvr.training_loop.trainer import RLVRGRPOTrainer
 
         self.rewards.group_size = args.num_generations
         if args.use_vllm:  # TRL builds its vLLM engine (colocate) or client (server) in the trainer
             from rlvr.evaluation.generation import no_vllm_usage_stats
 
             no_vllm_usage_stats()
-        extra: dict[str, Any] = {}
-        base: type = GRPOTrainer
-        if session.curriculum is not None:
-            from rlvr.training_loop.curriculum import trainer_class
-
-            base = trainer_class()
-            extra = {"curriculum": session.curriculum, "rewards": self.rewards}
-        return grpo_signal.trainer_class(base)(
+        curriculum = session.curriculum
+        return RLVRGRPOTrainer(
             model=model,
             reward_funcs=self.rewards.functions,
             args=args,
             train_dataset=session.train_dataset,
             processing_class=session.tokenizer,
             callbacks=callbacks,
-            signal=grpo_signal.SignalSettings.from_config(self.signal_node),
+            signal=SignalSettings.from_config(self.signal_node),
+            curriculum=None if curriculum is None else CurriculumFeed(curriculum, self.rewards.accepted),
             warn=lambda message: session.emit(ev.RunWarning(message)),
-            **extra,
         )
 
 
