@@ -84,7 +84,7 @@ def test_a_budget_run_reports_planned_against_actual(budget_run):
 def test_a_run_resuming_a_budgeted_checkpoint_reuses_its_plan(budget_run, tmp_path):
     """From the budget run's first GRPO checkpoint, in a new directory, with the same command: the
     plan is read, not made again (no timing), and GRPO ends at the planned step. Mutation: prepare
-    ignores ``resume`` (plans anew) -> red (a new plan's steps differ, and the gate refuses the schedule)."""
+    ignores ``resume`` (plans anew: it times again, and GRPO runs to the new plan's steps) -> red."""
     run_dir, _ = budget_run
     plan = json.loads((run_dir / "budget_plan.json").read_text())
     checkpoints = sorted(

@@ -95,7 +95,11 @@ def test_a_budget_the_fixed_costs_do_not_fit_is_refused_with_the_numbers_and_a_b
     assert issue.key == "budget_minutes" and issue.value == 1.5
     assert "does not fit" in issue.problem and "nothing was trained" in issue.problem
     least = float(issue.fix.split("budget_minutes=")[1].split()[0])
-    assert default_plan(least).predicted <= least * 60 * (1 - budget.MARGIN)
+    smallest = default_plan(least)
+    assert smallest.predicted <= least * 60 * (1 - budget.MARGIN)
+    # GRPO, configured without an in-training evaluation, gets none at the smallest scale either
+    # (mutation: the interval not kept longer than such a phase -> red)
+    assert smallest.phases["grpo"].evaluations == 0 and smallest.phases["sft"].evaluations == 4
 
 
 def test_a_warmup_longer_than_the_planned_phase_is_scaled_with_it():
@@ -139,7 +143,7 @@ def test_planned_vs_actual_rows():
 
 @pytest.mark.parametrize("value", [0, -3, float("inf"), float("nan"), "eight", 50_000])
 def test_budget_minutes_must_be_a_finite_positive_number(value):
-    """Mutation: RunSettings.budget_minutes typed Any -> red."""
+    """Mutation (in memory, /tmp plugin): RunSettings.budget_minutes typed Any -> red."""
     (issue,) = run_key_issues(OmegaConf.create({"budget_minutes": value}))
     assert issue.key == "budget_minutes" and "Fix: " in str(issue) and "budget_minutes" in issue.fix
 
@@ -195,8 +199,8 @@ def test_a_resumed_checkpoint_whose_run_recorded_no_plan_is_refused(tmp_path):
 
 def test_the_plan_goes_through_each_phase_node_and_trl_config():
     """The TRL config every reader takes (Phase.args) carries the planned steps; a planned value the
-    node's bound refuses is an issue naming the key, and nothing changes. Mutation: replan sets
-    self.fields but keeps the cached TRL config -> red."""
+    node's bound refuses is an issue naming the key, and nothing changes. Mutations: replan sets
+    self.fields but keeps the cached TRL config (in memory) -> red; apply skips replan -> red."""
     loop = make_loop(sft={"max_steps": 640, "warmup_steps": 10}, grpo={"max_steps": 16, "num_generations": 2})
     evaluator = make_evaluator()
     plan = dataclasses.replace(
@@ -207,6 +211,7 @@ def test_the_plan_goes_through_each_phase_node_and_trl_config():
             "evaluation.every_n_steps": (160, 43),
         },
     )
+    assert loop.validate() == [] and loop.sft_phase.args.max_steps == 640  # built, as the gate does
     budget.apply(plan, loop, evaluator)
     assert loop.sft_phase.args.max_steps == 172 and loop.grpo_phase.args.max_steps == 4
     assert loop.sft_phase.args.warmup_steps == 10 and evaluator.every_n_steps == 43
@@ -267,8 +272,8 @@ def test_the_scale_is_one_number_for_every_phase():
 
 def test_a_changed_budget_on_resume_is_refused_as_a_changed_step_budget(tmp_path):
     """The checkpoint's steps follow its run's budget: another one is a schedule change (refused,
-    both values named), and dropping it too. Mutation: budget_minutes left out of
-    resume.SCHEDULE_KEYS -> red."""
+    both values named), and dropping it too. Mutation (in memory): budget_minutes left out of
+    the fingerprint's schedule keys (resume.SCHEDULE_KEYS) -> red."""
     from tests.unit.test_checkpoints import make_ckpt
 
     from rlvr.training_loop.checkpoints import write_fingerprint

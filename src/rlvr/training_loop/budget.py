@@ -164,15 +164,20 @@ def _sized(shapes: list[PhaseShape], every: int, scale: float) -> _Sized:
     phase has the in-training evaluations it was configured with; a phase whose configured steps end on
     an evaluation ends on one again (its last weights evaluated once, reused after it: SFT's by the
     after-SFT evaluation, the last phase's by the final one). A warmup longer than the new phase is
-    scaled with it."""
-    planned_every = max(1, math.floor(scale * every)) if every > 0 else 0
-    steps, warmup = {}, {}
+    scaled with it. A phase configured without an in-training evaluation (GRPO's 16 steps, every 160)
+    gets none: the interval stays longer than it."""
+    steps = {shape.name: max(1, math.floor(scale * shape.max_steps)) for shape in shapes}
+    planned_every = 0
+    if every > 0:
+        unevaluated = [steps[s.name] + 1 for s in shapes if s.max_steps < every]
+        planned_every = max(1, math.floor(scale * every), *unevaluated)
+        for shape in shapes:
+            evals = shape.max_steps // every
+            if evals and shape.max_steps % every == 0:
+                steps[shape.name] = min(shape.max_steps, evals * planned_every)
+    warmup = {}
     for shape in shapes:
-        n = max(1, math.floor(scale * shape.max_steps))
-        evals = shape.max_steps // every if every > 0 else 0
-        if evals and shape.max_steps % every == 0:
-            n = evals * planned_every  # <= floor(scale * max_steps)
-        steps[shape.name] = n
+        n = steps[shape.name]
         if shape.warmup_steps >= 1 and shape.warmup_steps >= n:
             warmup[shape.name] = float(max(0, min(math.floor(scale * shape.warmup_steps), n - 1)))
     return _Sized(steps, planned_every, warmup)
@@ -251,7 +256,7 @@ def plan(
         scale = 1.0
     elif not fits(0.0):  # one step of each phase (and its evaluations) is already too much
         _, phases, stages = predicted(0.0)
-        raise ConfigValidationError([_too_small(minutes, margin, stages, phases)])
+        raise ConfigValidationError([_too_small(minutes, margin, stages, phases, evals)])
     else:  # the largest scale that fits: the prediction grows with it
         low, high = 0.0, 1.0
         for _ in range(50):
@@ -271,12 +276,18 @@ def plan(
 
 
 def _too_small(
-    minutes: float, margin: float, stages: dict[str, float], phases: dict[str, PhasePlan]
+    minutes: float, margin: float, stages: dict[str, float], phases: dict[str, PhasePlan], evals: EvalTiming
 ) -> ConfigIssue:
     need = sum(stages.values())
     least = math.ceil(need / 60 / (1 - margin) * 10) / 10
     parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items())
-    steps = ", ".join(f"{name} {p.steps} step(s)" for name, p in phases.items())
+    steps = ", ".join(
+        f"{name} {p.steps} step(s) at {p.timing.step:.1f} s with {p.evaluations} evaluation(s)"
+        for name, p in phases.items()
+    )
+    steps += f"; an evaluation: greedy {evals.greedy:.0f} s" + (
+        f", sampled {evals.sampled:.0f} s" if evals.sampled_batches else ""
+    )
     return ConfigIssue(
         KEY,
         minutes,
