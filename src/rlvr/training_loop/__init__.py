@@ -4,7 +4,7 @@ each a phase (``phase``, typed by ``settings``) run through TRL. GRPO runs on on
 timing as options), over the rules of ``grpo_signal`` and the curriculum glue (``curriculum``). SFT
 and RFT score the completion positions only (``sft_loss``). Beside them: batching (``microbatch``,
 ``packing``), the trainer callbacks (``callbacks``), ``throughput``, ``checkpoints`` and ``resume``, the run directory at the end of a run (``run_dir``) and the GRPO budget
-note (``expectation``)."""
+note (``expectation``); ``budget_minutes`` sizes the phases' steps to a wall-clock budget (``budget``)."""
 
 from rlvr.training_loop.loop import GRPOPhase, SFTPhase, TrainingLoop
 from rlvr.training_loop.phase import Session, TrainOutcome
