@@ -10,8 +10,8 @@ from pathlib import Path
 from rlvr.config.gate import Passed, judge_run_dir_under_lock
 from rlvr.events import COMPLETED_STATUSES
 from rlvr.issues import ConfigValidationError
-from rlvr.pipeline import PipelineOrchestrator, RunResult
-from rlvr.pipeline.wiring import TRAINING, run_components
+from rlvr.pipeline import Run, RunResult
+from rlvr.pipeline.wiring import TRAINING
 from rlvr.runtime import distributed
 from rlvr.runtime.faults import RunFault
 from rlvr.runtime.run_lock import RunDirBusy, RunDirLock
@@ -75,9 +75,9 @@ def train(passed: Passed) -> RunResult | None:
             print(f"warning: {lock.taken_over()}", file=sys.stderr)
         for line in passed.resume_lines:
             print(line)
-        orchestrator = PipelineOrchestrator(cfg, run_dir, run_components(passed.components), passed.resume)
+        run = Run(cfg, run_dir, passed.components, passed.resume)
         running = True  # the run closes its components at its end
-        result = _run(orchestrator, lock)
+        result = _run(run, lock)
     except RunDirBusy as exc:
         print(f"\nrefused: {exc}\n", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
@@ -100,15 +100,15 @@ def train(passed: Passed) -> RunResult | None:
 train.components = TRAINING  # type: ignore[attr-defined]
 
 
-def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
-    """Run the built pipeline; a stop or a fault ends in one message and its exit code (the
-    traceback in the run's log file)."""
+def _run(run: Run, lock: RunDirLock) -> RunResult:
+    """Run the recipe (setup, train, cleanup); a stop or a fault ends in one message and its exit code
+    (the traceback in the run's log file)."""
     from rlvr.runtime.logs import INTERRUPTED_EXIT_CODE, traceback_to_log_file
 
     try:
-        return orchestrator.run()
+        return run.run()
     except Preempted as exc:
-        print(f"preempted: {exc}. Resume with: {continue_command(orchestrator.run_dir)}")
+        print(f"preempted: {exc}. Resume with: {continue_command(run.run_dir)}")
         if exc.signum == signal.SIGTERM:  # a preemption's grace time: SLURM would not requeue an early exit
             lock.release()
             requeued = requeue_if_preempted_in_grace()
@@ -135,7 +135,7 @@ def _run(orchestrator: PipelineOrchestrator, lock: RunDirLock) -> RunResult:
             print(f"(the traceback is in {', '.join(logs) or 'the run log'})", file=sys.stderr)
             raise SystemExit(exc.exit_code) from exc
         if distributed.is_main():
-            print(f"interrupted (Ctrl-C): {resume_hint(orchestrator.run_dir)}")
+            print(f"interrupted (Ctrl-C): {resume_hint(run.run_dir)}")
         raise SystemExit(INTERRUPTED_EXIT_CODE) from exc
     except Exception as exc:
         # Under accelerate launch: this rank only noticed that another one failed. Its error (and

@@ -15,7 +15,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 import rlvr.pipeline.orchestrator as orchestration
-from tests.unit.test_orchestrator import FakeLoop, orchestrator
+from tests.unit.test_orchestrator import FakeLoop, make_run
 prune = orchestration.finish_run_dir
 
 def stopped_midway(run_dir, keep):  # the scheduler's SIGTERM, twice, while checkpoints are deleted
@@ -24,7 +24,7 @@ def stopped_midway(run_dir, keep):  # the scheduler's SIGTERM, twice, while chec
     return prune(run_dir, keep)
 
 orchestration.finish_run_dir = stopped_midway
-print(orchestrator(Path(sys.argv[3]), FakeLoop(), {}).run().status, flush=True)
+print(make_run(Path(sys.argv[3]), FakeLoop(), {}).run().status, flush=True)
 """
 
 

@@ -176,16 +176,16 @@ class ShardedLoop:
 
 
 def run_with(tmp_path, model, setup, trainer) -> list:
-    """The orchestrator run to its end with ``setup`` as its distributed setup and a loop whose phase
-    hands ``trainer`` over; returns the models the evaluator was given."""
-    from tests.unit.test_orchestrator import Loaded, Recorder, orchestrator
+    """The run (rlvr.pipeline.Run) to its end with ``setup`` as its distributed setup and a loop whose
+    phase hands ``trainer`` over; returns the models the evaluator was given."""
+    from tests.unit.test_orchestrator import Loaded, Recorder, make_run
 
-    orch = orchestrator(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
-    orch.components.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
-    orch.components.distributed = setup
+    run = make_run(tmp_path / "run", ShardedLoop(trainer), {"rec": Recorder()})
+    run.model.load = lambda: Loaded(model, SimpleNamespace(save_pretrained=lambda path: None))
+    run.distributed = setup
     evaluated = []
-    orch.components.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
-    assert orch.run().status == "COMPLETED"
+    run.evaluation.evaluate = lambda m, *a, **k: evaluated.append(m) or make_result(a[2], a[3])
+    assert run.run().status == "COMPLETED"
     return evaluated
 
 

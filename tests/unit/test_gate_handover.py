@@ -12,21 +12,21 @@ from rlvr import app
 from rlvr.config import gate
 from rlvr.events import RunResult
 from rlvr.issues import ConfigIssue, ConfigValidationError
-from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline import Run
 from rlvr.training_loop import resume as resume_module
 from rlvr.training_loop.checkpoints import write_fingerprint
 
 
 @pytest.fixture
 def ran(monkeypatch):
-    """The orchestrator the app made, recorded instead of run."""
+    """The run the app made (rlvr.pipeline.Run), recorded instead of run."""
     seen: dict = {}
 
     def run(self):
-        seen["orchestrator"] = self
+        seen["run"] = self
         return RunResult(status="COMPLETED", run_dir=self.run_dir)
 
-    monkeypatch.setattr(PipelineOrchestrator, "run", run)
+    monkeypatch.setattr(Run, "run", run)
     return seen
 
 
@@ -37,7 +37,7 @@ def test_the_app_runs_the_components_the_gate_built(tmp_path, ran):
         app.train(passed)
     finally:
         passed.close()
-    c = ran["orchestrator"].components
+    c = ran["run"]
     built = passed.components
     assert c.data is built["data"] and c.model is built["model"] and c.verifier is built["verifier"]
     assert c.training_loop is built["training_loop"] and c.reward is built["reward"]
@@ -60,12 +60,12 @@ def test_the_resume_point_is_the_gates_unless_checkpoints_changed_before_the_loc
     passed = gate.check(cfg, run)
     assert passed.resume == ("sft", first) and len(calls) == 1
     app.train(passed)
-    assert ran["orchestrator"].resume == ("sft", first) and len(calls) == 1
+    assert ran["run"].resume == ("sft", first) and len(calls) == 1
 
     passed = gate.check(cfg, run)
     newer = make_ckpt(run, "sft", 4)  # saved after the gate looked
     app.train(passed)
-    assert ran["orchestrator"].resume == ("sft", newer) and len(calls) == 3
+    assert ran["run"].resume == ("sft", newer) and len(calls) == 3
 
 
 def test_the_held_command_line_issues_are_reported_with_the_rest_and_nothing_stays_open(

@@ -60,8 +60,10 @@ def test_the_config_gate_and_the_orchestrator_stay_small():
     """rlvr/config is the gate (the typed binding does the per-key checks); the trust boundary's
     rules are rlvr/security's. The orchestrator only sequences (rlvr.pipeline.wiring builds)."""
     assert _lines(SRC / "config") <= 1000
-    # 350, and 20 for the budget stage (issue 58 item 4: its planning lives in rlvr.training_loop.budget)
-    assert len((SRC / "pipeline" / "orchestrator.py").read_text().splitlines()) <= 370
+    # 350, and 20 for the budget stage (issue 58 item 4: its planning lives in rlvr.training_loop.budget),
+    # and 30 for the one Run object (issue 57 item 3): the typed components wiring's Components held
+    # (35 lines there, gone) and setup/train/cleanup, where RunContext and PipelineOrchestrator were
+    assert len((SRC / "pipeline" / "orchestrator.py").read_text().splitlines()) <= 400
 
 
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:

@@ -1,4 +1,5 @@
-"""The orchestrator's lifecycle with fake components: event order, error path, observers always closed."""
+"""The run's lifecycle (rlvr.pipeline.orchestrator.Run: setup, train, cleanup) with fake components: event
+order, error path, observers always closed."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from tests.conftest import make_eval_result
 
 from rlvr import events as ev
 from rlvr.observers import Observer
-from rlvr.pipeline import PipelineOrchestrator
-from rlvr.pipeline.orchestrator import Components
+from rlvr.pipeline import Run
 from rlvr.runtime.hardware import Hardware
 from rlvr.training_loop import TrainOutcome
 
@@ -132,27 +132,24 @@ class FakeVerifier:
         FakeVerifier.closed += 1
 
 
-def orchestrator(tmp_path, loop, observers):
+def make_run(tmp_path, loop, observers):
     cfg = OmegaConf.create({"seed": 1, "keep_checkpoints": "last"})
-    return PipelineOrchestrator(
-        cfg,
-        tmp_path,
-        Components(
-            data=FakeDataComponent(),
-            model=FakeModelComponent(),
-            prompts=FakePrompt(),
-            reward=FakeRewards(),
-            verifier=FakeVerifier(),
-            training_loop=loop,
-            evaluation=FakeEvaluator(),
-            observers=observers,
-        ),
-    )
+    components = {
+        "data": FakeDataComponent(),
+        "model": FakeModelComponent(),
+        "prompts": FakePrompt(),
+        "reward": FakeRewards(),
+        "verifier": FakeVerifier(),
+        "training_loop": loop,
+        "evaluation": FakeEvaluator(),
+        **{f"observers.{name}": observer for name, observer in observers.items()},  # keyed as the gate builds
+    }
+    return Run(cfg, tmp_path, components)
 
 
 def test_lifecycle_event_order_and_files(tmp_path):
     rec = Recorder()
-    result = orchestrator(tmp_path, FakeLoop(), {"rec": rec, "broken": Broken()}).run()
+    result = make_run(tmp_path, FakeLoop(), {"rec": rec, "broken": Broken()}).run()
     assert result.status == "COMPLETED"
     kinds = [(type(e).__name__, getattr(e, "stage", getattr(e, "label", ""))) for e in rec.events]
     stages = [s for k, s in kinds if k == "StageStart"]
@@ -194,10 +191,10 @@ def test_lifecycle_event_order_and_files(tmp_path):
     ],
 )
 def test_the_grpo_stage_start_and_end_are_also_sampled(tmp_path, loop, expected):
-    orch = orchestrator(tmp_path, loop, {})
-    orch.components.evaluation = FakeEvaluator(sampled=True)
+    orch = make_run(tmp_path, loop, {})
+    orch.evaluation = FakeEvaluator(sampled=True)
     orch.run()
-    assert orch.components.evaluation.calls == expected
+    assert orch.evaluation.calls == expected
     report = json.loads((tmp_path / "report.json").read_text())
     assert [e["label"] for e in report["sampled"]] == [c for c in expected if c.endswith("_sampled")]
 
@@ -206,7 +203,7 @@ def test_failure_emits_error_then_failed_end_and_closes_everything(tmp_path):
     rec = Recorder()
     before = FakeVerifier.closed
     with pytest.raises(RuntimeError, match="training exploded"):
-        orchestrator(tmp_path, FakeLoop(fail=True), {"rec": rec}).run()
+        make_run(tmp_path, FakeLoop(fail=True), {"rec": rec}).run()
     errors = [e for e in rec.events if isinstance(e, ev.ErrorEvent)]
     assert [e.stage for e in errors] == ["train"]
     failed = [e for e in rec.events if isinstance(e, ev.StageEnd) and e.status == "failed"]
@@ -246,10 +243,10 @@ def test_other_ranks_train_but_write_nothing_and_stay_quiet(tmp_path, monkeypatc
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     rec = Recorder()
-    orch = orchestrator(tmp_path / "run", FakeLoop(), {"rec": rec})
+    orch = make_run(tmp_path / "run", FakeLoop(), {"rec": rec})
     result = orch.run()
     assert result.status == "COMPLETED" and result.evaluations == []
-    assert rec.events == [] and orch.components.evaluation.calls == []
+    assert rec.events == [] and orch.evaluation.calls == []
     assert not (tmp_path / "run").exists()
 
 
@@ -257,7 +254,7 @@ def test_a_failing_other_rank_prints_its_error_once_named_by_rank(tmp_path, monk
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(RuntimeError, match="training exploded"):
-        orchestrator(tmp_path / "run", FakeLoop(fail=True), {"rec": Recorder()}).run()
+        make_run(tmp_path / "run", FakeLoop(fail=True), {"rec": Recorder()}).run()
     assert capsys.readouterr().err.count("[rank 1] RuntimeError: training exploded") == 1
 
 
@@ -275,7 +272,7 @@ def test_a_refusal_that_needs_the_data_comes_in_the_preflight_stage_before_the_m
     rec, loop, placed = Recorder(), FakeLoop(), []
     loop.place = lambda model: placed.append(model) or model
     with pytest.raises(ConfigValidationError):
-        orchestrator(tmp_path, loop, {"rec": rec}).run()
+        make_run(tmp_path, loop, {"rec": rec}).run()
     [error] = [e for e in rec.events if isinstance(e, ev.ErrorEvent)]
     assert error.stage == "preflight" and placed == []
     assert [e.stage for e in rec.events if isinstance(e, ev.StageStart)] == ["data", "model", "preflight"]

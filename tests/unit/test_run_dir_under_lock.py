@@ -16,7 +16,7 @@ from rlvr import app
 from rlvr.config import gate
 from rlvr.events import RunResult
 from rlvr.issues import ConfigValidationError
-from rlvr.pipeline import PipelineOrchestrator
+from rlvr.pipeline import Run
 from rlvr.runtime.io import RUN_RECORDS
 from rlvr.training_loop.checkpoints import write_fingerprint
 from rlvr.training_loop.resume import fingerprint
@@ -24,10 +24,10 @@ from rlvr.training_loop.resume import fingerprint
 
 @pytest.fixture
 def runs(monkeypatch):
-    """The orchestrators the app ran; each one leaves what a completed run with
+    """The runs the app ran (rlvr.pipeline.Run); each one leaves what a completed run with
     ``keep_checkpoints=none`` leaves: its settings fingerprint, a COMPLETED attempt, its metrics and
     its report, and no checkpoint."""
-    ran: list[PipelineOrchestrator] = []
+    ran: list[Run] = []
 
     def run(self):
         ran.append(self)
@@ -39,7 +39,7 @@ def runs(monkeypatch):
         (self.run_dir / "report.json").write_text(json.dumps({"status": "COMPLETED", "seed": self.cfg.seed}))
         return RunResult(status="COMPLETED", run_dir=self.run_dir)
 
-    monkeypatch.setattr(PipelineOrchestrator, "run", run)
+    monkeypatch.setattr(Run, "run", run)
     return ran
 
 
@@ -64,7 +64,7 @@ def test_a_fresh_run_that_passed_the_gate_in_an_empty_dir_is_refused_in_the_run_
     tmp_path, runs
 ):
     """Mutation: app.train without judge_run_dir_under_lock (the old re-check only when the checkpoints
-    changed) -> A runs (a second orchestrator) and rewrites B's records -> red."""
+    changed) -> A runs (a second Run) and rewrites B's records -> red."""
     run, a, left = _race(tmp_path, ["seed=1"], ["seed=2"], runs)
     try:
         with pytest.raises(ConfigValidationError) as err:

@@ -149,11 +149,11 @@ def test_a_phase_a_library_stops_before_its_max_steps_is_interrupted_not_complet
 
 
 def test_a_run_whose_phase_stopped_early_ends_interrupted_and_resume_auto_has_something_to_do(tmp_path):
-    """The orchestrator's end status is the fault's: INTERRUPTED in attempts.json and the pipeline's end,
-    so ``resume=auto`` does not say "nothing to resume". Mutation: the orchestrator ignoring
+    """The run's end status is the fault's: INTERRUPTED in attempts.json and the pipeline's end,
+    so ``resume=auto`` does not say "nothing to resume". Mutation: the run ignoring
     ``fault.status`` (FAILED) -> red."""
     from omegaconf import OmegaConf
-    from tests.unit.test_orchestrator import FakeLoop, Recorder, orchestrator
+    from tests.unit.test_orchestrator import FakeLoop, Recorder, make_run
 
     from rlvr.training_loop.resume import finished_run
 
@@ -163,7 +163,7 @@ def test_a_run_whose_phase_stopped_early_ends_interrupted_and_resume_auto_has_so
 
     rec = Recorder()
     with pytest.raises(StoppedEarly):
-        orchestrator(tmp_path, StoppedLoop(), {"rec": rec}).run()
+        make_run(tmp_path, StoppedLoop(), {"rec": rec}).run()
     assert isinstance(rec.events[-1], ev.PipelineEnd) and rec.events[-1].status == "INTERRUPTED"
     assert json.loads((tmp_path / "attempts.json").read_text())[-1]["status"] == "INTERRUPTED"
     assert finished_run(OmegaConf.create({"resume": "auto"}), tmp_path) is None

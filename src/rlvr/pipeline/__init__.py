@@ -1,11 +1,12 @@
-"""The orchestrator (``orchestrator``): runs the lifecycle over the components the config gate built
-and passed; ``wiring``: what each component receives at build time, and the one builder."""
+"""The training recipe (``orchestrator``): one :class:`~rlvr.pipeline.orchestrator.Run` holds a run's
+state and runs its lifecycle (setup, train, cleanup) over the components the config gate built and
+passed; ``wiring``: what each component receives at build time, and the one builder."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PipelineOrchestrator", "RunResult"]
+__all__ = ["Run", "RunResult"]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ the YAML on purpose).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
@@ -19,18 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime.secrets import redact
-
-if TYPE_CHECKING:  # the gate imports this module: the components' heavy imports stay out of it
-    from rlvr.data.base import DataComponent
-    from rlvr.evaluation.evaluator import Evaluator
-    from rlvr.model.loader import HFModel
-    from rlvr.model.unsloth import UnslothModel
-    from rlvr.observers.base import Observer
-    from rlvr.prompts import PromptTemplate
-    from rlvr.reward.terms import RewardSet
-    from rlvr.runtime.distributed import Distributed
-    from rlvr.training_loop.loop import TrainingLoop
-    from rlvr.verifier.sandbox import VerifierPool
 
 
 @dataclass(frozen=True)
@@ -57,21 +45,6 @@ COMPONENT_KEYS = ("prompts", "verifier", "data", "model", "reward", "training_lo
 TRAINING = (*COMPONENT_KEYS, "observers", "distributed")
 # Built where the config has them: one process needs no distributed setup.
 OPTIONAL_KEYS = ("distributed",)
-
-
-@dataclass
-class Components:
-    """A training run's built components (:func:`run_components`)."""
-
-    data: DataComponent
-    model: HFModel | UnslothModel
-    prompts: PromptTemplate
-    reward: RewardSet
-    verifier: VerifierPool
-    training_loop: TrainingLoop
-    evaluation: Evaluator
-    observers: dict[str, Observer]
-    distributed: Distributed | None = None  # None = one process
 
 
 @dataclass
@@ -158,13 +131,3 @@ def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set
         if component is not None:
             out.components[key] = component
     return out
-
-
-def run_components(built: dict[str, Any]) -> Components:
-    """A training run's components (:data:`TRAINING`) from what the config gate built and passed
-    (rlvr.config.gate.check: :attr:`Built.components`, keyed as there)."""
-    return Components(
-        **{k: built[k] for k in COMPONENT_KEYS},
-        observers={k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")},
-        distributed=built.get("distributed"),
-    )
