@@ -298,10 +298,10 @@ def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tm
     import datasets
     import torch
     from tests.conftest import make_loop, tiny_model
+    from tests.stand_in_run import StandInRun
 
     from rlvr import events as ev
     from rlvr.prompts import PromptTemplate
-    from rlvr.training_loop.phase import Session
 
     prompt = PromptTemplate("{question}")
     rows = [{"prompt": prompt.messages(f"{i}+1"), "answer": str(i + 1)} for i in range(16)]
@@ -311,7 +311,7 @@ def test_a_checkpoint_at_a_phases_last_step_finishes_the_phase_without_a_step(tm
 
     def train(resume):
         events = []
-        session = Session(
+        session = StandInRun(
             tokenizer=loaded.tokenizer,
             train_dataset=datasets.Dataset.from_list(rows),
             emit=events.append,

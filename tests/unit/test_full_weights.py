@@ -259,9 +259,11 @@ def test_weights_partitioned_while_loading_are_gathered_with_deepspeeds_own_cont
 def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
     """In-training evaluations gather through the trainer of the phase that is running: the phase
     attaches it before train() starts (and so before its first evaluation callback)."""
+    from tests.stand_in_run import StandInRun
+
     from rlvr.runtime.hardware import Hardware
     from rlvr.training_loop.loop import SFTPhase
-    from rlvr.training_loop.phase import Session, TrainOutcome
+    from rlvr.training_loop.phase import TrainOutcome
 
     attached = []
 
@@ -284,7 +286,7 @@ def test_each_phase_tells_the_session_its_trainer_before_training(tmp_path):
 
     hardware = Hardware("cpu", "fp32", "a test")
     phase = Phase({"max_steps": 3}, 0, lambda: hardware, prompt=None)
-    session = Session(None, None, lambda event: None, lambda *a: None, 0, tmp_path, attach=attached.append)
+    session = StandInRun(None, None, lambda event: None, lambda *a: None, 0, tmp_path, attach=attached.append)
     outcome = TrainOutcome(model=None)
     assert phase.run(torch.nn.Linear(2, 2), session, outcome, None) == "trained"
     (trainer,) = attached

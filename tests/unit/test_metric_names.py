@@ -15,6 +15,7 @@ from typing import Any
 import datasets
 import pytest
 from tests.conftest import SIGNAL, tiny_model
+from tests.stand_in_run import StandInRun
 
 from rlvr import events as ev
 from rlvr.prompts import PromptTemplate
@@ -22,7 +23,6 @@ from rlvr.reward import RewardSet
 from rlvr.reward.terms import _Term, completion_text
 from rlvr.training_loop import TrainingLoop
 from rlvr.training_loop.callbacks import TRL_NAMES, EventBridge
-from rlvr.training_loop.phase import Session
 
 STEPS = 6
 GRPO = {"max_steps": STEPS, "num_generations": 2, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
@@ -58,7 +58,7 @@ def grpo_run(tmp_path_factory):
         return on_log(self, args, state, control, logs=logs, **kwargs)
 
     events: list[Any] = []
-    session = Session(
+    session = StandInRun(
         tokenizer=loaded.tokenizer,
         train_dataset=datasets.Dataset.from_list(rows),
         emit=events.append,

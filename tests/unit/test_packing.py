@@ -38,13 +38,13 @@ def _rows():
 
 def _loss(tmp_path: Path, tiny, **fields) -> torch.Tensor:
     """The loss of all rows in one batch, as the SFT phase's trainer computes it."""
-    from rlvr.training_loop.phase import Session
+    from tests.stand_in_run import StandInRun
 
     model, tokenizer = tiny
     loop = make_loop(sft={"enabled": True, "max_steps": 1, "per_device_train_batch_size": ROWS,
                           "max_length": 256, **fields}, grpo={"enabled": False})  # fmt: skip
     assert loop.sft_phase.issues() == []
-    session = Session(tokenizer=tokenizer, train_dataset=_rows(), emit=lambda e: None,
+    session = StandInRun(tokenizer=tokenizer, train_dataset=_rows(), emit=lambda e: None,
                       on_weights=lambda *a, **k: None, eval_every=0, run_dir=tmp_path)  # fmt: skip
     trainer = loop.sft_phase.trainer(model, loop.sft_phase.config(tmp_path), session, [])
     data = trainer.train_dataset

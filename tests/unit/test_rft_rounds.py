@@ -9,13 +9,13 @@ import signal
 import pytest
 import reasoning_gym
 from tests.conftest import make_loop, verifier_pool
+from tests.stand_in_run import StandInRun
 from transformers import TrainerCallback
 
 from rlvr.data import ReasoningGymData, references
 from rlvr.evaluation.generation import Generation
 from rlvr.prompts import PromptTemplate
 from rlvr.reward import CorrectnessReward, RewardSet
-from rlvr.training_loop.phase import Session
 from rlvr.training_loop.rft import RFTPhase
 
 PROMPT = PromptTemplate(instruction="{question}\nAnswer inside <answer></answer>.")
@@ -96,7 +96,7 @@ def test_a_round_keeps_only_verified_distinct_completions_capped_per_prompt():
         phase = RFTPhase(RFT, 0, lambda: None, PROMPT, rewards)
         order = phase._round_prompts(dataset, 0)["prompt"]  # the round's seeded order of prompts
         replay = Replay([texts[dataset["prompt"].index(m)] for m in order])
-        session = Session(ChatTokenizer(), dataset, print, lambda *a, **k: None, 0, None, generator=replay)
+        session = StandInRun(ChatTokenizer(), dataset, print, lambda *a, **k: None, 0, None, generator=replay)
         sampled = phase.sample(None, session, 0)
     # the prompts were rendered by the run's prompt object
     assert replay.prompts == [PROMPT.render(ChatTokenizer(), m) for m in order]
@@ -229,7 +229,7 @@ def phases(tmp_path):
                 if act is not None:
                     trainer.add_callback(AtStepThree(act))
 
-            session = Session(
+            session = StandInRun(
                 tokenizer=loaded.tokenizer,
                 train_dataset=datasets.Dataset.from_dict(rows),
                 emit=events.append,

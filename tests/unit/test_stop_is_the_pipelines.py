@@ -16,6 +16,7 @@ import signal
 
 import pytest
 from tests.conftest import make_loop, tiny_model
+from tests.stand_in_run import StandInRun
 from transformers import TrainerCallback
 
 from rlvr import events as ev
@@ -23,7 +24,6 @@ from rlvr.prompts import PromptTemplate
 from rlvr.runtime.faults import StoppedEarly
 from rlvr.training_loop.checkpoints import MARKER, Preempted, PreemptionGuard, latest_checkpoint
 from rlvr.training_loop.loop import SFTPhase
-from rlvr.training_loop.phase import Session
 
 MAX_STEPS = 6
 SFT = {"max_steps": MAX_STEPS, "per_device_train_batch_size": 2, "learning_rate": 1e-3, "logging_steps": 1,
@@ -71,7 +71,7 @@ def train(tmp_path, monkeypatch):
         monkeypatch.setattr(SFTPhase, "callbacks", lambda self, session, checkpoint: [cb])
         events: list = []
         guard = PreemptionGuard()
-        session = Session(
+        session = StandInRun(
             tokenizer=loaded.tokenizer,
             train_dataset=datasets.Dataset.from_list(rows),
             emit=events.append,

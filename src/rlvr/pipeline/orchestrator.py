@@ -15,7 +15,6 @@ under ``accelerate launch`` every rank runs them, rank 0 writes.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from rlvr.stages import run_order
 from rlvr.training_loop import budget
 from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard, write_fingerprint
 from rlvr.training_loop.expectation import grpo_stage_note
-from rlvr.training_loop.phase import Session, TrainOutcome
+from rlvr.training_loop.phase import TrainOutcome
 from rlvr.training_loop.resume import changed_settings, continues, fingerprint
 from rlvr.training_loop.run_dir import fault_of, finish_run_dir
 
@@ -81,6 +80,8 @@ def write_records(run: Run) -> None:
 
 def load_data(run: Run) -> None:
     run.task_data = run.data.load(run.prompts)
+    run.train_dataset = run.task_data.train
+    run.curriculum = getattr(run.task_data, "curriculum", None)  # a TaskData-like object may lack it
     if run.main:
         atomic_write_json(run.run_dir / MANIFEST, run.task_data.manifest, root=run.run_dir)
 
@@ -93,7 +94,8 @@ def load_model(run: Run) -> None:
     # two runs of one config (or a run and its resume) start from the same adapter.
     set_seed(run.cfg.seed)
     run.loaded = run.model.load()
-    run.prompts.bind(run.loaded.tokenizer)  # the prompt hash covers the chat template used
+    run.tokenizer = run.loaded.tokenizer
+    run.prompts.bind(run.tokenizer)  # the prompt hash covers the chat template used
 
 
 def preflight(run: Run) -> None:
@@ -154,33 +156,16 @@ def baseline_eval(run: Run) -> None:
     run.evals.baseline(run.loaded.model)
 
 
-def _session(run: Run) -> Session:
-    """What the run hands to training (and to the budget's calibration of it)."""
-    return Session(
-        tokenizer=run.loaded.tokenizer,
-        train_dataset=run.task_data.train,
-        emit=run.hub.emit,
-        on_weights=run.evals.on_weights,
-        eval_every=run.evaluation.every_n_steps,
-        run_dir=run.run_dir,
-        guard=run.guard,
-        curriculum=getattr(run.task_data, "curriculum", None),  # a TaskData-like object may lack it
-        attach=run.distributed.attach if run.distributed is not None else None,
-        fits=functools.partial(fits_batch, run.model, run.training_loop, run.distributed, run.lengths),
-        generator=getattr(run.evaluation, "generator", None),  # an evaluation component may have none
-    )
-
-
 def plan_budget(run: Run) -> None:
     """``budget_minutes``: the phases sized to it now, or as the run this one continues planned them."""
     loop, elapsed = run.training_loop, lambda: time.perf_counter() - run.start
     run.plan = budget.prepare(
-        run.cfg.budget_minutes, run.resume, loop, run.evals, run.loaded.model, _session(run), elapsed
+        run.cfg.budget_minutes, run.resume, loop, run.evals, run.loaded.model, run, elapsed
     )
 
 
 def run_training(run: Run) -> None:
-    run.outcome = run.training_loop.run(run.loaded.model, _session(run), resume=run.resume)
+    run.outcome = run.training_loop.run(run.loaded.model, run, resume=run.resume)
 
 
 def final_eval(run: Run) -> None:
@@ -243,6 +228,11 @@ class Run:
     evaluation: Evaluator
     task_data: Any  # the data component's TaskData (load_data)
     loaded: LoadedModel
+    # What training reads (rlvr.training_loop.phase.TrainingRun), beside run_dir and guard and the methods
+    # below: set by load_data and load_model.
+    train_dataset: Any
+    curriculum: Any
+    tokenizer: Any
     evals: EvalSchedule  # once the model is placed
     outcome: TrainOutcome
 
@@ -289,6 +279,29 @@ class Run:
             "seed": self.cfg.seed,
             "data_manifest_sha256": manifest_hash(self.task_data.manifest),
         }
+
+    # -- what training reads of the run besides its attributes (rlvr.training_loop.phase.TrainingRun)
+
+    @property
+    def eval_every(self) -> int:  # read when training starts: the budget stage may have changed it
+        return self.evaluation.every_n_steps
+
+    @property
+    def generator(self) -> Any:  # an evaluation component may have none
+        return getattr(self.evaluation, "generator", None)
+
+    def emit(self, event: Any) -> None:
+        self.hub.emit(event)
+
+    def on_weights(self, model: Any, phase: str, step: int, next_phase: str | None = None) -> Any:
+        return self.evals.on_weights(model, phase, step, next_phase)
+
+    def attach(self, trainer: Any) -> None:
+        if self.distributed is not None:
+            self.distributed.attach(trainer)
+
+    def fits(self, batch: int, phase: str = "grpo") -> bool:
+        return fits_batch(self.model, self.training_loop, self.distributed, self.lengths, batch, phase)
 
     def run(self) -> RunResult:
         """:meth:`setup`, :meth:`train`, then :meth:`cleanup` whatever happened; a failure is reported

@@ -7,6 +7,6 @@ and RFT score the completion positions only (``sft_loss``). Beside them: batchin
 note (``expectation``); ``budget_minutes`` sizes the phases' steps to a wall-clock budget (``budget``)."""
 
 from rlvr.training_loop.loop import GRPOPhase, SFTPhase, TrainingLoop
-from rlvr.training_loop.phase import Session, TrainOutcome
+from rlvr.training_loop.phase import TrainingRun, TrainOutcome
 
-__all__ = ["TrainingLoop", "GRPOPhase", "SFTPhase", "Session", "TrainOutcome"]
+__all__ = ["TrainingLoop", "GRPOPhase", "SFTPhase", "TrainingRun", "TrainOutcome"]

@@ -464,6 +464,31 @@ def weights_kept(model: Any) -> Iterator[None]:
         model.train(training)
 
 
+class _Quiet:
+    """The run as a timed phase reads it (rlvr.training_loop.phase.TrainingRun): its tokenizer, data,
+    generator and memory estimate, with nothing reaching the run (no events, no evaluations, no guard,
+    no curriculum, no attached trainer) and ``run_dir`` a throwaway folder."""
+
+    def __init__(self, run: Any, folder: Path):
+        self.tokenizer, self.train_dataset, self.generator = run.tokenizer, run.train_dataset, run.generator
+        self.fits, self.run_dir, self.eval_every, self.guard, self.curriculum = (
+            run.fits,
+            folder,
+            0,
+            None,
+            None,
+        )
+
+    def emit(self, event: Any) -> None:
+        pass
+
+    def on_weights(self, model: Any, phase: str, step: int, next_phase: str | None = None) -> None:
+        return None
+
+    def attach(self, trainer: Any) -> None:
+        pass
+
+
 def _time_phase(phase: Any, model: Any, session: Any) -> PhaseTiming:
     """A few steps of ``phase`` with its own trainer and TRL config (device fitting included), into a
     throwaway folder, with one checkpoint at the last step; none of it reaches the run (no events, no
@@ -480,16 +505,7 @@ def _time_phase(phase: Any, model: Any, session: Any) -> PhaseTiming:
     steps = 1 + TIMED_STEPS.get(phase.name, 1)
     clock = _Clock()
     with tempfile.TemporaryDirectory(prefix=".budget-calibration-", dir=session.run_dir) as folder:
-        quiet_session = dataclasses.replace(
-            session,
-            emit=lambda event: None,
-            on_weights=lambda *args, **kwargs: None,
-            eval_every=0,
-            run_dir=Path(folder),
-            guard=None,
-            curriculum=None,
-            attach=None,
-        )
+        quiet_session = _Quiet(session, Path(folder))
         args, _ = timed.args_and_bridge(model, quiet_session, TrainOutcome(model=model))
         args.max_steps, args.save_steps = steps, steps
         args.save_strategy, args.save_total_limit = SaveStrategy.STEPS, None

@@ -8,7 +8,7 @@ model loads.
 
 Each phase is an object (:class:`SFTPhase`, :class:`GRPOPhase`) built with what it needs
 (the prompt for SFT targets, the reward set for GRPO); :class:`TrainingLoop` only orders them
-and hands each the same :class:`Session` (what the run provides to training).
+and hands each the same run (:class:`~rlvr.training_loop.phase.TrainingRun`: what training reads of it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rlvr.runtime import hardware
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.training_loop.checkpoints import Preempted
 from rlvr.training_loop.grpo_signal import GRPOSignal
-from rlvr.training_loop.phase import Phase, Session, TrainOutcome
+from rlvr.training_loop.phase import Phase, TrainingRun, TrainOutcome
 
 if TYPE_CHECKING:  # a type checker sees the nodes as the dicts they are at run time
     from typing import TypeAlias
@@ -112,7 +112,7 @@ class SFTPhase(Phase):
             issues += packing.config_issues(self.key, self.args)
         return issues
 
-    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
         """On a GPU, ``cuda_batch_size`` rows a step where the memory estimate fits them, in
         proportionally fewer steps (rlvr.training_loop.microbatch.scale_sft)."""
         from rlvr.training_loop.microbatch import scale_sft
@@ -120,7 +120,7 @@ class SFTPhase(Phase):
         size = self.cuda_batch_size
         if self._hardware().device != "cuda" or not size or size <= args.per_device_train_batch_size:
             return args
-        if session.fits is not None and not session.fits(size, "sft"):
+        if not session.fits(size, "sft"):
             session.emit(
                 ev.RunWarning(
                     f"training_loop.sft.cuda_batch_size={size}: the memory estimate does not fit this GPU; "
@@ -138,7 +138,7 @@ class SFTPhase(Phase):
 
         return SFTConfig
 
-    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
         from rlvr.training_loop.sft_loss import RLVRSFTTrainer
 
         dataset = session.train_dataset
@@ -199,13 +199,13 @@ class GRPOPhase(Phase):
         issues.extend(SignalSettings.issues(self.signal_node, distributed_processes()))
         return issues
 
-    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
         """On a GPU, fold gradient accumulation into larger micro-batches while the memory estimate
         fits (rlvr.training_loop.microbatch): the same generation batch and the same update (TRL
         normalises the loss over the whole generation batch), in fewer forward/backward passes."""
         from rlvr.training_loop.microbatch import fold_accumulation
 
-        if self._hardware().device != "cuda" or session.fits is None:
+        if self._hardware().device != "cuda":
             return args
         folded = fold_accumulation(
             args.per_device_train_batch_size, args.gradient_accumulation_steps, session.fits
@@ -231,7 +231,7 @@ class GRPOPhase(Phase):
     def events(self) -> list[Any]:
         return self.rewards.completions()  # the rollouts' rows the reward set sampled
 
-    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+    def callbacks(self, session: TrainingRun, checkpoint: Path | None) -> list[Any]:
         self.curriculum = session.curriculum
         if session.curriculum is None:
             return []
@@ -241,7 +241,7 @@ class GRPOPhase(Phase):
             session.curriculum.restore(checkpoint)
         return [CurriculumState(session.curriculum)]
 
-    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
         from rlvr.training_loop.curriculum import CurriculumFeed
         from rlvr.training_loop.grpo_signal import SignalSettings
 
@@ -352,7 +352,7 @@ class TrainingLoop:
                 issues.extend(phase.issues(build=buildable))
         return issues
 
-    def run(self, model: Any, session: Session, resume: tuple[str, Path] | None = None) -> TrainOutcome:
+    def run(self, model: Any, session: TrainingRun, resume: tuple[str, Path] | None = None) -> TrainOutcome:
         """Train ``model``: SFT, RFT, then GRPO (each if enabled), in place.
 
         ``resume`` is (phase, checkpoint): that phase resumes from the checkpoint and the later ones

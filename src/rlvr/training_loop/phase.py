@@ -1,6 +1,6 @@
 """A training phase of the loop, and what every phase shares: the TRL config built from the phase's
 settings (typed by rlvr.training_loop.settings, and checked by TRL's own validation), the trainer run with the pipeline's
-callbacks, a resumed checkpoint restored, and the :class:`Session` (what the run provides to training)
+callbacks, a resumed checkpoint restored, and :class:`TrainingRun` (what training reads of the run)
 and :class:`TrainOutcome` (what it hands back). :class:`Phase` is the base of the SFT and GRPO phases
 (rlvr.training_loop.loop) and of RFT (rlvr.training_loop.rft)."""
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from transformers import TrainerCallback
 
@@ -178,32 +178,39 @@ def _nearest(candidates: range, target: int, ok: Callable[[int], bool], count: i
     return found
 
 
-@dataclass
-class Session:
-    """What the run hands to every training phase (the same for SFT and GRPO)."""
+class TrainingRun(Protocol):
+    """The run as training reads it (the same for every phase): rlvr.pipeline.orchestrator.Run is the
+    one implementation, the run object itself, handed to :meth:`TrainingLoop.run
+    <rlvr.training_loop.loop.TrainingLoop.run>`; a test can hand over any object with these members."""
 
     tokenizer: Any
     train_dataset: Any
-    emit: Callable[[Any], None]
+    run_dir: Path
+    # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
+    guard: Any
+    # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
+    curriculum: Any
+
+    @property
+    def eval_every(self) -> int: ...  # evaluation.every_n_steps, as training starts
+
+    @property  # The run's generation backend (evaluation.generator): RFT samples with it, as evaluation does.
+    def generator(self) -> Any: ...
+
+    def emit(self, event: Any) -> None: ...
+
     # on_weights(model, phase, step, next_phase=None): new weights, every ``eval_every`` steps of a phase
     # and when a phase hands them to the next (rlvr.evaluation.schedule.EvalSchedule.on_weights, which
     # decides what to evaluate); returns the evaluation made, or None.
-    on_weights: Callable[..., ev.EvalResult | None]
-    eval_every: int
-    run_dir: Path
-    # The PreemptionGuard (SIGTERM -> checkpoint and stop), or None.
-    guard: Any = None
-    # A CurriculumSource (rlvr.data.curriculum) when GRPO's difficulty follows the model, else None.
-    curriculum: Any = None
+    def on_weights(self, model: Any, phase: str, step: int, next_phase: str | None = None) -> Any: ...
+
     # Told each phase's trainer once built (rlvr.runtime.distributed.Distributed.attach): under FSDP / ZeRO-3
     # the full weights that rank 0 evaluates and saves are gathered through its accelerator.
-    attach: Callable[[Any], None] | None = None
-    # fits(micro_batch, phase) -> bool: whether the memory estimate of a micro-batch of that many
-    # sequences in that phase fits the device (rlvr.model.memory.fits_batch); None: keep the
-    # configured batches.
-    fits: Callable[..., bool] | None = None
-    # The run's generation backend (evaluation.generator): the RFT phase samples with it, as evaluation does.
-    generator: Any = None
+    def attach(self, trainer: Any) -> None: ...
+
+    # Whether the memory estimate of a micro-batch of ``batch`` sequences in ``phase`` fits the device
+    # (rlvr.model.memory.fits_batch).
+    def fits(self, batch: int, phase: str = "grpo") -> bool: ...
 
 
 class Phase:
@@ -338,14 +345,16 @@ class Phase:
             issues.append(self._built)
         return issues
 
-    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
         raise NotImplementedError
 
-    def fit_to_device(self, args: Any, session: Session, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
         """The TRL config as it runs on this device (unchanged unless a phase says otherwise)."""
         return args
 
-    def args_and_bridge(self, model: Any, session: Session, outcome: TrainOutcome) -> tuple[Any, EventBridge]:
+    def args_and_bridge(
+        self, model: Any, session: TrainingRun, outcome: TrainOutcome
+    ) -> tuple[Any, EventBridge]:
         """The TRL config as this phase's trainer runs it on this device, and the callback that turns
         its logs into the run's events (every phase's trainer, an RFT round's too)."""
         args = _checkpointing_follows_model(
@@ -371,11 +380,11 @@ class Phase:
         """Events this phase's components have ready at a logged step (emitted after its TrainStep)."""
         return []
 
-    def callbacks(self, session: Session, checkpoint: Path | None) -> list[Any]:
+    def callbacks(self, session: TrainingRun, checkpoint: Path | None) -> list[Any]:
         """This phase's own callbacks, run before a checkpoint is marked complete."""
         return []
 
-    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+    def run(self, model: Any, session: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
         the trained model."""
         said = displaced_count(session)
@@ -386,7 +395,7 @@ class Phase:
     def fit(
         self,
         model: Any,
-        session: Session,
+        session: TrainingRun,
         outcome: TrainOutcome,
         checkpoint: Path | None,
         own: list[Any] | None = None,
@@ -406,8 +415,7 @@ class Phase:
         trainer = quiet(self.trainer(model, args, session, callbacks))
         if session.guard is not None:
             session.guard.reclaim()  # a handler the trainer put on SIGTERM as it was built (JIT checkpointing)
-        if session.attach is not None:
-            session.attach(trainer)
+        session.attach(trainer)
         sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
             trainer, "is_fsdp_enabled", False
         )
@@ -419,7 +427,7 @@ class Phase:
         total = args.max_steps if args.max_steps > 0 else trainer.state.max_steps  # > 0: set, not epochs
         return model, total
 
-    def settle(self, session: Session, outcome: TrainOutcome, end: int, total: int, said: int) -> None:
+    def settle(self, session: TrainingRun, outcome: TrainOutcome, end: int, total: int, said: int) -> None:
         """The phase's end, after its last :meth:`fit`: its PhaseEnd event (step of ``total``), the
         handlers that replaced the pipeline's on its signals since ``said`` were counted, and the stop
         rule: training that ended before ``end`` (the phase's ``total``; the end of the RFT round it
@@ -434,6 +442,6 @@ class Phase:
         stop_unless_finished(self.key, step, end, session, displaced)
 
 
-def displaced_count(session: Session) -> int:
+def displaced_count(session: TrainingRun) -> int:
     """How many displaced handlers the guard has named before a phase starts (settle's ``said``)."""
     return len(session.guard.displaced) if session.guard is not None else 0

@@ -36,7 +36,7 @@ from rlvr.issues import ConfigIssue, value_issues
 from rlvr.runtime.distributed import world_size as distributed_processes
 from rlvr.runtime.io import atomic_write_json
 from rlvr.training_loop.checkpoints import resumed_step
-from rlvr.training_loop.phase import Phase, Session, TrainOutcome, displaced_count
+from rlvr.training_loop.phase import Phase, TrainingRun, TrainOutcome, displaced_count
 from rlvr.training_loop.settings import RFTNode
 
 ROUNDS_FILE = "rft_rounds.json"
@@ -249,7 +249,7 @@ class RFTPhase(Phase):
         n = self.valid.prompts_per_round
         return dataset.select([order[(index * n + i) % len(order)] for i in range(n)])
 
-    def sample(self, model: Any, session: Session, index: int) -> Round:
+    def sample(self, model: Any, session: TrainingRun, index: int) -> Round:
         """Round ``index``: sample from ``model``'s current weights, keep the verified completions."""
         from rlvr.evaluation.sampling import SamplingConfig
 
@@ -292,7 +292,7 @@ class RFTPhase(Phase):
             raise ValueError(f"resume={checkpoint}: an RFT checkpoint without {ROUNDS_FILE}; pick another")
         self.done = [Round(**r) for r in json.loads(path.read_text())["rounds"]]
 
-    def run(self, model: Any, session: Session, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+    def run(self, model: Any, session: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained.
 
         Each round is one :meth:`Phase.fit` (the phase runner every phase uses: its callbacks in the
@@ -331,7 +331,7 @@ class RFTPhase(Phase):
         return model
 
     def _kept_nothing(
-        self, session: Session, outcome: TrainOutcome, step: int, total: int, current: Round
+        self, session: TrainingRun, outcome: TrainOutcome, step: int, total: int, current: Round
     ) -> None:
         """A round with no verified sample: the phase stops there, with a warning (not a fault)."""
         fix = "warm start with SFT (or RFT from a model that answers in the format), or use an easier task"
@@ -348,14 +348,14 @@ class RFTPhase(Phase):
             f"samples (none was verified). Fix: {fix}"
         )
 
-    def _sample_next(self, model: Any, session: Session, index: int) -> None:
+    def _sample_next(self, model: Any, session: TrainingRun, index: int) -> None:
         self._add_round(self.sample(model, session, index))
 
     def _add_round(self, sampled: Round) -> None:
         self.done.append(sampled)
         print(_round_line(sampled), flush=True)  # the console's line per round; metrics carry the numbers
 
-    def trainer(self, model: Any, args: Any, session: Session, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
         """An SFTTrainer over the block of the round being trained (``self._training``): its kept rows,
         shuffled by the round's seed and cycled to exactly ``steps_per_round`` batches."""
         from datasets import Dataset
