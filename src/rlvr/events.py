@@ -188,7 +188,8 @@ class StageChange:
 class RunResult:
     """What a run produced: its status, its evaluations in run order (earlier attempts' included),
     the paired change of each stage, what to read into those changes (``notes``) and the files
-    worth opening (name -> path)."""
+    worth opening (name -> path). The payload of :class:`PipelineEnd` and the training app's return
+    value; the run fills it as it goes (rlvr.pipeline.orchestrator.Run.result)."""
 
     status: str  # COMPLETED | COMPLETED_WITH_WARNINGS | FAILED | INTERRUPTED | PREEMPTED
     run_dir: Path

@@ -223,3 +223,32 @@ def test_benchmark_models_fan_out_as_sweep_jobs_then_one_report(tmp_path, models
     assert {c: c.stat().st_mtime_ns for c in cells} == mtimes  # nothing recomputed
     every = json.loads((out / "results_all_tasks.json").read_text())
     assert set(every["average"]) == {"tiny", "base"}
+
+
+def test_the_benchmark_emits_the_training_runs_lifecycle_events(tmp_path, models):
+    """Issue 57 item 3: the benchmark's lifecycle goes to the observers the config names, as a
+    training run's does (the same event classes, timed by rlvr.pipeline.orchestrator.stage): here a
+    JSONL observer named on the command line. Mutation: runner.run without its hub (the benchmark
+    emitting nothing, as before) -> no metrics.jsonl -> red."""
+    out = tmp_path / "bench"
+    proc = bench(
+        out,
+        {"tiny": "tiny"},
+        "benchmark.tasks=[leg_counting]",
+        "+observers.jsonl._target_=rlvr.observers.files.JsonlObserver",
+        "+observers.jsonl.path=metrics.jsonl",
+        "+observers.jsonl.completions_path=completions.jsonl",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["event"], r.get("stage")) for r in rows] == [
+        ("pipeline_start", None),
+        ("stage_start", "evaluate"),
+        ("stage_end", "evaluate"),
+        ("stage_start", "report"),
+        ("stage_end", "report"),
+        ("pipeline_end", None),
+    ]
+    assert rows[-1]["status"] == "COMPLETED" and all(
+        r["status"] == "ok" for r in rows if r["event"] == "stage_end"
+    )

@@ -434,12 +434,19 @@ def results_table(cells: Sequence[CellResult]) -> Any:
 
 def run(passed: Passed) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``), over what the config
-    gate built and passed (rlvr.config.gate.check)."""
+    gate built and passed (rlvr.config.gate.check). It emits the training run's lifecycle events to
+    the observers the config names (none by default): ``on_pipeline_start``, the stages ``evaluate``
+    and ``report`` (rlvr.pipeline.orchestrator.stage), ``on_error`` on a failure, ``on_pipeline_end``."""
+    from rlvr import events as ev
+    from rlvr.observers.base import ObserverHub
+    from rlvr.pipeline.orchestrator import stage
+    from rlvr.pipeline.wiring import observers_of
+    from rlvr.records.provenance import resolved_config
     from rlvr.runtime.logs import library_output_to_log_file
 
     library_output_to_log_file()
     cfg, c = passed.cfg, passed.components
-    bench, evaluator, prompt, verifier = c["benchmark"], c["evaluation"], c["prompts"], c["verifier"]
+    bench, verifier = c["benchmark"], c["verifier"]
     if bench.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)
         bench.output_dir = passed.run_dir
         cfg.benchmark.output_dir = str(passed.run_dir)  # the device workers build from the config
@@ -447,10 +454,33 @@ def run(passed: Passed) -> list[Path]:
         verifier.close()
         print("configuration OK")
         return []
+    hub, start, status, name = ObserverHub(observers_of(c)), time.perf_counter(), "FAILED", "evaluate"
+    try:
+        hub.emit(ev.PipelineStart(passed.run_dir, resolved_config(cfg)))
+        with stage(hub, "evaluate"):
+            run_id = _evaluate(cfg, bench, c)
+        name = "report"
+        with stage(hub, "report"):
+            paths = _report(bench, run_id)
+        status = "COMPLETED"
+    except BaseException as exc:
+        status = "INTERRUPTED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        hub.emit(ev.ErrorEvent(name, exc))
+        raise
+    finally:
+        hub.emit(ev.PipelineEnd(status, time.perf_counter() - start))
+        hub.close()
+    return paths
+
+
+def _evaluate(cfg: DictConfig, bench: Benchmark, c: dict[str, Any]) -> str:
+    """Every unfinished cell, on each visible device; returns the id the cells this run measured carry
+    (any other cell is reused)."""
+    evaluator, prompt, verifier = c["evaluation"], c["prompts"], c["verifier"]
     devices = visible_devices(bench.devices)
     plan = {d: ms for d, ms in assign_devices(bench.names, devices).items() if ms}
     report = _progress(len(bench.cells()))
-    run_id = secrets.token_hex(8)  # the cells this run measures carry it; any other cell is reused
+    run_id = secrets.token_hex(8)
     try:
         if len(plan) == 1:
             [(device, models)] = plan.items()
@@ -472,6 +502,11 @@ def run(passed: Passed) -> list[Path]:
                 )
     finally:
         verifier.close()
+    return run_id
+
+
+def _report(bench: Benchmark, run_id: str) -> list[Path]:
+    """The reports, plots and table over every requested cell (this run's and reused ones)."""
     unused = sorted(set(bench.task_params) - set(bench.tasks))
     if unused:
         print(f"note: benchmark.task_params for {unused} ignored (not in benchmark.tasks)")
@@ -506,6 +541,7 @@ def run(passed: Passed) -> list[Path]:
     return paths
 
 
-# What the benchmark app builds (rlvr.pipeline.wiring), and the config gate judges (rlvr.config.gate).
+# What the benchmark app builds (rlvr.pipeline.wiring), and the config gate judges (rlvr.config.gate):
+# a device worker builds BUILDS, the app its observers too (where the config names any).
 BUILDS = ("prompts", "verifier", "evaluation", "benchmark")
-run.components = BUILDS  # type: ignore[attr-defined]
+run.components = (*BUILDS, "observers")  # type: ignore[attr-defined]

@@ -124,7 +124,8 @@ class Passed:
     components the app names, built and validated, and for a training run the checkpoint it continues
     from, resolved once, here (``resume_lines``: what resolving it found to say; ``checkpoints_seen``:
     the complete checkpoints it chose among, so the app can tell whether another process of the run
-    wrote one since)."""
+    wrote one since). The gate's return value, for any app: it holds what the gate found, not a run's
+    state; a training run's is one rlvr.pipeline.orchestrator.Run, made from it under the lock."""
 
     cfg: DictConfig
     run_dir: Path

@@ -33,7 +33,7 @@ from rlvr.model.final import save_final
 from rlvr.model.loader import LoadedModel
 from rlvr.model.memory import data_checks, fits_batch
 from rlvr.observers.base import ObserverHub
-from rlvr.pipeline.wiring import COMPONENT_KEYS
+from rlvr.pipeline.wiring import COMPONENT_KEYS, observers_of
 from rlvr.records.learning import end_status, run_warnings, stage_changes
 from rlvr.records.provenance import resolved_config, write_config_record, write_run_provenance
 from rlvr.records.run_history import AttemptLog, RunHistory, history_of
@@ -62,6 +62,24 @@ if TYPE_CHECKING:
     from rlvr.verifier.sandbox import VerifierPool
 
 __all__ = ["Run", "RunResult"]
+
+
+@contextlib.contextmanager
+def stage(hub: ObserverHub, name: str, seconds: dict[str, float] | None = None) -> Iterator[None]:
+    """One lifecycle stage: ``on_stage_start``, then ``on_stage_end`` with its time (and ``failed``
+    when it raised); ``seconds`` keeps each stage's (the budget's actual time). The training run's
+    stages and the benchmark's (rlvr.benchmark.runner) are both timed here."""
+    hub.emit(ev.StageStart(name))
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        hub.emit(ev.StageEnd(name, time.perf_counter() - start, "failed"))
+        raise
+    took = time.perf_counter() - start
+    if seconds is not None:
+        seconds[name] = took
+    hub.emit(ev.StageEnd(name, took))
 
 
 # -- stages: each a function of the one run, in lifecycle order ---------------------------------
@@ -246,9 +264,7 @@ class Run:
         self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
         for key in COMPONENT_KEYS:
             setattr(self, key, components[key])
-        self.observers: dict[str, Observer] = {
-            k.split(".", 1)[1]: v for k, v in components.items() if k.startswith("observers.")
-        }
+        self.observers: dict[str, Observer] = observers_of(components)
         self.distributed: Distributed | None = components.get("distributed")  # None: one process
         self.main = distributed.is_main()  # rank 0 (or the only process): writes files, observes, evaluates
         self.guard = PreemptionGuard()
@@ -258,7 +274,7 @@ class Run:
         self.lengths: tuple[int, int] | None = None  # the longest training prompt and answer, in tokens
         self.plan: budget.Plan | None = None  # budget_minutes' (rlvr.training_loop.budget)
         self.stage_seconds: dict[str, float] = {}  # each stage's, as run so far
-        self.stage = "setup"  # the stage running (an error names it)
+        self.stage_name = "setup"  # the stage running (an error names it)
         self.start = time.perf_counter()
         self.attempts = AttemptLog(  # this attempt's entry in attempts.json (kept by rank 0)
             run_dir,
@@ -352,8 +368,8 @@ class Run:
         for step in stages:
             if step.when(self) and (self.main or not step.main_only):
                 self.guard.stop_if_requested(step.name)  # a signal's stop (a launcher's too): made here
-                self.stage = step.name
-                with self._timed(step.name):
+                self.stage_name = step.name
+                with stage(self.hub, step.name, self.stage_seconds):
                     step.run(self)
 
     def _failed(self, exc: BaseException) -> RunFault | None:
@@ -363,30 +379,16 @@ class Run:
             self.result.status = "PREEMPTED" if isinstance(exc, Preempted) else "INTERRUPTED"
             if isinstance(exc, Preempted):
                 exc.hand_over = self.guard.hand_over()  # taken before run() restores the handlers
-            self.hub.emit(ev.ErrorEvent(self.stage, exc))
+            self.hub.emit(ev.ErrorEvent(self.stage_name, exc))
             return None
-        fault = fault_of(exc, self.stage, self.run_dir)
+        fault = fault_of(exc, self.stage_name, self.run_dir)
         self.result.status = getattr(fault, "status", "FAILED")  # a phase stopped early: INTERRUPTED
         if (hint := None if fault else low_disk_hint(self.run_dir)) is not None:
             self.hub.emit(ev.RunWarning(hint))
-        self.hub.emit(ev.ErrorEvent(self.stage, fault or exc))
+        self.hub.emit(ev.ErrorEvent(self.stage_name, fault or exc))
         if not self.main and not distributed.peer_lost(exc):  # the cause: rank 0 cannot report it
             distributed.print_error(fault or exc)
         return None if fault is exc else fault
-
-    @contextlib.contextmanager
-    def _timed(self, name: str) -> Iterator[None]:
-        self.hub.emit(ev.StageStart(name))
-        start = time.perf_counter()
-        try:
-            yield
-        except BaseException:
-            self.hub.emit(ev.StageEnd(name, time.perf_counter() - start, "failed"))
-            raise
-        self.stage_seconds[name] = (
-            time.perf_counter() - start
-        )  # the budget's actual time (rlvr.training_loop.budget)
-        self.hub.emit(ev.StageEnd(name, self.stage_seconds[name]))
 
 
 # Run.setup's stages, then Run.train's: LIFECYCLE.

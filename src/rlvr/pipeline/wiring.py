@@ -43,13 +43,14 @@ WIRING: dict[str, Wiring] = {
 # ``observers`` stands for each of its entries.
 COMPONENT_KEYS = ("prompts", "verifier", "data", "model", "reward", "training_loop", "evaluation")
 TRAINING = (*COMPONENT_KEYS, "observers", "distributed")
-# Built where the config has them: one process needs no distributed setup.
-OPTIONAL_KEYS = ("distributed",)
+# Built where the config has them: one process needs no distributed setup, a benchmark no observers.
+OPTIONAL_KEYS = ("distributed", "observers")
 
 
 @dataclass
 class Built:
-    """What :func:`build_all` made, and the config mistakes its constructors raised."""
+    """What :func:`build_all` made, and the config mistakes its constructors raised: its return value
+    (the gate keeps the components for the app, rlvr.config.gate.Passed)."""
 
     components: dict[str, Any] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
@@ -131,3 +132,8 @@ def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set
         if component is not None:
             out.components[key] = component
     return out
+
+
+def observers_of(built: dict[str, Any]) -> dict[str, Any]:
+    """The observers among what :func:`build_all` built (keyed ``observers.<name>``), by name."""
+    return {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}

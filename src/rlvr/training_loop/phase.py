@@ -110,6 +110,10 @@ def _restore(trainer: Any, phase: str, ckpt: Path, step: int, outcome: Any) -> A
 
 @dataclass
 class TrainOutcome:
+    """What :meth:`TrainingLoop.run <rlvr.training_loop.loop.TrainingLoop.run>` returns (each phase adds
+    its steps, time and history): a return value, which the run keeps
+    (rlvr.pipeline.orchestrator.Run.outcome)."""
+
     model: Any
     steps: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
