@@ -73,3 +73,43 @@ def test_a_combination_trl_refuses_is_one_issue_on_the_phase_node_with_values_th
     with pytest.raises(ConfigValidationError) as exc:
         _ = loop.grpo_phase.args
     assert exc.value.issues == [issue]
+
+
+def test_the_config_gate_checks_a_phase_field_in_one_place(monkeypatch, tmp_path):
+    """training_loop.grpo.learning_rate (and every field of a phase node) is judged against its type
+    and bound once, when the gate binds the training loop's node; the phase does not judge it again,
+    and TRL's config is built once. Red on the code before (Phase.typed() judged the node a second
+    time before building TRL's config: 2 judgements)."""
+    from tests.conftest import compose_config
+
+    from rlvr import issues as issues_module
+    from rlvr.config import gate
+
+    judged: Counter = Counter()
+    real = issues_module._node_issues
+    monkeypatch.setattr(
+        issues_module, "_node_issues", lambda key, value, node: judged.update([key]) or real(key, value, node)
+    )
+    passed = gate.check(compose_config(["experiment=smoke"]), tmp_path / "run")
+    passed.close()
+    assert judged["training_loop.grpo"] == 1 and judged["training_loop.sft"] == 1
+
+
+@pytest.mark.parametrize("value", [1, 0])
+def test_a_value_off_its_bound_is_one_issue_not_also_trls(tmp_path, value):
+    """num_generations below its bound (>= 2) is refused once, by the bound, with its fix; TRL's own
+    refusal of the same value (1: not a divisor of the batch; 0: a division by zero inside GRPOConfig)
+    is left out. Mutations: the gate keeping every validate() issue -> a second issue on
+    training_loop.grpo -> red; the phase catching only ValueError/TypeError -> ZeroDivisionError -> red."""
+    from tests.conftest import compose_config
+
+    from rlvr.config import gate
+    from rlvr.issues import ConfigValidationError
+
+    with pytest.raises(ConfigValidationError) as err:
+        gate.check(
+            compose_config(["experiment=smoke", f"training_loop.grpo.num_generations={value}"]), tmp_path
+        )
+    found = [i for i in err.value.issues if i.key.startswith("training_loop.grpo")]
+    assert [(i.key, i.value) for i in found] == [("training_loop.grpo.num_generations", value)]
+    assert "must be >= 2" in found[0].problem

@@ -219,7 +219,12 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     issues += card_issues
     built = build_all(cfg, keys, skip=_broken(issues))
     passed.components = c = built.components
-    issues += built.issues + [issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()]
+    issues += built.issues
+    refused = [issue.key for issue in issues]
+    # A verdict on a whole node under which a key is already refused adds nothing (TRL's on a phase
+    # node with a value off its bound: the bound is the one check of that value, and the fix).
+    validated = [issue for x in c.values() if hasattr(x, "validate") for issue in x.validate()]
+    issues += [i for i in validated if not any(k.startswith(f"{i.key}.") for k in refused)]
     issues += _between_issues(c)
     from rlvr.training_loop.budget import config_issues as budget_issues
 

@@ -108,7 +108,7 @@ class SFTPhase(Phase):
         from rlvr.training_loop import packing
 
         issues = super().issues(build)
-        if build and not issues and self.typed():
+        if build and not issues:
             issues += packing.config_issues(self.key, self.args)
         return issues
 

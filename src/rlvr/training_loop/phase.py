@@ -226,8 +226,8 @@ class Phase:
     name: str
     key: str
 
-    # The phase's node as a type (rlvr.training_loop.settings): the config gate checks it; issues()
-    # builds TRL's config only from a node it holds for.
+    # The phase's node as a type (rlvr.training_loop.settings): the config gate checks it, once, when it
+    # binds the training loop's node (rlvr.config.validation); the phase does not check it again.
     node: Any = None
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
@@ -272,7 +272,9 @@ class Phase:
         self.fields = MappingProxyType(self.fields)  # type: ignore[assignment]
         try:
             return self._build()
-        except (ValueError, TypeError) as exc:  # TRL's (and transformers') checks between fields
+        # TRL's (and transformers') checks between fields; arithmetic on a value off its bound
+        # (num_generations=0), which the gate reports as that key's
+        except (ValueError, TypeError, ArithmeticError) as exc:
             return ConfigIssue(
                 self.key,
                 "(combination)",
@@ -284,7 +286,7 @@ class Phase:
         """Whether TRL builds this phase's config with ``changes`` (a rejected config's fix)."""
         try:
             self._build(**changes)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, ArithmeticError):
             return False
         return True
 
@@ -332,18 +334,14 @@ class Phase:
         self.__dict__["_built"] = built  # the cached TRL config (functools.cached_property)
         return []
 
-    def typed(self) -> bool:
-        """Whether the node holds for its type. The config gate reports each key that does not; a
-        value off only its bound still builds the loop (ConfigIssue.builds), and this keeps TRL from
-        being asked about it too (num_generations=1 would be refused twice: the bound, then TRL)."""
-        return not value_issues(self.key, self.raw, self.node, self.key)
-
     def issues(self, build: bool = True) -> list[ConfigIssue]:
         """The fields the node refuses (not on the allowlist of rlvr.training_loop.settings; the gate
         reports them when it binds the node, and builds no phase with them), and TRL's own checks
-        between fields (``build``: on a node that holds for its type), as :attr:`args` was built."""
+        between fields (``build``), as :attr:`args` was built. The node's types and bounds are the
+        gate's (its one check); a value off its bound still builds the loop (ConfigIssue.builds), and
+        the gate leaves out TRL's verdict on a node it refused a key of (rlvr.config.gate)."""
         issues = refusals(self.key, self.fields, self.node)
-        if issues or not build or not self.typed():
+        if issues or not build:
             return issues
         if isinstance(self._built, ConfigIssue):
             issues.append(self._built)
