@@ -232,8 +232,8 @@ class Run:
     """One training run: the components the config gate built (``components``, keyed as the gate
     built them: rlvr.pipeline.wiring.TRAINING, an observer as ``observers.<name>``) as attributes,
     the checkpoint it continues from (``resume``: phase, path) and everything its stages make (the
-    loaded data and model, the evaluation schedule, the training outcome, the result). The one
-    container of a run's state: torchtune's recipe ``self``."""
+    loaded data and model, the evaluation schedule, the training outcome, the result). The one container
+    of a run's state (torchtune's recipe ``self``), handed to training as is (training_loop.phase.TrainingRun)."""
 
     # The components (rlvr.pipeline.wiring.COMPONENT_KEYS), then what the stages make. Set by the
     # stage that makes them (absent before: an AttributeError names the attribute).

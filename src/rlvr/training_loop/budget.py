@@ -489,7 +489,7 @@ class _Quiet:
         pass
 
 
-def _time_phase(phase: Any, model: Any, session: Any) -> PhaseTiming:
+def _time_phase(phase: Any, model: Any, run: Any) -> PhaseTiming:
     """A few steps of ``phase`` with its own trainer and TRL config (device fitting included), into a
     throwaway folder, with one checkpoint at the last step; none of it reaches the run (no events, no
     evaluations, no checkpoint of the run's; the weights and random states are restored)."""
@@ -504,13 +504,13 @@ def _time_phase(phase: Any, model: Any, session: Any) -> PhaseTiming:
         timed.signal_node = {**phase.signal_node, "skip_zero_advantage": False}
     steps = 1 + TIMED_STEPS.get(phase.name, 1)
     clock = _Clock()
-    with tempfile.TemporaryDirectory(prefix=".budget-calibration-", dir=session.run_dir) as folder:
-        quiet_session = _Quiet(session, Path(folder))
-        args, _ = timed.args_and_bridge(model, quiet_session, TrainOutcome(model=model))
+    with tempfile.TemporaryDirectory(prefix=".budget-calibration-", dir=run.run_dir) as folder:
+        quiet_run = _Quiet(run, Path(folder))
+        args, _ = timed.args_and_bridge(model, quiet_run, TrainOutcome(model=model))
         args.max_steps, args.save_steps = steps, steps
         args.save_strategy, args.save_total_limit = SaveStrategy.STEPS, None
         start = time.perf_counter()
-        trainer = quiet(timed.trainer(model, args, quiet_session, [clock]))
+        trainer = quiet(timed.trainer(model, args, quiet_run, [clock]))
         setup = time.perf_counter() - start
         trainer.train()
         del trainer
@@ -551,19 +551,19 @@ def _time_evaluations(evaluator: Any, model: Any, tokenizer: Any, eval_data: Any
 
 
 def calibrate(
-    loop: Any, model: Any, session: Any, evaluator: Any, eval_data: Any
+    loop: Any, model: Any, run: Any, evaluator: Any, eval_data: Any
 ) -> tuple[dict[str, PhaseTiming], EvalTiming]:
     """Each enabled phase and each kind of evaluation timed on ``model`` (weights and random states
     restored after: :func:`weights_kept`, :func:`rng_kept`). The reward set's buffers of the GRPO
     steps timed (their completions rows and counters) are drained, so the run's first step reports
     its own."""
     with rng_kept():
-        evals = _time_evaluations(evaluator, model, session.tokenizer, eval_data)
+        evals = _time_evaluations(evaluator, model, run.tokenizer, eval_data)
         timings = {}
         for phase in loop.phases:
             if phase.enabled:
                 with weights_kept(model):
-                    timings[phase.name] = _time_phase(phase, model, session)
+                    timings[phase.name] = _time_phase(phase, model, run)
                 rewards = getattr(phase, "rewards", None)
                 if rewards is not None:
                     rewards.completions()
@@ -619,14 +619,14 @@ def prepare(
     loop: Any,
     schedule: Any,
     model: Any,
-    session: Any,
+    run: Any,
     elapsed: Callable[[], float],
     say: Callable[[str], None] = print,
 ) -> Plan:
     """The run's plan, applied: the one the resumed checkpoint's run recorded, or a new one measured
     now on ``model`` (``schedule``: the run's rlvr.evaluation.schedule.EvalSchedule, its evaluator and
-    held-out split; ``session``: what training gets; ``elapsed()``: the run's seconds so far)."""
-    run_dir, evaluator, eval_data = session.run_dir, schedule.evaluator, schedule.eval_data
+    held-out split; ``run``: what training gets; ``elapsed()``: the run's seconds so far)."""
+    run_dir, evaluator, eval_data = run.run_dir, schedule.evaluator, schedule.eval_data
     if resume is not None:
         owner = resume[1].parent.parent.parent
         budget = read_plan(owner)
@@ -659,7 +659,7 @@ def prepare(
             ]
         )
     say(f"budget: {minutes:g} min; timing a few steps of each phase and one batch of each evaluation ...")
-    timings, evals = calibrate(loop, model, session, evaluator, eval_data)
+    timings, evals = calibrate(loop, model, run, evaluator, eval_data)
     budget = plan(
         minutes,
         elapsed(),

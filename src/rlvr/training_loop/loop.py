@@ -112,7 +112,7 @@ class SFTPhase(Phase):
             issues += packing.config_issues(self.key, self.args)
         return issues
 
-    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, run: TrainingRun, outcome: TrainOutcome) -> Any:
         """On a GPU, ``cuda_batch_size`` rows a step where the memory estimate fits them, in
         proportionally fewer steps (rlvr.training_loop.microbatch.scale_sft)."""
         from rlvr.training_loop.microbatch import scale_sft
@@ -120,8 +120,8 @@ class SFTPhase(Phase):
         size = self.cuda_batch_size
         if self._hardware().device != "cuda" or not size or size <= args.per_device_train_batch_size:
             return args
-        if not session.fits(size, "sft"):
-            session.emit(
+        if not run.fits(size, "sft"):
+            run.emit(
                 ev.RunWarning(
                     f"training_loop.sft.cuda_batch_size={size}: the memory estimate does not fit this GPU; "
                     f"SFT keeps per_device_train_batch_size={args.per_device_train_batch_size}"
@@ -138,10 +138,10 @@ class SFTPhase(Phase):
 
         return SFTConfig
 
-    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, run: TrainingRun, callbacks: list[Any]) -> Any:
         from rlvr.training_loop.sft_loss import RLVRSFTTrainer
 
-        dataset = session.train_dataset
+        dataset = run.train_dataset
         if None in dataset["answer"]:  # the orchestrator refuses this before loading (rlvr.data.references)
             raise ValueError(
                 "training_loop.sft: training rows without a reference answer; SFT imitates references. "
@@ -157,7 +157,7 @@ class SFTPhase(Phase):
             model=model,
             args=args,
             train_dataset=sft_data,
-            processing_class=session.tokenizer,
+            processing_class=run.tokenizer,
             callbacks=callbacks,
         )
 
@@ -178,7 +178,7 @@ class GRPOPhase(Phase):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
         self.signal_node = dict(signal)
-        self.curriculum: Any = None  # the session's CurriculumSource while this phase runs
+        self.curriculum: Any = None  # the run's CurriculumSource while this phase runs
 
     @property
     def config_cls(self) -> type:
@@ -199,7 +199,7 @@ class GRPOPhase(Phase):
         issues.extend(SignalSettings.issues(self.signal_node, distributed_processes()))
         return issues
 
-    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, run: TrainingRun, outcome: TrainOutcome) -> Any:
         """On a GPU, fold gradient accumulation into larger micro-batches while the memory estimate
         fits (rlvr.training_loop.microbatch): the same generation batch and the same update (TRL
         normalises the loss over the whole generation batch), in fewer forward/backward passes."""
@@ -208,7 +208,7 @@ class GRPOPhase(Phase):
         if self._hardware().device != "cuda":
             return args
         folded = fold_accumulation(
-            args.per_device_train_batch_size, args.gradient_accumulation_steps, session.fits
+            args.per_device_train_batch_size, args.gradient_accumulation_steps, run.fits
         )
         if folded is None:
             return args
@@ -231,17 +231,17 @@ class GRPOPhase(Phase):
     def events(self) -> list[Any]:
         return self.rewards.completions()  # the rollouts' rows the reward set sampled
 
-    def callbacks(self, session: TrainingRun, checkpoint: Path | None) -> list[Any]:
-        self.curriculum = session.curriculum
-        if session.curriculum is None:
+    def callbacks(self, run: TrainingRun, checkpoint: Path | None) -> list[Any]:
+        self.curriculum = run.curriculum
+        if run.curriculum is None:
             return []
         from rlvr.training_loop.curriculum import CurriculumState
 
         if checkpoint is not None:  # continue at the level (and open window) the checkpoint had
-            session.curriculum.restore(checkpoint)
-        return [CurriculumState(session.curriculum)]
+            run.curriculum.restore(checkpoint)
+        return [CurriculumState(run.curriculum)]
 
-    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, run: TrainingRun, callbacks: list[Any]) -> Any:
         from rlvr.training_loop.curriculum import CurriculumFeed
         from rlvr.training_loop.grpo_signal import SignalSettings
 
@@ -254,17 +254,17 @@ class GRPOPhase(Phase):
             from rlvr.evaluation.generation import no_vllm_usage_stats
 
             no_vllm_usage_stats()
-        curriculum = session.curriculum
+        curriculum = run.curriculum
         return RLVRGRPOTrainer(
             model=model,
             reward_funcs=self.rewards.functions,
             args=args,
-            train_dataset=session.train_dataset,
-            processing_class=session.tokenizer,
+            train_dataset=run.train_dataset,
+            processing_class=run.tokenizer,
             callbacks=callbacks,
             signal=SignalSettings.from_config(self.signal_node),
             curriculum=None if curriculum is None else CurriculumFeed(curriculum, self.rewards.accepted),
-            warn=lambda message: session.emit(ev.RunWarning(message)),
+            warn=lambda message: run.emit(ev.RunWarning(message)),
         )
 
 
@@ -352,16 +352,16 @@ class TrainingLoop:
                 issues.extend(phase.issues(build=buildable))
         return issues
 
-    def run(self, model: Any, session: TrainingRun, resume: tuple[str, Path] | None = None) -> TrainOutcome:
+    def run(self, model: Any, run: TrainingRun, resume: tuple[str, Path] | None = None) -> TrainOutcome:
         """Train ``model``: SFT, RFT, then GRPO (each if enabled), in place.
 
         ``resume`` is (phase, checkpoint): that phase resumes from the checkpoint and the later ones
         follow; the earlier ones are skipped (their weights are in the checkpoint).
-        ``session.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
+        ``run.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
         """
         outcome = TrainOutcome(model=model, hardware=self.hardware.record())
         for message in hardware.warnings(self.device, self.precision):
-            session.emit(ev.RunWarning(message))
+            run.emit(ev.RunWarning(message))
         resumed_phase, checkpoint = resume if resume else (None, None)
         # A checkpoint holds the weights the earlier phases trained: they are skipped.
         phases = [p for p in self.phases if p.enabled]
@@ -369,12 +369,10 @@ class TrainingLoop:
         if resumed_phase in names:
             phases = phases[names.index(resumed_phase) :]
         for i, phase in enumerate(phases):
-            model = phase.run(model, session, outcome, checkpoint if phase.name == resumed_phase else None)
-            _stop_if_preempted(session.guard, phase.name, outcome)
+            model = phase.run(model, run, outcome, checkpoint if phase.name == resumed_phase else None)
+            _stop_if_preempted(run.guard, phase.name, outcome)
             if i + 1 < len(phases):
-                session.on_weights(
-                    model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name
-                )
+                run.on_weights(model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name)
         outcome.model = model
         return outcome
 

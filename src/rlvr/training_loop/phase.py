@@ -72,7 +72,7 @@ def _train(trainer: Any, phase: str, bridge: EventBridge, ckpt: Path | None, out
     return trainer.model
 
 
-def stop_unless_finished(key: str, step: int, max_steps: int, session: Any, displaced: list[str]) -> None:
+def stop_unless_finished(key: str, step: int, max_steps: int, run: Any, displaced: list[str]) -> None:
     """A phase that ended before its ``max_steps`` without the pipeline's own stop (the guard's, which
     the training loop turns into PREEMPTED or StoppedByLauncher) raises :class:`StoppedEarly`: the run
     ends INTERRUPTED, never COMPLETED, and ``resume=auto`` continues from the checkpoint of the step it
@@ -80,10 +80,10 @@ def stop_unless_finished(key: str, step: int, max_steps: int, session: Any, disp
     handlers that had replaced the pipeline's on its signals during the phase, named in the message."""
     from rlvr.training_loop.resume import continue_command
 
-    guard = session.guard
+    guard = run.guard
     if step >= max_steps or (guard is not None and guard.stopping):
         return
-    found = latest_checkpoint(session.run_dir)
+    found = latest_checkpoint(run.run_dir)
     kept = f"resume=auto continues from {found[1]}" if found else "no complete checkpoint was saved"
     who = (
         f"; before that, {'; '.join(displaced)} had replaced the pipeline's stop handler" if displaced else ""
@@ -93,7 +93,7 @@ def stop_unless_finished(key: str, step: int, max_steps: int, session: Any, disp
         f"preemption warning through rlvr's handler){who}: something else stopped the trainer, so the "
         f"run is INTERRUPTED, not COMPLETED; {kept}. Fix: remove the setting or plugin that stops the "
         f"trainer or takes its signals ({key} fields such as enable_jit_checkpoint), then continue "
-        f"with: {continue_command(session.run_dir)}"
+        f"with: {continue_command(run.run_dir)}"
     )
 
 
@@ -347,28 +347,26 @@ class Phase:
             issues.append(self._built)
         return issues
 
-    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, run: TrainingRun, callbacks: list[Any]) -> Any:
         raise NotImplementedError
 
-    def fit_to_device(self, args: Any, session: TrainingRun, outcome: TrainOutcome) -> Any:
+    def fit_to_device(self, args: Any, run: TrainingRun, outcome: TrainOutcome) -> Any:
         """The TRL config as it runs on this device (unchanged unless a phase says otherwise)."""
         return args
 
-    def args_and_bridge(
-        self, model: Any, session: TrainingRun, outcome: TrainOutcome
-    ) -> tuple[Any, EventBridge]:
+    def args_and_bridge(self, model: Any, run: TrainingRun, outcome: TrainOutcome) -> tuple[Any, EventBridge]:
         """The TRL config as this phase's trainer runs it on this device, and the callback that turns
         its logs into the run's events (every phase's trainer, an RFT round's too)."""
         args = _checkpointing_follows_model(
-            self.config(session.run_dir / "checkpoints" / self.name), self.fields, model
+            self.config(run.run_dir / "checkpoints" / self.name), self.fields, model
         )
-        args = self.fit_to_device(args, session, outcome)
+        args = self.fit_to_device(args, run, outcome)
         bridge = EventBridge(
-            session.emit,
+            run.emit,
             self.name,
             args.max_steps,
-            session.eval_every,
-            lambda step: session.on_weights(model, self.name, step),
+            run.eval_every,
+            lambda step: run.on_weights(model, self.name, step),
             extra_metrics=self.metrics,
             extra_events=self.events,
         )
@@ -382,22 +380,22 @@ class Phase:
         """Events this phase's components have ready at a logged step (emitted after its TrainStep)."""
         return []
 
-    def callbacks(self, session: TrainingRun, checkpoint: Path | None) -> list[Any]:
+    def callbacks(self, run: TrainingRun, checkpoint: Path | None) -> list[Any]:
         """This phase's own callbacks, run before a checkpoint is marked complete."""
         return []
 
-    def run(self, model: Any, session: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+    def run(self, model: Any, run: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` (resuming from ``checkpoint`` if given), record it in ``outcome``; returns
         the trained model."""
-        said = displaced_count(session)
-        model, total = self.fit(model, session, outcome, checkpoint)
-        self.settle(session, outcome, total, total, said)
+        said = displaced_count(run)
+        model, total = self.fit(model, run, outcome, checkpoint)
+        self.settle(run, outcome, total, total, said)
         return model
 
     def fit(
         self,
         model: Any,
-        session: TrainingRun,
+        run: TrainingRun,
         outcome: TrainOutcome,
         checkpoint: Path | None,
         own: list[Any] | None = None,
@@ -408,16 +406,16 @@ class Phase:
         (restored, not trained) are the same everywhere. ``own``: this trainer's own callbacks
         (default :meth:`callbacks`; an RFT round's end). Steps, seconds and history are added to
         ``outcome``. Returns the model and the phase's total steps."""
-        args, bridge = self.args_and_bridge(model, session, outcome)
+        args, bridge = self.args_and_bridge(model, run, outcome)
         # The guard before the marker: a save the guard asks for at a step saved before also first
         # drops that step's old marker (CompletionMarker.on_step_end).
-        guard = [session.guard] if session.guard is not None else []
-        own = self.callbacks(session, checkpoint) if own is None else own
+        guard = [run.guard] if run.guard is not None else []
+        own = self.callbacks(run, checkpoint) if own is None else own
         callbacks = [bridge, *own, *guard, CompletionMarker()]
-        trainer = quiet(self.trainer(model, args, session, callbacks))
-        if session.guard is not None:
-            session.guard.reclaim()  # a handler the trainer put on SIGTERM as it was built (JIT checkpointing)
-        session.attach(trainer)
+        trainer = quiet(self.trainer(model, args, run, callbacks))
+        if run.guard is not None:
+            run.guard.reclaim()  # a handler the trainer put on SIGTERM as it was built (JIT checkpointing)
+        run.attach(trainer)
         sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
             trainer, "is_fsdp_enabled", False
         )
@@ -429,21 +427,19 @@ class Phase:
         total = args.max_steps if args.max_steps > 0 else trainer.state.max_steps  # > 0: set, not epochs
         return model, total
 
-    def settle(self, session: TrainingRun, outcome: TrainOutcome, end: int, total: int, said: int) -> None:
+    def settle(self, run: TrainingRun, outcome: TrainOutcome, end: int, total: int, said: int) -> None:
         """The phase's end, after its last :meth:`fit`: its PhaseEnd event (step of ``total``), the
         handlers that replaced the pipeline's on its signals since ``said`` were counted, and the stop
         rule: training that ended before ``end`` (the phase's ``total``; the end of the RFT round it
         was in) without the pipeline's stop raises StoppedEarly."""
         step = outcome.steps[self.name]
-        session.emit(ev.PhaseEnd(self.name, step, total, outcome.seconds[self.name]))
-        displaced = session.guard.displaced[said:] if session.guard is not None else []
+        run.emit(ev.PhaseEnd(self.name, step, total, outcome.seconds[self.name]))
+        displaced = run.guard.displaced[said:] if run.guard is not None else []
         for line in displaced:
-            session.emit(
-                ev.RunWarning(f"{self.key}: {line} replaced the pipeline's stop handler; taken back")
-            )
-        stop_unless_finished(self.key, step, end, session, displaced)
+            run.emit(ev.RunWarning(f"{self.key}: {line} replaced the pipeline's stop handler; taken back"))
+        stop_unless_finished(self.key, step, end, run, displaced)
 
 
-def displaced_count(session: TrainingRun) -> int:
+def displaced_count(run: TrainingRun) -> int:
     """How many displaced handlers the guard has named before a phase starts (settle's ``said``)."""
-    return len(session.guard.displaced) if session.guard is not None else 0
+    return len(run.guard.displaced) if run.guard is not None else 0

@@ -249,16 +249,16 @@ class RFTPhase(Phase):
         n = self.valid.prompts_per_round
         return dataset.select([order[(index * n + i) % len(order)] for i in range(n)])
 
-    def sample(self, model: Any, session: TrainingRun, index: int) -> Round:
+    def sample(self, model: Any, run: TrainingRun, index: int) -> Round:
         """Round ``index``: sample from ``model``'s current weights, keep the verified completions."""
         from rlvr.evaluation.sampling import SamplingConfig
 
         s = self.valid
-        if session.generator is None:
+        if run.generator is None:
             raise ValueError(
                 "training_loop.rft samples with the run's evaluation.generator, and this run has none"
             )
-        rows = self._round_prompts(session.train_dataset, index)
+        rows = self._round_prompts(run.train_dataset, index)
         sampling = SamplingConfig(
             max_new_tokens=s.max_new_tokens,
             temperature=s.temperature,
@@ -268,10 +268,10 @@ class RFTPhase(Phase):
             seed=self.seed * 1_000 + index,
         )
         start = time.perf_counter()
-        generator = session.generator(model, session.tokenizer, sampling)
+        generator = run.generator(model, run.tokenizer, sampling)
         texts = [
             [g.text for g in gens]
-            for gens in generator.generate([self.prompt.render(session.tokenizer, m) for m in rows["prompt"]])
+            for gens in generator.generate([self.prompt.render(run.tokenizer, m) for m in rows["prompt"]])
         ]
         term = self.rewards.terms[self.rewards.success_term()]
         k = s.samples_per_prompt
@@ -292,7 +292,7 @@ class RFTPhase(Phase):
             raise ValueError(f"resume={checkpoint}: an RFT checkpoint without {ROUNDS_FILE}; pick another")
         self.done = [Round(**r) for r in json.loads(path.read_text())["rounds"]]
 
-    def run(self, model: Any, session: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
+    def run(self, model: Any, run: TrainingRun, outcome: TrainOutcome, checkpoint: Path | None) -> Any:
         """Train ``model`` round by round (resuming from ``checkpoint`` if given); returns it trained.
 
         Each round is one :meth:`Phase.fit` (the phase runner every phase uses: its callbacks in the
@@ -303,40 +303,40 @@ class RFTPhase(Phase):
         preempted, one something else stopped is StoppedEarly."""
         s = self.valid
         total = s.rounds * s.steps_per_round
-        said = displaced_count(session)
+        said = displaced_count(run)
         self.done, self._training = [], 0
         step = 0
         if checkpoint is not None:
             self._resume_rounds(checkpoint)
             step = resumed_step(checkpoint, self.name, total)  # its trainer state's, not its folder name
         else:
-            self._add_round(self.sample(model, session, 0))
+            self._add_round(self.sample(model, run, 0))
         outcome.steps[self.name], outcome.seconds[self.name] = step, 0.0
         end = step  # the last step of the round trained last
         while True:
             # A checkpoint of the phase's last step: its last round, restored by fit, not trained.
             index = min(step // s.steps_per_round, s.rounds - 1)
             if not self.done[index].rows:
-                self._kept_nothing(session, outcome, step, total, self.done[index])
+                self._kept_nothing(run, outcome, step, total, self.done[index])
                 break
             self._training, end = index, (index + 1) * s.steps_per_round
-            round_end = _RoundEnd(self, end, partial(self._sample_next, model, session, index + 1))
-            model, _ = self.fit(model, session, outcome, checkpoint, own=[round_end])
+            round_end = _RoundEnd(self, end, partial(self._sample_next, model, run, index + 1))
+            model, _ = self.fit(model, run, outcome, checkpoint, own=[round_end])
             step = outcome.steps[self.name]
             # Every round resumes from the previous round's last checkpoint, in an uninterrupted run too.
-            checkpoint = session.run_dir / "checkpoints" / self.name / f"checkpoint-{step}"
-            if step < end or step >= total or (session.guard is not None and session.guard.stopping):
+            checkpoint = run.run_dir / "checkpoints" / self.name / f"checkpoint-{step}"
+            if step < end or step >= total or (run.guard is not None and run.guard.stopping):
                 break  # the phase's end, or a stop (settle tells the pipeline's from another)
-        self.settle(session, outcome, end, total, said)
+        self.settle(run, outcome, end, total, said)
         return model
 
     def _kept_nothing(
-        self, session: TrainingRun, outcome: TrainOutcome, step: int, total: int, current: Round
+        self, run: TrainingRun, outcome: TrainOutcome, step: int, total: int, current: Round
     ) -> None:
         """A round with no verified sample: the phase stops there, with a warning (not a fault)."""
         fix = "warm start with SFT (or RFT from a model that answers in the format), or use an easier task"
         samples = int(current.stats["samples"])
-        session.emit(
+        run.emit(
             ev.RunWarning(
                 f"rft round {current.index}: none of {samples} samples was verified, so the phase "
                 f"stops here; {fix}",
@@ -348,14 +348,14 @@ class RFTPhase(Phase):
             f"samples (none was verified). Fix: {fix}"
         )
 
-    def _sample_next(self, model: Any, session: TrainingRun, index: int) -> None:
-        self._add_round(self.sample(model, session, index))
+    def _sample_next(self, model: Any, run: TrainingRun, index: int) -> None:
+        self._add_round(self.sample(model, run, index))
 
     def _add_round(self, sampled: Round) -> None:
         self.done.append(sampled)
         print(_round_line(sampled), flush=True)  # the console's line per round; metrics carry the numbers
 
-    def trainer(self, model: Any, args: Any, session: TrainingRun, callbacks: list[Any]) -> Any:
+    def trainer(self, model: Any, args: Any, run: TrainingRun, callbacks: list[Any]) -> Any:
         """An SFTTrainer over the block of the round being trained (``self._training``): its kept rows,
         shuffled by the round's seed and cycled to exactly ``steps_per_round`` batches."""
         from datasets import Dataset
@@ -369,7 +369,7 @@ class RFTPhase(Phase):
             model=model,
             args=args,
             train_dataset=data,
-            processing_class=session.tokenizer,
+            processing_class=run.tokenizer,
             callbacks=callbacks,
         )
 
