@@ -231,3 +231,29 @@ def test_the_benchmark_reports_and_table_flag_a_degenerate_cell():
     console.print(results_table([healthy, collapsed]))
     table = console.file.getvalue()
     assert "25.0% [10%-49%] n=16~" in table and "0.0% [0%-19%] n=16 " in table
+
+
+def test_one_task_of_a_mixture_that_collapsed_is_a_warning_the_whole_would_hide():
+    """Measured 2026-11-29 (SmolLM2-135M, prompts=working_out, a 3-task mixture after 160 SFT steps):
+    every letter_counting answer was `1` (the gold answer of 33 of 50 questions: 66%) while the
+    arithmetic and leg-counting answers varied, so the 150 answers together took many values and no
+    warning was given. Each task of a mixture is judged on its own."""
+    varied = [str(v) for v in range(50)]  # another task: right or wrong, its answers vary
+    letter_gold = ["1"] * 33 + ["2"] * 9 + ["3"] * 6 + ["4"] * 2
+    samples = [
+        SampleRecord(i, "basic_arithmetic", f"a{i}", str(i % 7), ["c"], [a], [float(a == str(i % 7))], ["ok"])
+        for i, a in enumerate(varied)
+    ] + [
+        SampleRecord(50 + i, "letter_counting", f"l{i}", g, ["c"], ["1"], [float(g == "1")], ["ok"])
+        for i, g in enumerate(letter_gold)
+    ]
+    mixed = Evaluation(samples, ks=[1], seconds=1.0, samples_per_second=1.0)
+    assert answer_spread(mixed).problem() is None  # the whole: 50 distinct answers, nothing to see
+    (warning,) = degenerate_warnings([ev.EvalResult("final", 164, mixed)])
+    assert warning.startswith(
+        "Degenerate outputs final (step 164) on task letter_counting: every one of its 50"
+    )
+    assert "`1` is the gold answer of 33 of 50 questions (66.0%)" in warning
+    # one task only: the whole is that task, said once, with no task named
+    (single,) = degenerate_warnings([ev.EvalResult("final", 164, Evaluation(samples[50:], [1], 1.0, 1.0))])
+    assert " on task " not in single

@@ -263,7 +263,27 @@ def answer_spread(evaluation: Evaluation) -> AnswerSpread:
     >>> s.constant, s.top, s.top_gold, s.problem()[:30]
     (True, '1', 2, 'every one of its 10 answers is')
     """
-    rows = evaluation.headline_samples()
+    return _spread(evaluation.headline_samples())
+
+
+def task_spreads(evaluation: Evaluation) -> dict[str, AnswerSpread]:
+    """The :class:`AnswerSpread` of each task's headline questions, when they span several tasks (a
+    mixture): one task's collapse (every letter_counting answer ``1``) hides in the whole's spread,
+    which the other tasks' varied answers keep wide (empty for one task: the whole is that task).
+
+    >>> rows = [SampleRecord(i, "a" if i < 10 else "b", f"q{i}", str(i % 5), ["c"], ["1" if i < 10 else str(i)], [0.0])
+    ...         for i in range(20)]
+    >>> spreads = task_spreads(Evaluation(rows, ks=[1], seconds=1.0, samples_per_second=1.0))
+    >>> spreads["a"].constant, spreads["b"].constant
+    (True, False)
+    """
+    by_task: dict[str, list[SampleRecord]] = {}
+    for row in evaluation.headline_samples():
+        by_task.setdefault(row.task, []).append(row)
+    return {task: _spread(rows) for task, rows in by_task.items()} if len(by_task) > 1 else {}
+
+
+def _spread(rows: list[SampleRecord]) -> AnswerSpread:
     answered = [
         (a, normalize_answer(r.reference)) for r in rows if (a := normalize_answer(_first(r.answers)))
     ]

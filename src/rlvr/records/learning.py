@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlvr.evaluation.results import answer_spread, constant_gain, paired
+from rlvr.evaluation.results import answer_spread, constant_gain, paired, task_spreads
 from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageChange
 from rlvr.stages import STAGE_CHANGES, EvalLabel
 
@@ -56,15 +56,27 @@ DEGENERATE_FIX = (
 
 def degenerate_warnings(evaluations: list[EvalResult]) -> list[str]:
     """Degenerate outputs (issue 56): a greedy stage evaluation whose answers are one constant answer,
-    or far less varied than the gold answers (rlvr.evaluation.results.AnswerSpread), and a paired
+    or far less varied than the gold answers (rlvr.evaluation.results.AnswerSpread), in the whole or
+    (a mixture) in one task, and a paired
     stage change that is the frequency of a constant answer among the gold answers, not learning."""
     found = []
     for e in evaluations:
-        problem = answer_spread(e.evaluation).problem() if e.label in GREEDY_STAGES else None
+        if e.label not in GREEDY_STAGES:
+            continue
+        problem = answer_spread(e.evaluation).problem()
         if problem:
             found.append(
                 f"Degenerate outputs {GREEDY_STAGES[e.label]} (step {e.step}): {problem}. Fix: {DEGENERATE_FIX}"
             )
+            continue
+        # A mixture: one task's collapse hides in the whole, whose other tasks' answers vary.
+        for task, spread in task_spreads(e.evaluation).items():
+            problem = spread.problem()
+            if problem:
+                found.append(
+                    f"Degenerate outputs {GREEDY_STAGES[e.label]} (step {e.step}) on task {task}: {problem}. "
+                    f"Fix: {DEGENERATE_FIX}"
+                )
     by_label = {e.label: e.evaluation for e in evaluations}
     for c in stage_changes(evaluations):
         why = constant_gain(by_label[c.before], by_label[c.after], c.change)
