@@ -157,6 +157,13 @@ class PromptTemplate:
         template (unbound: the same hash as before templates were covered)."""
         return self.hash_for(self.chat_template) if self.bound else self._hash({})
 
+    @property
+    def text_hash(self) -> str:
+        """The hash of what the user chose, the same whatever model renders it: text, markers and family,
+        no chat template (the unbound :attr:`hash`). The benchmark's fairness check: every model of a
+        task got this prompt, each in its own chat template (a model property, not a choice)."""
+        return self._hash({})
+
     def hash_for(self, tokenizer_or_template: Any) -> str:
         """The hash this prompt has when rendered by ``tokenizer_or_template`` (a tokenizer, or its
         chat template string): the benchmark's per-model hash, one prompt object for every model."""

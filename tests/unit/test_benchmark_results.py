@@ -20,6 +20,7 @@ from rlvr.benchmark.results import (
     write_reports,
 )
 from rlvr.evaluation.results import Evaluation, SampleRecord
+from rlvr.prompts import PromptTemplate
 from rlvr.runtime.io import atomic_write_json
 
 STAMP = "20250102_030405"
@@ -41,6 +42,7 @@ def make_cell(
     scores: list[list[float]] | None = None,
     prompt_hash: str = "p1",
     generation: dict | None = None,
+    prompt_text_hash: str = "",
 ) -> CellResult:
     scores = scores if scores is not None else [[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
     answers = [[str(int(s)) for s in q] for q in scores]
@@ -58,7 +60,12 @@ def make_cell(
         for i in range(len(scores))
     ]
     k = len(scores[0]) if scores else 1
-    fp = fingerprint(prompt_hash, k, generation=dict(GENERATION if generation is None else generation))
+    fp = fingerprint(
+        prompt_hash,
+        k,
+        generation=dict(GENERATION if generation is None else generation),
+        prompt_text_hash=prompt_text_hash,
+    )
     return CellResult(
         model=model,
         task=task,
@@ -320,6 +327,34 @@ def test_reports_refuse_unfair_or_ambiguous_input(tmp_path: Path) -> None:
         build_reports([make_cell("org/a"), make_cell("org/a")], STAMP)
     with pytest.raises(ValueError, match="YYYYmmdd_HHMMSS"):
         write_reports([make_cell()], tmp_path, "2025-01-02")
+
+
+def test_two_model_families_given_one_prompt_compare_though_their_chat_templates_differ() -> None:
+    """Measured 2026-11-29: SmolLM2-135M and Gemma 3 270M benchmarked with prompts=working_out on three
+    tasks; all 12 cells were measured, then the report refused them ("task 'basic_arithmetic' mixes
+    prompt hashes"), because each cell's hash covers its model's chat template. The fairness check
+    compares the prompt the user chose; each model's own hash stays in its entry."""
+    prompt = PromptTemplate("{question}", system="Think, then answer.")
+    smollm, gemma = prompt.hash_for("<|im_start|>{{ m }}"), prompt.hash_for("<start_of_turn>{{ m }}")
+    assert smollm != gemma  # one prompt, two templates
+    cells = [
+        make_cell("smollm", prompt_hash=smollm, prompt_text_hash=prompt.text_hash),
+        make_cell("gemma", prompt_hash=gemma, prompt_text_hash=prompt.text_hash),
+    ]
+    tasks, all_tasks = build_reports(cells, STAMP)
+    assert tasks["basic_arithmetic"]["prompt_hash"] == prompt.text_hash
+    assert {m: e["prompt_hash"] for m, e in tasks["basic_arithmetic"]["models"].items()} == {
+        "smollm": smollm,
+        "gemma": gemma,
+    }
+    assert set(all_tasks["average"]) == {"smollm", "gemma"}
+    other = PromptTemplate("{question}", system="Answer at once.")
+    with pytest.raises(
+        ValueError, match=rf"mixes prompt hashes \(smollm: {prompt.text_hash}, gemma: {other.text_hash}\)"
+    ):
+        build_reports(
+            [cells[0], make_cell("gemma", prompt_hash=gemma, prompt_text_hash=other.text_hash)], STAMP
+        )
 
 
 def test_the_benchmark_console_table_gives_each_cell_its_accuracy_interval_and_n() -> None:

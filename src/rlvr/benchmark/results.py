@@ -86,6 +86,10 @@ class CellFingerprint:
     """Hash of the model's weight and config files (or of its config, for a generated model)."""
     verifier: dict[str, Any] = field(default_factory=dict, hash=False)
     split_rule: int = 0
+    prompt_text_hash: str = ""
+    """The prompt without the model's chat template (rlvr.prompts.PromptTemplate.text_hash): the same for
+    every model given the same prompt, where ``prompt_hash`` differs by each family's template. Empty
+    in a cell stored before it existed (such a cell is measured again: its fingerprint differs)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -278,6 +282,12 @@ def _format_timestamp(timestamp: str | datetime | None) -> str:
     return timestamp
 
 
+def _prompt_chosen(cell: CellResult) -> str:
+    """The prompt a cell was measured with, its chat template left out (a cell stored before
+    ``prompt_text_hash`` existed: its full hash)."""
+    return cell.fingerprint.prompt_text_hash or cell.prompt_hash
+
+
 def model_entry(cell: CellResult) -> dict[str, Any]:
     """A cell as it appears under ``"models"`` in the reports: its summary plus speed and settings."""
     return {
@@ -291,6 +301,9 @@ def model_entry(cell: CellResult) -> dict[str, Any]:
         # read back from an earlier run's cell file (its answers re-scored), not measured by this run
         "reused": cell.reused,
         "measured": cell.finished,
+        # the prompt as this model rendered it, its chat template included (the task's prompt_hash
+        # leaves the template out: one prompt for every model)
+        "prompt_hash": cell.prompt_hash,
         # how varied its answers are beside the gold answers; "degenerate" says what is wrong (issue 56)
         "answers": answer_spread(cell.evaluation).to_dict(),
     }
@@ -378,7 +391,9 @@ def build_reports(
     """The per-task reports (by task) and the all-tasks report, as JSON-ready dicts.
 
     Raises ValueError when a (model, task) pair appears twice or when the models of one task
-    were evaluated with different prompts, since such a comparison would not be fair.
+    were evaluated with different prompts, since such a comparison would not be fair. The prompt is
+    compared without the chat template (``prompt_text_hash``): two model families render one prompt
+    each in its own template, and that is the comparison asked for, not a stale cell.
     """
     by_task: dict[str, dict[str, CellResult]] = {}
     for cell in cells:
@@ -391,9 +406,9 @@ def build_reports(
 
     task_reports: dict[str, dict[str, Any]] = {}
     for task, models in by_task.items():
-        hashes = {cell.prompt_hash for cell in models.values()}
+        hashes = {_prompt_chosen(cell) for cell in models.values()}
         if len(hashes) > 1:
-            detail = ", ".join(f"{m}: {c.prompt_hash}" for m, c in models.items())
+            detail = ", ".join(f"{m}: {_prompt_chosen(c)}" for m, c in models.items())
             raise ValueError(
                 f"task {task!r} mixes prompt hashes ({detail}); rerun the stale cells with the current "
                 "prompt or report only cells made with the same prompt"

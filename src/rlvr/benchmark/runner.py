@@ -245,7 +245,14 @@ class Benchmark:
         return to_dataset(entries, task, prompt)
 
     def fingerprint(
-        self, evaluator: Any, prompt_hash: str, verifier: Any, task: str, questions: list[str], weights: str
+        self,
+        evaluator: Any,
+        prompt_hash: str,
+        verifier: Any,
+        task: str,
+        questions: list[str],
+        weights: str,
+        prompt_text_hash: str = "",
     ) -> CellFingerprint:
         return CellFingerprint(
             prompt_hash=prompt_hash,
@@ -261,6 +268,7 @@ class Benchmark:
                 for k in ("timeout_s", "memory_limit_mb", "max_answer_chars", "failure_reward")
             },
             split_rule=identity.SPLIT_RULE["version"],
+            prompt_text_hash=prompt_text_hash,
         )
 
     def train_overlap(self, name: str, path: Path, task: str, questions: list[str]) -> int | None:
@@ -326,7 +334,9 @@ class Benchmark:
             for task, dataset in test_sets.items():
                 questions = list(dataset["question"])
                 overlap = self.train_overlap(name, path, task, questions)
-                fingerprint = self.fingerprint(evaluator, prompt_hash, verifier, task, questions, weights)
+                fingerprint = self.fingerprint(
+                    evaluator, prompt_hash, verifier, task, questions, weights, prompt.text_hash
+                )
                 if not self.reusable(store, name, task, fingerprint, evaluator.rows(dataset), evaluator):
                     plan[task] = (fingerprint, overlap)
             if not plan:
