@@ -391,3 +391,27 @@ def test_rename_renames_the_printed_paired_table_too(
     assert "| GSM8K | A | org/model-b | 50.0% | 18.0% | -32.0 | [-45.0, -19.0] |" in out
     assert "org/model-a" not in out and "| gsm8k |" not in out
     assert json.loads(src.read_text()) == report  # the file is read, never rewritten
+
+
+def hatched(fig: Figure) -> list[float]:
+    """The heights of the bars drawn hatched (degenerate cells), in drawing order."""
+    return [round(p.get_height(), 6) for p in fig.axes[0].patches if p.get_hatch()]
+
+
+def test_a_degenerate_cell_is_hatched_on_both_charts_and_the_chart_says_why() -> None:
+    """Measured 2026-11-29: both trained models answered `1` to every letter_counting question, which
+    scored 46% (its share of the gold answers); the tables warned, the chart drew a 46% bar like any
+    other. A cell whose report entry says its answers are degenerate is hatched, with a note."""
+    collapsed = {**entry(0.46), "answers": {"degenerate": "every one of its 50 answers is `1`"}}
+    report = json.loads(json.dumps(ALL_REPORT))
+    report["tasks"]["leg_counting"]["models"]["org/model-b"] = collapsed
+    fig = all_tasks_chart(report)
+    assert hatched(fig) == [46.0]  # that cell only, not its model's other bars nor the average
+    assert "degenerate outputs" in legend_labels(fig)
+    assert any("its accuracy is a frequency, not skill" in t.get_text() for t in fig.axes[0].texts)
+    one = task_chart({**TASK_REPORT, "models": {"org/model-a": entry(0.42), "org/model-b": collapsed}})
+    assert hatched(one) == [46.0]
+    # a healthy report: nothing hatched, no note
+    plain = all_tasks_chart(ALL_REPORT)
+    assert hatched(plain) == [] and "degenerate outputs" not in legend_labels(plain)
+    assert not any("frequency" in t.get_text() for t in plain.axes[0].texts)

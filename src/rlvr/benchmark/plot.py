@@ -63,6 +63,40 @@ class ModelScore:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None  # questions it was measured on
+    # Its answers are degenerate (one answer to every question, or far fewer values than the gold
+    # answers: the report's ``answers.degenerate``): the bar is hatched and the chart says why.
+    degenerate: bool = False
+
+
+DEGENERATE_HATCH = "///"
+DEGENERATE_NOTE = (
+    "hatched: degenerate outputs (one answer to every question, or far fewer values than the gold "
+    "answers): its accuracy is a frequency, not skill; see the report's warnings"
+)
+
+
+def _mark_degenerate(
+    ax: Any, xs: np.ndarray, acc: np.ndarray, width: float, scores: Sequence[ModelScore]
+) -> bool:
+    """Hatch the bars of degenerate cells over their colour (a reader sees it without the warnings);
+    whether any was."""
+    marked = [i for i, s in enumerate(scores) if s.degenerate]
+    if marked:
+        ax.bar(
+            xs[marked], acc[marked], width=width, fill=False, hatch=DEGENERATE_HATCH,
+            edgecolor="black", linewidth=0.0, zorder=3,
+        )  # fmt: skip
+    return bool(marked)
+
+
+def _degenerate_note(fig: Figure, ax: Any) -> None:
+    from matplotlib.patches import Patch
+
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch=DEGENERATE_HATCH))
+    labels.append("degenerate outputs")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.text(0.0, 1.02, DEGENERATE_NOTE, transform=ax.transAxes, fontsize=7, va="bottom", wrap=True)
 
 
 @dataclass(frozen=True)
@@ -214,6 +248,7 @@ def draw_comparison(
     colors = [_color(i) for i in range(len(scores))]
     ax.bar(x, acc, width=0.6, color=colors, zorder=2)
     _zero_bars(ax, x, acc, 0.6, colors)
+    degenerate = _mark_degenerate(ax, x, acc, 0.6, scores)
     _error_bars(ax, x, acc, yerr, scores, elinewidth=1.0, capsize=4.0)
     for xi, top, value in zip(x, acc + yerr[1], acc, strict=True):
         ax.annotate(
@@ -231,7 +266,9 @@ def draw_comparison(
     ax.set_ylabel("Accuracy (95% CI)")
     ax.set_xlabel(f"model ({xlabel})" if xlabel else "model")
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.set_title(title)
+    ax.set_title(title, pad=18 if degenerate else None)
+    if degenerate:
+        _degenerate_note(fig, ax)
     return fig
 
 
@@ -260,6 +297,7 @@ def draw_summary(
     fig, ax = _new_figure(max(6.0, len(groups) * (0.45 * n_models + 0.6) + 3.0), 5.0, paired)
     small = n_models > 3
     tops: list[float] = []
+    degenerate = False
     for j, model in enumerate(models):
         bars: list[tuple[int, ModelScore]] = [
             (g, s) for g, scores in enumerate(tasks.values()) for s in scores if s.label == model
@@ -275,6 +313,7 @@ def draw_summary(
         yerr = _yerr([s for _, s in bars])
         ax.bar(xs, acc, width=width * 0.92, color=_color(j), label=model, zorder=2)
         _zero_bars(ax, xs, acc, width * 0.92, [_color(j)] * len(xs))
+        degenerate |= _mark_degenerate(ax, xs, acc, width * 0.92, [s for _, s in bars])
         _error_bars(ax, xs, acc, yerr, [s for _, s in bars], elinewidth=0.8, capsize=2.0)
         for xi, top, value in zip(xs, acc + yerr[1], acc, strict=True):
             ax.annotate(
@@ -298,9 +337,11 @@ def draw_summary(
     ax.set_ylabel("Accuracy (95% CI)")
     ax.set_xlabel("task (n: questions per model), and the average over tasks")
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.set_title(title)
+    ax.set_title(title, pad=18 if degenerate else None)
     if models:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if degenerate:
+        _degenerate_note(fig, ax)
     return fig
 
 
@@ -366,7 +407,9 @@ def _model_scores(
             continue
         n = entry.get("n")
         n = n if isinstance(n, int) and not isinstance(n, bool) else None
-        scores.append(ModelScore(rename.get(model, model), acc, lo, hi, n))
+        answers = entry.get("answers")
+        degenerate = isinstance(answers, dict) and bool(answers.get("degenerate"))
+        scores.append(ModelScore(rename.get(model, model), acc, lo, hi, n, degenerate))
     return scores
 
 
