@@ -354,3 +354,28 @@ def test_the_fingerprint_is_among_the_records_a_fresh_run_refuses():
     from rlvr.training_loop.checkpoints import FINGERPRINT
 
     assert FINGERPRINT in RUN_RECORDS
+
+
+def test_a_signal_after_the_stop_was_carried_out_keeps_the_exit_code_75():
+    """CI, 2026-11-29 (test_preemption_signal_checkpoints_once_and_exits_75[SIGUSR2]): USR2 stopped a run
+    at a GRPO checkpoint; SLURM's SIGTERM 0.5 s later came while the run wrote its report, outside
+    training, and "a second stop request; ending at once" killed it: exit -15 instead of 75, with the
+    checkpoint already saved. Once Preempted is raised, one more signal is noted and changes nothing."""
+    import os
+    import signal
+
+    from rlvr.training_loop.checkpoints import Preempted, PreemptionGuard
+
+    before = signal.getsignal(signal.SIGUSR2)
+    try:
+        with PreemptionGuard() as guard:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            with pytest.raises(Preempted):
+                guard.stop_if_requested("final_eval")
+            assert guard.stopped
+            os.kill(os.getpid(), signal.SIGTERM)  # would end this process with -15 before the fix
+            assert guard.signum == signal.SIGUSR2  # the stop that counts stays the first
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # and after the guard, on the way to 75
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

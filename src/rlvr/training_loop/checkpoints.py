@@ -330,7 +330,9 @@ class PreemptionGuard(TrainerCallback):
     of an RFT round or a phase, or, outside training, before the next pipeline stage
     (:meth:`stop_if_requested`: ``Preempted``; what was already written stays on disk). A second
     signal while training is ignored (SLURM's SIGTERM after its warning must not cut the checkpoint
-    save short); outside training it is not: the signal's default action ends the process at once.
+    save short); outside training it is not: the signal's default action ends the process at once,
+    unless the stop was already carried out (:attr:`stopped`): then one more signal changes nothing,
+    so the exit code stays 75 while the report is written.
     A Python handler that owned the signal before (submitit's) is not run from the signal;
     ``hand_over()`` returns it for the caller to run after the checkpoint is saved.
 
@@ -350,6 +352,11 @@ class PreemptionGuard(TrainerCallback):
         # Every stage done (the run has completed): a signal now is noted and changes nothing, so the
         # final prune of checkpoints finishes and the run ends COMPLETED, not PREEMPTED.
         self.finished = False
+        # The stop was carried out (Preempted raised: the step finished, its checkpoint is on disk):
+        # the run is writing its report on its way to exit code 75. One more signal (SLURM's SIGTERM
+        # after its USR2 warning) is noted and changes nothing; a further one ends it at once.
+        self.stopped = False
+        self._after_stop = 0
         self.signum: int | None = None
         # Why training must stop without a checkpoint (a multi-process launcher's SIGTERM: LauncherStop).
         self.abandoned: str | None = None
@@ -405,6 +412,12 @@ class PreemptionGuard(TrainerCallback):
         if self.requested and self.training:
             log.warning("%s: already stopping, not starting a second save", name)
             return
+        if self.stopped and self._after_stop == 0:
+            self._after_stop += 1
+            log.warning(
+                "%s: already stopped, its checkpoint saved; writing the report, then exiting 75", name
+            )
+            return
         if self.requested:  # a second signal outside training: no save to protect, stop now
             log.warning("%s: a second stop request; ending at once", name)
             signal.signal(signum, signal.SIG_DFL)
@@ -430,6 +443,7 @@ class PreemptionGuard(TrainerCallback):
             raise StoppedByLauncher(f"{self.abandoned}; stopped before the {before} stage")
         if self.requested and self.signum is not None:
             name = signal.Signals(self.signum).name
+            self.stopped = True
             raise Preempted(
                 f"{name} received outside training; stopped before the {before} stage", self.signum
             )

@@ -383,6 +383,7 @@ def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:
 
         raise StoppedByLauncher(f"{guard.abandoned}; {phase} stopped at step {outcome.steps.get(phase)}")
     if guard is not None and guard.requested:
+        guard.stopped = True  # the checkpoint is saved: a late signal must not change the exit code
         raise Preempted(
             f"stopped by {signal.Signals(guard.signum).name} during {phase} at step "
             f"{outcome.steps.get(phase)}; checkpoint saved",
