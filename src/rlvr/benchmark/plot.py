@@ -89,7 +89,7 @@ def _mark_degenerate(
     return bool(marked)
 
 
-def _degenerate_note(fig: Figure, ax: Any) -> None:
+def _degenerate_note(ax: Any) -> None:
     from matplotlib.patches import Patch
 
     handles, labels = ax.get_legend_handles_labels()
@@ -268,7 +268,7 @@ def draw_comparison(
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.set_title(title, pad=18 if degenerate else None)
     if degenerate:
-        _degenerate_note(fig, ax)
+        _degenerate_note(ax)
     return fig
 
 
@@ -341,7 +341,7 @@ def draw_summary(
     if models:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if degenerate:
-        _degenerate_note(fig, ax)
+        _degenerate_note(ax)
     return fig
 
 
