@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from rlvr.config.gate import Passed, judge_run_dir_under_lock
+from rlvr.config.gate import GateResult, judge_run_dir_under_lock
 from rlvr.events import COMPLETED_STATUSES
 from rlvr.issues import ConfigValidationError
 from rlvr.pipeline import Run, RunResult
@@ -43,7 +43,7 @@ def resume_hint(run_dir: Path) -> str:
     return f"the last checkpoint is {phase} step {step_of(path)}. Resume with: {continue_command(run_dir)}"
 
 
-def train(passed: Passed) -> RunResult | None:
+def train(checked: GateResult) -> RunResult | None:
     """Run the training pipeline over what the config gate built and passed (rlvr.config.gate.check),
     unless ``validate_only``, in a run directory this process owns (rlvr.runtime.run_lock)."""
     import datasets
@@ -53,10 +53,10 @@ def train(passed: Passed) -> RunResult | None:
     # The console observer shows progress; library bars and warnings go to the run's log file.
     datasets.disable_progress_bars()
     library_output_to_log_file()
-    cfg, run_dir = passed.cfg, passed.run_dir
+    cfg, run_dir = checked.cfg, checked.run_dir
     if cfg.validate_only:
-        passed.close()
-        for line in passed.resume_lines:
+        checked.close()
+        for line in checked.resume_lines:
             print(line)
         print("configuration OK: every component built and validated; nothing was loaded or trained")
         return None
@@ -66,16 +66,16 @@ def train(passed: Passed) -> RunResult | None:
         lock.acquire()
         # Another run may have written here since the gate looked (one that finished meanwhile):
         # the gate's run-directory rules again, now that no other run can start here.
-        judge_run_dir_under_lock(passed)
+        judge_run_dir_under_lock(checked)
         done = finished_run(cfg, run_dir)
         if done:
             print(done)
             return None
         if lock.taken_over():
             print(f"warning: {lock.taken_over()}", file=sys.stderr)
-        for line in passed.resume_lines:
+        for line in checked.resume_lines:
             print(line)
-        run = Run(cfg, run_dir, passed.components, passed.resume)
+        run = Run(cfg, run_dir, checked.components, checked.resume)
         running = True  # the run closes its components at its end
         result = _run(run, lock)
     except RunDirBusy as exc:
@@ -84,7 +84,7 @@ def train(passed: Passed) -> RunResult | None:
     finally:
         lock.release()
         if not running:
-            passed.close()
+            checked.close()
     if cfg.strict and result.warnings:
         print(
             f"\nstrict=true: the run completed with {len(result.warnings)} warning(s) about what it did not "

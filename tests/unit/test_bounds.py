@@ -241,13 +241,13 @@ def test_a_data_files_header_is_still_named_when_it_looks_like_one(tmp_path):
 
 
 def test_max_rounds_has_a_ceiling():
-    """One step could run forever. Mutation: the ``le=MAX_ROUNDS`` bound of GRPOSignal removed -> red."""
+    """One step could run forever. Mutation: the ``le=MAX_ROUNDS`` bound of SignalNode removed -> red."""
     from rlvr.issues import value_issues
-    from rlvr.training_loop.grpo_signal import MAX_ROUNDS, GRPOSignal
+    from rlvr.training_loop.grpo_signal import MAX_ROUNDS, SignalNode
 
     node = {"skip_zero_advantage": True, "dynamic_sampling": True, "max_rounds": MAX_ROUNDS}
-    assert value_issues("training_loop.signal", node, GRPOSignal, "T") == []
-    [issue] = value_issues("training_loop.signal", {**node, "max_rounds": 10**9}, GRPOSignal, "T")
+    assert value_issues("training_loop.signal", node, SignalNode, "T") == []
+    [issue] = value_issues("training_loop.signal", {**node, "max_rounds": 10**9}, SignalNode, "T")
     assert issue.key == "training_loop.signal.max_rounds" and issue.problem == f"must be <= {MAX_ROUNDS}"
 
 

@@ -200,7 +200,7 @@ def test_a_resumed_checkpoint_whose_run_recorded_no_plan_is_refused(tmp_path):
 def test_the_plan_goes_through_each_phase_node_and_trl_config():
     """The TRL config every reader takes (Phase.args) carries the planned steps; a planned value the
     node's bound refuses is an issue naming the key, and nothing changes. Mutations: replan sets
-    self.fields but keeps the cached TRL config (in memory) -> red; apply skips replan -> red."""
+    self.trl_fields but keeps the cached TRL config (in memory) -> red; apply skips replan -> red."""
     loop = make_loop(sft={"max_steps": 640, "warmup_steps": 10}, grpo={"max_steps": 16, "num_generations": 2})
     evaluator = make_evaluator()
     plan = dataclasses.replace(

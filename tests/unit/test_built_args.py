@@ -57,7 +57,7 @@ def test_each_phase_builds_its_trl_config_once_per_run(built, tmp_path):
             assert args is not phase.args and args.gradient_checkpointing is False
         assert phase.args.gradient_checkpointing is True  # TRL's default: each run changed its copy
         with pytest.raises(TypeError):  # a field changed now would not reach the built arguments
-            phase.fields["learning_rate"] = 1.0
+            phase.trl_fields["learning_rate"] = 1.0
 
 
 def test_a_combination_trl_refuses_is_one_issue_on_the_phase_node_with_values_that_pass(built):

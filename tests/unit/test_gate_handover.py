@@ -1,4 +1,4 @@
-"""The config gate hands the app what it built (rlvr.config.gate.Passed): the app runs those very
+"""The config gate hands the app what it built (rlvr.config.gate.GateResult): the app runs those very
 components from the resume point the gate resolved. Nothing is built twice and no checkpoint is read
 twice, unless another process of the run changed its checkpoints between the gate and the lock."""
 
@@ -32,13 +32,13 @@ def ran(monkeypatch):
 
 def test_the_app_runs_the_components_the_gate_built(tmp_path, ran):
     """Mutation: the app builds its own (the old second build) -> red."""
-    passed = gate.check(compose_config(["experiment=smoke"]), tmp_path / "run")
+    checked = gate.check(compose_config(["experiment=smoke"]), tmp_path / "run")
     try:
-        app.train(passed)
+        app.train(checked)
     finally:
-        passed.close()
+        checked.close()
     c = ran["run"]
-    built = passed.components
+    built = checked.components
     assert c.data is built["data"] and c.model is built["model"] and c.verifier is built["verifier"]
     assert c.training_loop is built["training_loop"] and c.reward is built["reward"]
     assert c.observers == {k.split(".", 1)[1]: v for k, v in built.items() if k.startswith("observers.")}
@@ -57,14 +57,14 @@ def test_the_resume_point_is_the_gates_unless_checkpoints_changed_before_the_loc
     real = resume_module.resolve_resume
     monkeypatch.setattr(resume_module, "resolve_resume", lambda *a, **k: calls.append(a) or real(*a, **k))
 
-    passed = gate.check(cfg, run)
-    assert passed.resume == ("sft", first) and len(calls) == 1
-    app.train(passed)
+    checked = gate.check(cfg, run)
+    assert checked.resume == ("sft", first) and len(calls) == 1
+    app.train(checked)
     assert ran["run"].resume == ("sft", first) and len(calls) == 1
 
-    passed = gate.check(cfg, run)
+    checked = gate.check(cfg, run)
     newer = make_ckpt(run, "sft", 4)  # saved after the gate looked
-    app.train(passed)
+    app.train(checked)
     assert ran["run"].resume == ("sft", newer) and len(calls) == 3
 
 

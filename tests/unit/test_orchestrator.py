@@ -97,6 +97,9 @@ class FakeEvaluator:
 class FakeLoop:
     hardware = Hardware("cpu", "fp32", "a test")
 
+    def hardware_record(self):
+        return self.hardware.record()
+
     def __init__(self, fail=False):
         self.fail = fail
 

@@ -43,7 +43,7 @@ def _loss(tmp_path: Path, tiny, **fields) -> torch.Tensor:
     model, tokenizer = tiny
     loop = make_loop(sft={"enabled": True, "max_steps": 1, "per_device_train_batch_size": ROWS,
                           "max_length": 256, **fields}, grpo={"enabled": False})  # fmt: skip
-    assert loop.sft_phase.issues() == []
+    assert loop.sft_phase.validate() == []
     session = StandInRun(tokenizer=tokenizer, train_dataset=_rows(), emit=lambda e: None,
                       on_weights=lambda *a, **k: None, eval_every=0, run_dir=tmp_path)  # fmt: skip
     trainer = loop.sft_phase.trainer(model, loop.sft_phase.config(tmp_path), session, [])
@@ -121,7 +121,7 @@ def test_rft_rounds_take_padding_free_batches_but_not_packing():
            "steps_per_round": 2, "temperature": 1.0, "max_new_tokens": 8, "batch_size": 4, "max_length": 256}  # fmt: skip
 
     def own(loop):  # the test's reward set has no verifier term, which RFT also names
-        return [i for i in loop.rft_phase.issues() if i.key.startswith("training_loop.rft")]
+        return [i for i in loop.rft_phase.validate() if i.key.startswith("training_loop.rft")]
 
     (issue,) = own(make_loop(sft={"enabled": False}, rft={**rft, "packing": True}, grpo={"enabled": False}))
     assert issue.key == "training_loop.rft.packing" and "steps_per_round batches" in issue.problem

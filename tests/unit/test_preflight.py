@@ -136,7 +136,7 @@ def test_the_plan_reads_trl_s_own_config_defaults_included():
     from rlvr.model import memory
 
     model, loop = _components("cuda")
-    del loop.grpo_phase.fields["per_device_train_batch_size"]
+    del loop.grpo_phase.trl_fields["per_device_train_batch_size"]
     args = memory.training_args(loop)
     assert isinstance(args, trl.GRPOConfig)
     default = trl.GRPOConfig.__dataclass_fields__["per_device_train_batch_size"].default
@@ -157,7 +157,7 @@ def test_packed_sft_rows_are_bins_of_max_length_tokens():
     padded = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
     assert padded.prompt + padded.completion == 40 + 6 + memory.ANSWER_MARKERS
     model, loop = _components("cuda", grpo=False)  # a phase's TRL config is built once: a new loop
-    loop.sft_phase.fields.update(packing=True, max_length=1024)
+    loop.sft_phase.trl_fields.update(packing=True, max_length=1024)
     packed = memory.plan_of(model, memory.training_args(loop), 1, lengths=short)
     assert packed.prompt + packed.completion == 1024
 
@@ -239,7 +239,7 @@ def test_the_memory_check_reads_the_sharding_from_the_distributed_setup(monkeypa
     setup = Distributed(compose_config([f"distributed={option}"]).distributed.accelerate_config)
     assert memory.shard_of(setup) == shard
     model, loop = _components("cuda")
-    loop.grpo_phase.fields["per_device_train_batch_size"] = 8
+    loop.grpo_phase.trl_fields["per_device_train_batch_size"] = 8
     # TRL's config, built here as in one process: with WORLD_SIZE set it would join a process group.
     configs = memory.phase_configs(loop)
     monkeypatch.setattr(memory, "training_args", lambda loop: configs["grpo"])
@@ -461,7 +461,7 @@ def _seven_b_lora_grpo(completion: int):
     """The plan of issue 56: Qwen2.5-7B, LoRA r=16, gradient checkpointing, GRPO micro-batch 16."""
     model, loop = _components("cuda", sft=False)
     model.lora, model.gradient_checkpointing = {"r": 16}, True
-    loop.grpo_phase.fields["max_completion_length"] = completion
+    loop.grpo_phase.trl_fields["max_completion_length"] = completion
     return model, loop
 
 
@@ -524,7 +524,7 @@ def test_when_no_one_setting_is_enough_the_switches_are_named_together():
     from rlvr.runtime.cards import CARDS
 
     model, loop = _components("cuda", sft=False)
-    loop.grpo_phase.fields["max_completion_length"] = 1024
+    loop.grpo_phase.trl_fields["max_completion_length"] = 1024
     (issue,) = memory.run_checks(model, loop, card=CARDS["L4-24GB"])[0]
     together = "model.gradient_checkpointing=true + model.lora={r: 16} + model.quantization=4bit"
     assert issue.fix.startswith(f"each of these fits (estimated peak): {together}")

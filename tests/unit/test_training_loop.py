@@ -26,7 +26,7 @@ def test_explicit_training_loop_setting_wins(tmp_path):
     loop = make_loop(sft={"max_steps": 1, "gradient_checkpointing": True}, grpo={}, device="cpu")
     model = SimpleNamespace(is_activation_checkpointing=False)
     args = loop.sft_phase.config(tmp_path)
-    assert _checkpointing_follows_model(args, loop.sft_phase.fields, model).gradient_checkpointing
+    assert _checkpointing_follows_model(args, loop.sft_phase.trl_fields, model).gradient_checkpointing
 
 
 def test_the_grpo_phase_takes_its_weights_from_the_reward_set_it_was_built_with(tmp_path):
@@ -108,7 +108,7 @@ def test_reward_up_accuracy_down_warning(rewards, accuracies, warns):
 
 
 def test_signal_settings_name_unknown_missing_and_mistyped_keys_and_refuse_dynamic_sampling_across_processes():
-    """training_loop.signal's keys are a type (GRPOSignal, bound by the config gate); what the launch
+    """training_loop.signal's keys are a type (SignalNode, bound by the config gate); what the launch
     cannot honour is SignalSettings'. Mutation: TrainingLoop's ``signal`` annotated dict[str, Any] -> red."""
     from tests.conftest import compose_config
 
@@ -122,16 +122,16 @@ def test_signal_settings_name_unknown_missing_and_mistyped_keys_and_refuse_dynam
     )  # fmt: skip
     found = {i.key: i for i in check_targets(cfg, runtime_args(cfg)) if i.key.startswith("training_loop")}
     assert {k: i.problem.split(" (")[0] for k, i in found.items()} == {
-        "training_loop.signal.skip_zero_advantag": "not a GRPOSignal field",
+        "training_loop.signal.skip_zero_advantag": "not a SignalNode field",
         "training_loop.signal.skip_zero_advantage": "missing",
-        "training_loop.signal.dynamic_sampling": "has type str, GRPOSignal.dynamic_sampling expects bool",
+        "training_loop.signal.dynamic_sampling": "has type str, SignalNode.dynamic_sampling expects bool",
         "training_loop.signal.max_rounds": "must be >= 1",
     }
     assert "skip_zero_advantage" in found["training_loop.signal.skip_zero_advantag"].fix
     good = {"skip_zero_advantage": True, "dynamic_sampling": False, "max_rounds": 4}
-    assert SignalSettings.issues(good, processes=1) == []
-    assert SignalSettings.issues({**good, "dynamic_sampling": "yes"}, processes=2) == []  # the gate's
-    [multi] = SignalSettings.issues({**good, "dynamic_sampling": True}, processes=2)
+    assert SignalSettings.validate(good, processes=1) == []
+    assert SignalSettings.validate({**good, "dynamic_sampling": "yes"}, processes=2) == []  # the gate's
+    [multi] = SignalSettings.validate({**good, "dynamic_sampling": True}, processes=2)
     assert multi.key == "training_loop.signal.dynamic_sampling" and "one process" in multi.problem
 
 
@@ -161,3 +161,75 @@ def test_skipping_keeps_as_many_rows_as_asked_so_every_process_gathers_the_same_
     assert drop_zero_advantage(flat, "grpo", min_rows=1)["completion_ids"][:, 0].tolist() == [0]
     assert drop_zero_advantage(flat, "grpo")["advantages"].numel() == 0
     assert drop_zero_advantage(batch, "grpo", min_rows=2)["advantages"].tolist() == [1.0, -1.0]
+
+
+def test_sft_leaves_the_frozen_parts_untrained_and_gives_them_back(monkeypatch):
+    """freeze_embeddings / frozen_layers: only those parameters lose their gradient during SFT's fit
+    (so its optimizer never holds them), and every one trains again after it, an error included.
+    Mutations: frozen() skips the layers -> red; fit() does not restore -> red."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr.training_loop.phase import Phase
+
+    model = LlamaForCausalLM(
+        LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
+                    num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    )  # fmt: skip
+    loop = make_loop(
+        sft={"max_steps": 1, "freeze_embeddings": True, "frozen_layers": 3}, grpo={}, device="cpu"
+    )
+    seen = {}
+
+    def fake_fit(
+        self, model, run, outcome, checkpoint, own=None
+    ):  # the trainer sees the model as fit leaves it
+        seen.update({name: p.requires_grad for name, p in model.named_parameters()})
+        raise RuntimeError("a trainer that fails")
+
+    monkeypatch.setattr(Phase, "fit", fake_fit)
+    with pytest.raises(RuntimeError):
+        loop.sft_phase.fit(model, None, None, None)
+    frozen = {n for n, trains in seen.items() if not trains}
+    assert frozen == {
+        n
+        for n, _ in model.named_parameters()
+        if "embed_tokens" in n or n.startswith(tuple(f"model.layers.{i}." for i in range(3)))
+    }
+    assert any(n.startswith("model.layers.3.") for n in seen) and all(
+        seen[n] for n in seen if n.startswith("model.layers.3.")
+    )
+    assert all(p.requires_grad for p in model.parameters())  # trained again in the phases after
+    too_many = make_loop(sft={"max_steps": 1, "frozen_layers": 5}, grpo={}, device="cpu")
+    with pytest.raises(
+        ValueError, match=r"training_loop\.sft\.frozen_layers=5: this model has 4 decoder layers"
+    ):
+        too_many.sft_phase.frozen(model)
+    assert torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize(("precision", "applies"), [("fp32", True), ("bf16", False)])
+def test_fp32_cpu_freezing_applies_where_sft_trains_in_fp32_and_is_said(precision, applies):
+    """training_loop.sft.fp32_cpu replaces the freezing on a CPU that trains in fp32 only, and the
+    record the console and provenance.json say names it. Mutation: freezing() ignores the precision -> red."""
+    loop = make_loop(
+        sft={"max_steps": 1, "fp32_cpu": {"freeze_embeddings": True, "frozen_layers": 2}},
+        grpo={}, device="cpu", precision=precision,
+    )  # fmt: skip
+    chosen, source = loop.sft_phase.freezing()
+    assert (chosen["frozen_layers"], source) == ((2, "training_loop.sft.fp32_cpu") if applies else (0, None))
+    said = loop.hardware_record().get("sft_frozen")
+    assert (said is not None and "lowest 2 decoder layers" in said and "fp32_cpu" in said) is applies
+
+
+def test_the_fp32_cpu_node_takes_only_the_freezing_keys():
+    """A typo inside training_loop.sft.fp32_cpu is named with its key, as at the node's top level.
+    Mutation: fp32_cpu typed dict[str, Any] -> red."""
+    from rlvr.issues import value_issues
+    from rlvr.training_loop.settings import SFTNode
+
+    assert value_issues("training_loop.sft", {"fp32_cpu": {"frozen_layers": 3}}, SFTNode, "T") == []
+    [issue] = value_issues("training_loop.sft", {"fp32_cpu": {"frozen_layer": 3}}, SFTNode, "T")
+    assert issue.key == "training_loop.sft.fp32_cpu.frozen_layer"
+    [issue] = value_issues("training_loop.sft", {"fp32_cpu": {"frozen_layers": -1}}, SFTNode, "T")
+    assert issue.key == "training_loop.sft.fp32_cpu.frozen_layers"

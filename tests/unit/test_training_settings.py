@@ -160,8 +160,8 @@ def test_a_misspelt_refused_field_still_gets_did_you_mean_and_the_pipelines_own_
 
 
 def test_a_phase_built_outside_the_gate_refuses_the_field_too():
-    """Phase.issues (a training loop built by a caller, not by the gate) reports the node's refusals
-    and builds no TRL config with them. Mutation: Phase.issues stops calling refusals -> red."""
+    """Phase.validate (a training loop built by a caller, not by the gate) reports the node's refusals
+    and builds no TRL config with them. Mutation: Phase.validate stops calling refusals -> red."""
     loop = make_loop(
         sft={"enabled": False},
         grpo={"enabled": True, "max_steps": 2, "deepspeed": {"zero_optimization": {"stage": 3}}},

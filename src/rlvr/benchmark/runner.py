@@ -39,7 +39,7 @@ from rlvr.model import HFModel
 from rlvr.model.loader import adapter_base
 
 if TYPE_CHECKING:
-    from rlvr.config.gate import Passed
+    from rlvr.config.gate import GateResult
 
 log = logging.getLogger(__name__)
 
@@ -442,7 +442,7 @@ def results_table(cells: Sequence[CellResult]) -> Any:
     return table
 
 
-def run(passed: Passed) -> list[Path]:
+def run(checked: GateResult) -> list[Path]:
     """The benchmark app (``python run_pipeline.py --config-name benchmark ...``), over what the config
     gate built and passed (rlvr.config.gate.check). It emits the training run's lifecycle events to
     the observers the config names (none by default): ``on_pipeline_start``, the stages ``evaluate``
@@ -455,18 +455,18 @@ def run(passed: Passed) -> list[Path]:
     from rlvr.runtime.logs import library_output_to_log_file
 
     library_output_to_log_file()
-    cfg, c = passed.cfg, passed.components
+    cfg, c = checked.cfg, checked.components
     bench, verifier = c["benchmark"], c["verifier"]
     if bench.output_dir is None:  # null: this run's directory (conf/benchmark.yaml)
-        bench.output_dir = passed.run_dir
-        cfg.benchmark.output_dir = str(passed.run_dir)  # the device workers build from the config
+        bench.output_dir = checked.run_dir
+        cfg.benchmark.output_dir = str(checked.run_dir)  # the device workers build from the config
     if cfg.validate_only:
         verifier.close()
         print("configuration OK")
         return []
     hub, start, status, name = ObserverHub(observers_of(c)), time.perf_counter(), "FAILED", "evaluate"
     try:
-        hub.emit(ev.PipelineStart(passed.run_dir, resolved_config(cfg)))
+        hub.emit(ev.PipelineStart(checked.run_dir, resolved_config(cfg)))
         with stage(hub, "evaluate"):
             run_id = _evaluate(cfg, bench, c)
         name = "report"

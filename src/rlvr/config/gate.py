@@ -7,7 +7,7 @@ every component against its signature, builds the components the app names (rlvr
 and runs their own validate(), the rules between components, the run directory's and the memory
 checks, reporting every problem at once. Command-line mistakes the check before Hydra held back
 (returned by :func:`before_hydra`, passed to :func:`check`) join that report. What passes is handed
-to the app as it was built and resolved (:class:`Passed`): the app builds nothing again and reads no
+to the app as it was built and resolved (:class:`GateResult`): the app builds nothing again and reads no
 checkpoint the gate has read.
 """
 
@@ -119,7 +119,7 @@ def run_dir_of(cfg: DictConfig) -> Path:
 
 
 @dataclass
-class Passed:
+class GateResult:
     """What the gate hands the app (:func:`check`): the resolved config, the run's directory, the
     components the app names, built and validated, and for a training run the checkpoint it continues
     from, resolved once, here (``resume_lines``: what resolving it found to say; ``checkpoints_seen``:
@@ -140,9 +140,9 @@ class Passed:
         close_components(self.components)
 
 
-def check(cfg: DictConfig, run_dir: Path | None = None, held: Sequence[ConfigIssue] = ()) -> Passed:
+def check(cfg: DictConfig, run_dir: Path | None = None, held: Sequence[ConfigIssue] = ()) -> GateResult:
     """Every check after composition; raise ConfigValidationError with every problem found (and the
-    ``held`` command-line issues of :func:`before_hydra`), else return what passed, built, for the
+    ``held`` command-line issues of :func:`before_hydra`), else return what checked, built, for the
     app to run. ``run_dir``: the run's directory (default :func:`run_dir_of`). Issues that carry one
     value from one key into the keys that copy it by interpolation are reported as one
     (rlvr.config.copies)."""
@@ -154,15 +154,15 @@ def check(cfg: DictConfig, run_dir: Path | None = None, held: Sequence[ConfigIss
         raise ConfigValidationError(merged(exc.issues, cfg)) from None
 
 
-def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue]) -> Passed:
+def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue]) -> GateResult:
     resolved = checked_config(cfg, held)
-    passed = Passed(resolved, run_dir_of(resolved) if run_dir is None else run_dir)
+    checked = GateResult(resolved, run_dir_of(resolved) if run_dir is None else run_dir)
     try:
-        refuse(_judge(passed), held)
+        refuse(_validate(checked), held)
     except BaseException:  # a refusal, or a bug in a component (its own exception and traceback)
-        passed.close()
+        checked.close()
         raise
-    return passed
+    return checked
 
 
 def close_components(components: dict[str, Any]) -> None:
@@ -190,21 +190,21 @@ def _broken(issues: list[ConfigIssue]) -> set[str]:
 def component_issues(cfg: DictConfig, run_dir: Path) -> list[ConfigIssue]:
     """The issues :func:`check` finds in a resolved config's components (:func:`checked_config`),
     with what it built closed again."""
-    passed = Passed(cfg, run_dir)
+    checked = GateResult(cfg, run_dir)
     try:
-        return _judge(passed)
+        return _validate(checked)
     finally:
-        close_components(passed.components)
+        close_components(checked.components)
 
 
-def _judge(passed: Passed) -> list[ConfigIssue]:
+def _validate(checked: GateResult) -> list[ConfigIssue]:
     """The app's components judged: present, bound against their signatures, built (their
     constructors' checks), each one's validate(), the rules between them, the run directory and,
     when nothing else is wrong, the memory the run needs. What was built and the resume point are
-    kept in ``passed``."""
+    kept in ``checked``."""
     from rlvr.pipeline.wiring import OPTIONAL_KEYS, build_all, runtime_args
 
-    cfg = passed.cfg
+    cfg = checked.cfg
     keys = _app_components(cfg)
     missing = [k for k in keys if k not in cfg and k not in OPTIONAL_KEYS]
     if missing:
@@ -215,10 +215,10 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     from rlvr.runtime.cards import KEY, card_of
 
     card, card_issues = card_of(OmegaConf.select(cfg, KEY, default=None))
-    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _resume_issues(passed)
+    issues = run_key_issues(cfg) + check_targets(cfg, runtime_args(cfg)) + _resume_issues(checked)
     issues += card_issues
     built = build_all(cfg, keys, skip=_broken(issues))
-    passed.components = c = built.components
+    checked.components = c = built.components
     issues += built.issues
     refused = [issue.key for issue in issues]
     # A verdict on a whole node under which a key is already refused adds nothing (TRL's on a phase
@@ -237,24 +237,24 @@ def _judge(passed: Passed) -> list[ConfigIssue]:
     return issues
 
 
-def _resume_issues(passed: Passed) -> list[ConfigIssue]:
+def _resume_issues(checked: GateResult) -> list[ConfigIssue]:
     """A training run's ``resume`` and what its directory already holds
-    (rlvr.training_loop.resume); the resume point is kept in ``passed``. A finished run continued
+    (rlvr.training_loop.resume); the resume point is kept in ``checked``. A finished run continued
     with ``resume=auto`` and its own settings passes (the run then says there is nothing to resume);
     with other critical settings it is refused."""
-    cfg, run_dir = passed.cfg, passed.run_dir
+    cfg, run_dir = checked.cfg, checked.run_dir
     if "resume" not in cfg:
         return []
     from rlvr.training_loop.checkpoints import checkpoints_in
     from rlvr.training_loop.resume import foreign_run_dir_issues, resolve_resume
 
-    passed.checkpoints_seen = checkpoints_in(run_dir)
-    passed.resume_lines = []
-    passed.resume, issues = resolve_resume(cfg, run_dir, say=passed.resume_lines.append)
+    checked.checkpoints_seen = checkpoints_in(run_dir)
+    checked.resume_lines = []
+    checked.resume, issues = resolve_resume(cfg, run_dir, say=checked.resume_lines.append)
     from rlvr.training_loop.budget import resume_issues as budget_issues
 
-    issues += budget_issues(cfg, passed.resume)  # a budgeted run's checkpoint: the plan it followed
-    return issues + foreign_run_dir_issues(cfg, run_dir, passed.resume)
+    issues += budget_issues(cfg, checked.resume)  # a budgeted run's checkpoint: the plan it followed
+    return issues + foreign_run_dir_issues(cfg, run_dir, checked.resume)
 
 
 # Said beside a rule the directory broke only by the time the app held its lock.
@@ -263,7 +263,7 @@ _UNDER_LOCK = (
 )
 
 
-def judge_run_dir_under_lock(passed: Passed) -> None:
+def judge_run_dir_under_lock(checked: GateResult) -> None:
     """The run directory judged again once the app holds its lock (rlvr.runtime.run_lock), by the
     rules the gate judged it with (:func:`_resume_issues`: another run's records, another run's
     settings fingerprint; the finished run is the app's, rlvr.training_loop.resume.finished_run): a
@@ -271,15 +271,15 @@ def judge_run_dir_under_lock(passed: Passed) -> None:
     run that finished there meanwhile (SECURITY.md "One owner per run directory"). The resume point is
     resolved again only when the complete checkpoints changed since the gate looked; the records and
     the fingerprint are judged every time. Raise ConfigValidationError, naming ``hydra.run.dir``."""
-    if "resume" not in passed.cfg:
+    if "resume" not in checked.cfg:
         return
     from rlvr.training_loop.checkpoints import checkpoints_in
     from rlvr.training_loop.resume import foreign_run_dir_issues
 
-    if checkpoints_in(passed.run_dir) != passed.checkpoints_seen:
-        issues = _resume_issues(passed)
+    if checkpoints_in(checked.run_dir) != checked.checkpoints_seen:
+        issues = _resume_issues(checked)
     else:
-        issues = foreign_run_dir_issues(passed.cfg, passed.run_dir, passed.resume)
+        issues = foreign_run_dir_issues(checked.cfg, checked.run_dir, checked.resume)
     refuse([dataclasses.replace(i, problem=f"{i.problem} {_UNDER_LOCK}") for i in issues])
 
 

@@ -48,9 +48,9 @@ OPTIONAL_KEYS = ("distributed", "observers")
 
 
 @dataclass
-class Built:
+class BuildResult:
     """What :func:`build_all` made, and the config mistakes its constructors raised: its return value
-    (the gate keeps the components for the app, rlvr.config.gate.Passed)."""
+    (the gate keeps the components for the app, rlvr.config.gate.GateResult)."""
 
     components: dict[str, Any] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
@@ -116,11 +116,13 @@ def _nodes(cfg: DictConfig, keys: tuple[str, ...]) -> list[tuple[str, DictConfig
     return nodes
 
 
-def build_all(cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set[str] = frozenset()) -> Built:
+def build_all(
+    cfg: DictConfig, keys: tuple[str, ...], skip: frozenset[str] | set[str] = frozenset()
+) -> BuildResult:
     """Build the components ``keys`` names that ``cfg`` has (those in ``skip`` not: their config is
     already known to be wrong), collecting the config mistakes their constructors raise. Anything
     else a constructor raises is a bug and propagates with its traceback."""
-    out = Built()
+    out = BuildResult()
     for key, node in _nodes(cfg, tuple(k for k in keys if k in cfg)):
         if key in skip:
             continue

@@ -85,7 +85,7 @@ def write_run_provenance(
     extra = {
         **meta,
         "prompt_hash": c.prompts.hash,
-        "hardware": c.training_loop.hardware.record(),
+        "hardware": c.training_loop.hardware_record(),
         "resumed_from": str(resume[1]) if resume else None,
     }
     if c.distributed is not None:

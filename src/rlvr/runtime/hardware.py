@@ -108,7 +108,7 @@ def resolve(device: str = "auto", precision: str = "auto") -> Hardware:
     return Hardware(dev, "fp32", "auto: this CPU has no native bf16 matmul (bf16 would run ~100x slower)")
 
 
-def issues(device: str, precision: str, key: str = "training_loop") -> list[ConfigIssue]:
+def validate(device: str, precision: str, key: str = "training_loop") -> list[ConfigIssue]:
     """Refusals for settings this machine cannot honour (checked before anything loads); a device or
     precision that is none of the choices is the type's (:data:`Device`, :data:`Precision`)."""
     found = []

@@ -315,7 +315,7 @@ def shapes_of(loop: Any) -> list[PhaseShape]:
             args = phase.args
             save = args.save_steps if args.save_strategy == "steps" else None  # a str enum
             save = int(save) if save and save >= 1 else None  # below 1: a fraction of max_steps
-            warmup = float(phase.fields.get("warmup_steps", 0) or 0)
+            warmup = float(phase.trl_fields.get("warmup_steps", 0) or 0)
             shapes.append(PhaseShape(phase.name, phase.key, int(args.max_steps), save, warmup))
     return shapes
 
@@ -351,7 +351,7 @@ def config_issues(cfg: DictConfig, components: dict[str, Any]) -> list[ConfigIss
                 )
             )
             continue
-        steps = phase.fields.get("max_steps")
+        steps = phase.trl_fields.get("max_steps")
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             issues.append(
                 ConfigIssue(
@@ -498,10 +498,10 @@ def _time_phase(phase: Any, model: Any, run: Any) -> PhaseTiming:
     from rlvr.training_loop.phase import TrainOutcome, quiet
 
     timed = copy.copy(phase)
-    if hasattr(phase, "signal_node"):
+    if hasattr(phase, "signal_configured"):
         # Every rollout forwarded and backpropagated: the base model's rollouts mostly carry no signal,
         # which a trained model's do, and a skipped rollout costs nothing (an upper bound of the step).
-        timed.signal_node = {**phase.signal_node, "skip_zero_advantage": False}
+        timed.signal_configured = {**phase.signal_configured, "skip_zero_advantage": False}
     steps = 1 + TIMED_STEPS.get(phase.name, 1)
     clock = _Clock()
     with tempfile.TemporaryDirectory(prefix=".budget-calibration-", dir=run.run_dir) as folder:

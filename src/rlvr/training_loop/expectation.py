@@ -20,7 +20,7 @@ def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
     from rlvr.model.embedded import NAME
     from rlvr.model.loader import EmbeddedModel
 
-    steps = int(grpo.fields.get("max_steps", 0) or 0) if grpo is not None and grpo.enabled is True else 0
+    steps = int(grpo.trl_fields.get("max_steps", 0) or 0) if grpo is not None and grpo.enabled is True else 0
     if (
         not isinstance(model, EmbeddedModel)
         or model.source.name != NAME  # measured on the default embedded model only

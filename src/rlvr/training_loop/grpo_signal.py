@@ -61,7 +61,7 @@ _RIGHT_PADDED = {
 }
 
 
-class GRPOSignal(TypedDict):
+class SignalNode(TypedDict):
     """``training_loop.signal`` as a type (TrainingLoop's ``signal``; the config gate binds it)."""
 
     skip_zero_advantage: bool
@@ -75,7 +75,7 @@ class GRPOSignal(TypedDict):
 
 @dataclass(frozen=True)
 class SignalSettings:
-    """``training_loop.signal`` (:class:`GRPOSignal` types it).
+    """``training_loop.signal`` (:class:`SignalNode` types it).
 
     Args:
         skip_zero_advantage: do not forward or backpropagate completions whose advantage is zero
@@ -94,11 +94,11 @@ class SignalSettings:
         return cls(**{k: node[k] for k in ("skip_zero_advantage", "dynamic_sampling", "max_rounds")})
 
     @classmethod
-    def issues(cls, node: dict[str, Any], processes: int) -> list[ConfigIssue]:
+    def validate(cls, node: dict[str, Any], processes: int) -> list[ConfigIssue]:
         """Settings dynamic sampling cannot honour on this launch (a node that does not hold for
-        :class:`GRPOSignal` has its keys named by the config gate)."""
+        :class:`SignalNode` has its keys named by the config gate)."""
         key = "training_loop.signal"
-        if value_issues(key, node, GRPOSignal, key) or not (node["dynamic_sampling"] and processes > 1):
+        if value_issues(key, node, SignalNode, key) or not (node["dynamic_sampling"] and processes > 1):
             return []
         return [
             ConfigIssue(

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from rlvr import events as ev
 from rlvr.issues import ConfigIssue, ConfigValidationError
 from rlvr.runtime import hardware
-from rlvr.runtime.distributed import world_size as distributed_processes
+from rlvr.runtime.distributed import world_size
 from rlvr.training_loop.checkpoints import Preempted
-from rlvr.training_loop.grpo_signal import GRPOSignal
+from rlvr.training_loop.grpo_signal import SignalNode
 from rlvr.training_loop.phase import Phase, TrainingRun, TrainOutcome
 
 if TYPE_CHECKING:  # a type checker sees the nodes as the dicts they are at run time
@@ -96,18 +96,85 @@ def _one_card_server_issues(grpo: dict[str, Any]) -> list[ConfigIssue]:
 class SFTPhase(Phase):
     """Warm start on gold answers formatted by the run's prompt (TRL ``SFTTrainer``)."""
 
-    name, key, node = "sft", "training_loop.sft", SFTNode
+    name, key, node_type = "sft", "training_loop.sft", SFTNode
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any):
         super().__init__(fields, seed, hardware)
         self.prompt = prompt
         # Rows per step on a CUDA device (rlvr.training_loop.microbatch.scale_sft); None keeps the config.
-        self.cuda_batch_size = self.fields.pop("cuda_batch_size", None)
+        self.cuda_batch_size = self.trl_fields.pop("cuda_batch_size", None)
+        # What SFT leaves untrained (:meth:`freezing`): the token embeddings, the lowest decoder layers;
+        # ``fp32_cpu`` replaces them where SFT trains in fp32 on a CPU.
+        self.configured_freezing = {
+            "freeze_embeddings": bool(self.trl_fields.pop("freeze_embeddings", False)),
+            "frozen_layers": int(self.trl_fields.pop("frozen_layers", 0) or 0),
+        }
+        self.fp32_cpu = dict(self.trl_fields.pop("fp32_cpu", None) or {})
 
-    def issues(self, build: bool = True) -> list[ConfigIssue]:
+    def freezing(self) -> tuple[dict[str, Any], str | None]:
+        """What SFT leaves untrained on this machine, and the key that chose it where that is not the
+        node's own ``freeze_embeddings`` / ``frozen_layers``: on a CPU that trains in fp32 (no native
+        bf16), ``fp32_cpu``'s values. The fp32 step costs about 6 x parameters x tokens there, so it
+        is the kind where backward's work is what a run waits for (benchmarks/cpu_fp32.md)."""
+        hw = self._hardware()
+        if self.fp32_cpu and hw.device == "cpu" and hw.precision == "fp32":
+            return {**self.configured_freezing, **self.fp32_cpu}, f"{self.key}.fp32_cpu"
+        return dict(self.configured_freezing), None
+
+    def freezing_text(self) -> str | None:
+        """What :meth:`freezing` chose and why, as the console and provenance.json say it (None: all trained)."""
+        chosen, source = self.freezing()
+        parts = (["the token embeddings"] if chosen["freeze_embeddings"] else []) + (
+            [f"the lowest {chosen['frozen_layers']} decoder layers"] if chosen["frozen_layers"] else []
+        )
+        if not parts:
+            return None
+        why = (
+            f"{source}: this CPU trains in fp32; {self.key}.fp32_cpu=null trains them"
+            if source
+            else f"{self.key}.freeze_embeddings / frozen_layers"
+        )
+        return f"SFT leaves {' and '.join(parts)} untrained ({why})"
+
+    def frozen(self, model: Any) -> list[Any]:
+        """The parameters SFT leaves as they are (:meth:`freezing`): with ``freeze_embeddings`` the
+        input embeddings (a tied LM head shares them), with ``frozen_layers: N`` the N lowest decoder
+        layers. With both, no activation below layer N needs a gradient, so backward stops there (less
+        work a step, the same rows). Raises ValueError naming the key where the model has fewer
+        layers, or none it can find."""
+        chosen, source = self.freezing()
+        params = []
+        if chosen["freeze_embeddings"]:
+            params += list(model.get_input_embeddings().parameters())
+        count = chosen["frozen_layers"]
+        if count:
+            layers = _decoder_layers(model)
+            if layers is None or count > len(layers):
+                found = "no decoder layers found" if layers is None else f"{len(layers)} decoder layers"
+                key = f"{source}.frozen_layers" if source else f"{self.key}.frozen_layers"
+                raise ValueError(
+                    f"{key}={count}: this model has {found}; set {key} to at most that (0 trains every layer)"
+                )
+            params += [p for layer in layers[:count] for p in layer.parameters()]
+        return [p for p in params if p.requires_grad]
+
+    def fit(
+        self, model: Any, run: TrainingRun, outcome: TrainOutcome, checkpoint: Any, own: Any = None
+    ) -> tuple[Any, int]:
+        """:meth:`Phase.fit` with :meth:`frozen` left untrained; they train again in the phases after."""
+        held = self.frozen(model)
+        for param in held:
+            param.requires_grad_(False)
+        try:
+            return super().fit(model, run, outcome, checkpoint, own)
+        finally:
+            for param in held:
+                param.requires_grad_(True)
+
+    def validate(self, build: bool = True) -> list[ConfigIssue]:
         from rlvr.training_loop import packing
 
-        issues = super().issues(build)
+        issues = super().validate(build)
         if build and not issues:
             issues += packing.config_issues(self.key, self.args)
         return issues
@@ -165,7 +232,7 @@ class SFTPhase(Phase):
 class GRPOPhase(Phase):
     """GRPO on the run's reward set (TRL ``GRPOTrainer``)."""
 
-    name, key, node = "grpo", "training_loop.grpo", GRPONode
+    name, key, node_type = "grpo", "training_loop.grpo", GRPONode
 
     def __init__(
         self,
@@ -177,7 +244,7 @@ class GRPOPhase(Phase):
     ):
         super().__init__(fields, seed, hardware)
         self.rewards = rewards
-        self.signal_node = dict(signal)
+        self.signal_configured = dict(signal)
         self.curriculum: Any = None  # the run's CurriculumSource while this phase runs
 
     @property
@@ -190,13 +257,13 @@ class GRPOPhase(Phase):
         # None only while build() collects config mistakes after the reward set failed to build.
         return {} if self.rewards is None else {"reward_weights": self.rewards.weights}
 
-    def issues(self, build: bool = True) -> list[ConfigIssue]:
-        issues = super().issues(build)
-        if self.fields.get("use_vllm") and build:
-            issues.extend(_vllm_rollout_issues(self.fields, self._hardware().device))
+    def validate(self, build: bool = True) -> list[ConfigIssue]:
+        issues = super().validate(build)
+        if self.trl_fields.get("use_vllm") and build:
+            issues.extend(_vllm_rollout_issues(self.trl_fields, self._hardware().device))
         from rlvr.training_loop.grpo_signal import SignalSettings
 
-        issues.extend(SignalSettings.issues(self.signal_node, distributed_processes()))
+        issues.extend(SignalSettings.validate(self.signal_configured, world_size()))
         return issues
 
     def fit_to_device(self, args: Any, run: TrainingRun, outcome: TrainOutcome) -> Any:
@@ -216,7 +283,7 @@ class GRPOPhase(Phase):
         # generation_batch_size was fixed by GRPOConfig from the configured split: it stays.
         args.per_device_train_batch_size, args.gradient_accumulation_steps = folded
         args.steps_per_generation = args.generation_batch_size // (
-            args.per_device_train_batch_size * distributed_processes()
+            args.per_device_train_batch_size * world_size()
         )
         outcome.hardware["grpo_micro_batch"] = (
             f"{before} -> {folded[0]}x{folded[1]} (fits the memory estimate)"
@@ -262,7 +329,7 @@ class GRPOPhase(Phase):
             train_dataset=run.train_dataset,
             processing_class=run.tokenizer,
             callbacks=callbacks,
-            signal=SignalSettings.from_config(self.signal_node),
+            signal=SignalSettings.from_config(self.signal_configured),
             curriculum=None if curriculum is None else CurriculumFeed(curriculum, self.rewards.accepted),
             warn=lambda message: run.emit(ev.RunWarning(message)),
         )
@@ -293,7 +360,7 @@ class TrainingLoop:
         sft: SFTNode,
         rft: RFTNode,
         grpo: GRPONode,
-        signal: GRPOSignal,
+        signal: SignalNode,
         seed: int,
         device: hardware.Device,
         precision: hardware.Precision,
@@ -319,6 +386,12 @@ class TrainingLoop:
     def hardware(self) -> hardware.Hardware:
         return hardware.resolve(self.device, self.precision)
 
+    def hardware_record(self) -> dict[str, Any]:
+        """The device and precision chosen and why, and what that choice changed in the phases
+        (provenance.json's ``hardware``; the console says the same as training starts)."""
+        text = self.sft_phase.freezing_text() if self.sft_phase.enabled else None
+        return {**self.hardware.record(), **({"sft_frozen": text} if text else {})}
+
     def place(self, model: Any) -> Any:
         """Move a freshly loaded model to the training device, so evaluations before training run there
         too, and refuse it (ConfigValidationError) for a padding-free phase whose rows its attention
@@ -342,14 +415,14 @@ class TrainingLoop:
         return model
 
     def validate(self) -> list[ConfigIssue]:
-        issues = hardware.issues(self.device, self.precision)
+        issues = hardware.validate(self.device, self.precision)
         # A device or precision this machine cannot honour leaves no hardware to build TRL's config
         # with; every field's own checks still run, so one command shows every problem. (One that is
         # none of the choices is the types', reported by the config gate; TRL's config still builds.)
         buildable = not issues
         for phase in self.phases:
             if phase.enabled is True:  # a bool: the node's type (rlvr.training_loop.settings)
-                issues.extend(phase.issues(build=buildable))
+                issues.extend(phase.validate(build=buildable))
         return issues
 
     def run(self, model: Any, run: TrainingRun, resume: tuple[str, Path] | None = None) -> TrainOutcome:
@@ -359,7 +432,11 @@ class TrainingLoop:
         follow; the earlier ones are skipped (their weights are in the checkpoint).
         ``run.guard`` (a PreemptionGuard) stops training cleanly with a checkpoint on SIGTERM or USR2.
         """
-        outcome = TrainOutcome(model=model, hardware=self.hardware.record())
+        record = self.hardware_record()
+        outcome = TrainOutcome(model=model, hardware=record)
+        print(f"hardware: {record['device']}, {record['precision']} ({record['reason']})")
+        if "sft_frozen" in record:
+            print(f"  {record['sft_frozen']}")
         for message in hardware.warnings(self.device, self.precision):
             run.emit(ev.RunWarning(message))
         resumed_phase, checkpoint = resume if resume else (None, None)
@@ -375,6 +452,17 @@ class TrainingLoop:
                 run.on_weights(model, phase.name, outcome.steps[phase.name], next_phase=phases[i + 1].name)
         outcome.model = model
         return outcome
+
+
+def _decoder_layers(model: Any) -> Any:
+    """The model's stack of decoder layers (``model.model.layers`` in Llama, Qwen2, Gemma 3; under a
+    PEFT wrapper too), or None."""
+    import torch
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(base, "model", None)
+    layers = getattr(inner, "layers", None)
+    return layers if isinstance(layers, torch.nn.ModuleList) else None
 
 
 def _stop_if_preempted(guard: Any, phase: str, outcome: TrainOutcome) -> None:

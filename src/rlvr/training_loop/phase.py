@@ -228,12 +228,12 @@ class Phase:
 
     # The phase's node as a type (rlvr.training_loop.settings): the config gate checks it, once, when it
     # binds the training loop's node (rlvr.config.validation); the phase does not check it again.
-    node: Any = None
+    node_type: Any = None
 
     def __init__(self, fields: dict[str, Any], seed: int, hardware: Callable[[], hardware.Hardware]):
-        self.raw = dict(fields)  # the node as configured
-        self.fields = dict(fields)
-        self.enabled = self.fields.pop("enabled", True)  # a bool: the node's type
+        self.configured = dict(fields)  # the node as configured
+        self.trl_fields = dict(fields)
+        self.enabled = self.trl_fields.pop("enabled", True)  # a bool: the node's type
         self.seed = seed
         self._hardware = hardware
 
@@ -260,7 +260,7 @@ class Phase:
             data_seed=self.seed,
             **self._managed(),
             **self._hardware().trainer_args(),
-            **{**self.fields, **changes},
+            **{**self.trl_fields, **changes},
         )
 
     @functools.cached_property
@@ -269,7 +269,7 @@ class Phase:
         when the training loop's validate() first asks (the config gate, right after it builds the
         loop), and read by every later reader (the pre-flight, the trainer). From then on the fields
         are read-only: a change would not reach the built arguments, so it raises instead."""
-        self.fields = MappingProxyType(self.fields)  # type: ignore[assignment]
+        self.trl_fields = MappingProxyType(self.trl_fields)  # type: ignore[assignment]
         try:
             return self._build()
         # TRL's (and transformers') checks between fields; arithmetic on a value off its bound
@@ -279,7 +279,7 @@ class Phase:
                 self.key,
                 "(combination)",
                 f"rejected by {self.config_cls.__name__}: {exc}",
-                trl_check_fix(self.key, self.fields, self._passes),
+                trl_check_fix(self.key, self.trl_fields, self._passes),
             )
 
     def _passes(self, changes: dict[str, Any]) -> bool:
@@ -294,7 +294,7 @@ class Phase:
     def args(self) -> Any:
         """The phase's TRL config (``trl.SFTConfig`` / ``trl.GRPOConfig``), built once; its output_dir
         is a placeholder (:meth:`config` gives a run's copy). A config TRL refused raises
-        ConfigValidationError with the issue :meth:`issues` reports."""
+        ConfigValidationError with the issue :meth:`validate` reports."""
         if isinstance(self._built, ConfigIssue):
             raise ConfigValidationError([self._built])
         return self._built
@@ -313,11 +313,13 @@ class Phase:
 
     def replan(self, changes: dict[str, Any]) -> list[ConfigIssue]:
         """The phase with ``changes`` over its configured fields (a time budget's steps,
-        rlvr.training_loop.budget), judged as configured fields are (the node's type: allowlist, types,
-        bounds; then TRL's own checks) and its TRL config built once more for every later reader.
-        Returns the issues; with any, nothing changes."""
-        raw = {**self.raw, **changes}
-        issues = value_issues(self.key, raw, self.node, self.key) if self.node is not None else []
+        rlvr.training_loop.budget): the changed keys judged against the node's type (allowlist, types,
+        bounds; the rest of the node passed the gate as it stands), then TRL's own checks as its TRL
+        config is built once more for every later reader. Returns the issues; with any, nothing changes."""
+        configured = {**self.configured, **changes}
+        issues = (
+            value_issues(self.key, changes, self.node_type, self.key) if self.node_type is not None else []
+        )
         built = None
         if not issues:
             try:
@@ -329,18 +331,18 @@ class Phase:
                 ]  # fmt: skip
         if issues:
             return issues
-        self.raw = raw
-        self.fields = MappingProxyType({**self.fields, **changes})  # type: ignore[assignment]
+        self.configured = configured
+        self.trl_fields = MappingProxyType({**self.trl_fields, **changes})  # type: ignore[assignment]
         self.__dict__["_built"] = built  # the cached TRL config (functools.cached_property)
         return []
 
-    def issues(self, build: bool = True) -> list[ConfigIssue]:
+    def validate(self, build: bool = True) -> list[ConfigIssue]:
         """The fields the node refuses (not on the allowlist of rlvr.training_loop.settings; the gate
         reports them when it binds the node, and builds no phase with them), and TRL's own checks
         between fields (``build``), as :attr:`args` was built. The node's types and bounds are the
         gate's (its one check); a value off its bound still builds the loop (ConfigIssue.builds), and
         the gate leaves out TRL's verdict on a node it refused a key of (rlvr.config.gate)."""
-        issues = refusals(self.key, self.fields, self.node)
+        issues = refusals(self.key, self.trl_fields, self.node_type)
         if issues or not build:
             return issues
         if isinstance(self._built, ConfigIssue):
@@ -358,7 +360,7 @@ class Phase:
         """The TRL config as this phase's trainer runs it on this device, and the callback that turns
         its logs into the run's events (every phase's trainer, an RFT round's too)."""
         args = _checkpointing_follows_model(
-            self.config(run.run_dir / "checkpoints" / self.name), self.fields, model
+            self.config(run.run_dir / "checkpoints" / self.name), self.trl_fields, model
         )
         args = self.fit_to_device(args, run, outcome)
         bridge = EventBridge(

@@ -48,7 +48,15 @@ SCHEDULE_KEYS = tuple(
         "warmup_steps",
         "warmup_ratio",
     )
-) + ("training_loop.rft.rounds", "training_loop.rft.steps_per_round", "budget_minutes")
+) + (
+    "training_loop.rft.rounds",
+    "training_loop.rft.steps_per_round",
+    "budget_minutes",
+    # what SFT trains: a checkpoint's optimizer holds state for those parameters only
+    "training_loop.sft.freeze_embeddings",
+    "training_loop.sft.frozen_layers",
+    "training_loop.sft.fp32_cpu",
+)
 
 
 def fingerprint(cfg: DictConfig, keys: tuple[str, ...] = CRITICAL_KEYS + SCHEDULE_KEYS) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 from rlvr import events as ev
 from rlvr.evaluation.metrics import SUCCESS_THRESHOLD
 from rlvr.issues import ConfigIssue, value_issues
-from rlvr.runtime.distributed import world_size as distributed_processes
+from rlvr.runtime.distributed import world_size
 from rlvr.runtime.io import atomic_write_json
 from rlvr.training_loop.checkpoints import resumed_step
 from rlvr.training_loop.phase import Phase, TrainingRun, TrainOutcome, displaced_count
@@ -157,14 +157,14 @@ class _RoundEnd(TrainerCallback):
 class RFTPhase(Phase):
     """Rounds of sampling, keeping the verified completions and fine-tuning on them (TRL ``SFTTrainer``)."""
 
-    name, key, node = "rft", "training_loop.rft", RFTNode
+    name, key, node_type = "rft", "training_loop.rft", RFTNode
 
     def __init__(
         self, fields: dict[str, Any], seed: int, hardware: Callable[[], Any], prompt: Any, rewards: Any
     ):
         own = {f.name for f in dataclasses.fields(RFTSettings)}
         super().__init__({k: v for k, v in fields.items() if k not in own}, seed, hardware)
-        self.raw = dict(fields)  # the whole node, its rounds too
+        self.configured = dict(fields)  # the whole node, its rounds too
         self.settings, self._settings_issues = RFTSettings.build(
             {k: v for k, v in fields.items() if k in own}, self.key
         )
@@ -190,18 +190,18 @@ class RFTPhase(Phase):
         steps = self.settings.rounds * self.settings.steps_per_round if self.settings else 1
         return {"max_steps": steps, "train_sampling_strategy": "sequential"}
 
-    def issues(self, build: bool = True) -> list[ConfigIssue]:
+    def validate(self, build: bool = True) -> list[ConfigIssue]:
         owned = [
             ConfigIssue(
                 f"{self.key}.{name}",
-                self.fields[name],
+                self.trl_fields[name],
                 "is set by the phase (rounds x steps_per_round steps, each round's data read in order)",
                 f"remove it; set {self.key}.rounds / {self.key}.steps_per_round",
             )
             for name in ("max_steps", "train_sampling_strategy", "num_train_epochs")
-            if name in self.fields
+            if name in self.trl_fields
         ]
-        if self.fields.get("save_only_model"):
+        if self.trl_fields.get("save_only_model"):
             owned.append(
                 ConfigIssue(
                     f"{self.key}.save_only_model", True,
@@ -209,7 +209,7 @@ class RFTPhase(Phase):
                     f"remove {self.key}.save_only_model",
                 )
             )  # fmt: skip
-        if distributed_processes() > 1:
+        if world_size() > 1:
             owned.append(
                 ConfigIssue(
                     f"{self.key}.enabled", True, "the RFT phase samples and trains in one process",
@@ -217,10 +217,10 @@ class RFTPhase(Phase):
                 )
             )  # fmt: skip
         if owned or self._settings_issues:
-            return owned + self._settings_issues + super().issues(build=False)
+            return owned + self._settings_issues + super().validate(build=False)
         from rlvr.training_loop import packing
 
-        issues = super().issues(build)
+        issues = super().validate(build)
         if build and not issues and self.settings is not None:
             issues += packing.config_issues(self.key, self.args, rounds=True)
         if self.rewards is not None and self.rewards.success_term() is None:

@@ -171,10 +171,20 @@ _GRPO_CONFIG: dict[str, Any] = {
 }  # fmt: skip
 
 # The pipeline's own keys.
+_FREEZING: dict[str, Any] = {
+    "freeze_embeddings": _flag("SFT leaves the token embeddings (and a head tied to them) as they are"),
+    "frozen_layers": _count(10, 1_000, "SFT leaves the lowest N decoder layers as they are; 0 trains all", least=0),
+}  # fmt: skip
+FP32CPU = TypedDict("FP32CPU", _FREEZING, total=False)  # type: ignore[misc]
+FP32CPU.__doc__ = "training_loop.sft.fp32_cpu: SFT's freezing where it trains in fp32 on a CPU"
 _ENABLED: dict[str, Any] = {"enabled": _flag("the phase runs")}
 _SFT_OWN: dict[str, Any] = {
     # Rows per SFT step on a CUDA GPU (rlvr.training_loop.microbatch.scale_sft); null keeps the batch.
     "cuda_batch_size": _count(64, MOST_ROWS, "rows per SFT step on a CUDA GPU; null keeps per_device_train_batch_size") | None,
+    # What SFT does not train (rlvr.training_loop.loop.SFTPhase.freezing): less backward work, the same rows.
+    **_FREEZING,
+    # Those two where SFT trains in fp32 on a CPU (no native bf16: precision auto picks fp32 there).
+    "fp32_cpu": Annotated[FP32CPU | None, Field(description="freeze_embeddings and frozen_layers where SFT trains in fp32 on a CPU; null: as above")],
 }  # fmt: skip
 # The rounds of rejection sampling (rlvr.training_loop.rft.RFTSettings). 1e9 rounds or prompts passed
 # validate_only and the run then grew to GBs of rounds and console lines (SECURITY.md "Bounds and timeouts").
