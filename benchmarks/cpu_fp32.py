@@ -23,7 +23,8 @@ second, and the loss of the first batch (so an arm that changes the loss shows i
 - ``frozen_embeddings``: the tied embedding/head matrix not trained (no gradient, no AdamW state);
 - ``completion_logits+frozen``: both;
 - ``lora_r16``: a PEFT LoRA adapter (r=16, alpha=32, every linear layer; TRL's peft_config), base frozen;
-- ``batch_32``: 32 rows a step instead of 16 (the batch shape): compare real tokens/s;
+- ``batch_32``: 32 rows a step instead of 16 (the batch shape): compare real tokens/s; ``batch_8``: 8 rows;
+- ``+layers_6``: the lowest 6 decoder layers frozen too (``training_loop.sft.frozen_layers=6``);
 - ``compile``: ``torch.compile`` (dynamic shapes) of the model; its first step includes compiling.
 
 Part 2 (``--run-dir``): the stages of a real run from its metrics.jsonl (baseline, each evaluation, the
@@ -51,7 +52,8 @@ AVX2 = {
     "TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".cache" / "torchinductor-avx2"),
 }
 ARMS = ("default", "completion_logits", "full_logits", "frozen_embeddings", "completion_logits+frozen", "lora_r16",
-        "batch_32", "compile")  # fmt: skip
+        "batch_32", "compile", "completion_logits+lora_r16", "completion_logits+frozen+layers_6",
+        "completion_logits+batch_8", "completion_logits+frozen+batch_8")  # fmt: skip
 
 
 def compose(overrides: list[str]):
@@ -128,11 +130,14 @@ def time_arm(name: str, setup: Setup, steps: int, bf16: bool) -> dict:
     peft_config = None
     if "frozen" in name:
         model.get_input_embeddings().weight.requires_grad_(False)  # tied: the head's weight too
-    if name == "lora_r16":
+    if "layers_" in name:  # the lowest N decoder layers too (training_loop.sft.frozen_layers)
+        for layer in model.model.layers[: int(name.rsplit("layers_", 1)[1])]:
+            layer.requires_grad_(False)
+    if "lora_r16" in name:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
-    rows = 32 if name == "batch_32" else 16
+    rows = 32 if name.endswith("batch_32") else 8 if name.endswith("batch_8") else 16
     with tempfile.TemporaryDirectory() as out:
         cls = None
         if "completion_logits" in name:

@@ -5,6 +5,8 @@ promise to leave the weights and random streams as it found them. No model is lo
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -289,3 +291,105 @@ def test_a_changed_budget_on_resume_is_refused_as_a_changed_step_budget(tmp_path
         _, [issue] = resolve_resume(compose_config([now, "resume=auto"]), run)
         assert "step budgets or learning-rate schedule differ" in issue.problem and change in issue.problem
     assert resolve_resume(compose_config(["budget_minutes=8", "resume=auto"]), run)[1] == []
+
+
+# -- what the calibration times ----------------------------------------------------------------------
+
+
+class _CharTokenizer:
+    """One token a character (the reference lengths below are then the strings' lengths)."""
+
+    def __call__(self, texts, add_special_tokens=True):
+        return {"input_ids": [list(t) for t in texts]}
+
+
+def test_evaluations_and_rollouts_are_timed_at_the_reference_answers_length_where_sft_runs_first():
+    """Where SFT runs first, the longest reference completion it trains on (plus one token) caps the
+    timed completions: every later model answers in that form and stops at the closing tag. With SFT
+    off (GRPO from the base model), no cap. Mutation: the enabled filter dropped (a disabled SFT phase
+    taken as the first) -> red."""
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({"answer": ["7", "-18", "3"]})
+    loop = make_loop(sft={"max_steps": 640}, grpo={"max_steps": 16, "num_generations": 2})
+    longest = len(loop.sft_phase.prompt.format_answer("-18"))
+    assert budget.reference_tokens(loop, _CharTokenizer(), rows) == longest + 1
+    grpo_only = make_loop(sft={"enabled": False}, grpo={"max_steps": 16, "num_generations": 2})
+    assert budget.reference_tokens(grpo_only, _CharTokenizer(), rows) is None
+
+
+class _TimedEvaluator:
+    """An evaluator that records the completion length each timed batch was generated at."""
+
+    batch_size, max_new_tokens, seen = 4, 16, []
+
+    def rows(self, data):
+        return data
+
+    def evaluate_questions(self, model, tokenizer, rows):
+        from types import SimpleNamespace
+
+        self.seen.append(self.max_new_tokens)
+        return SimpleNamespace(seconds=1.0)
+
+    def sampled_view(self):
+        return None
+
+
+def test_the_timed_evaluation_batch_is_generated_at_the_cap_and_the_plan_says_so():
+    """The batch is generated at the cap (the run's evaluator keeps its max_new_tokens); a cap at or
+    above max_new_tokens is no cap. Mutation: the run's evaluator changed in place -> red."""
+    from datasets import Dataset
+
+    evaluator = _TimedEvaluator()
+    evaluator.seen = []
+    rows = Dataset.from_dict({"answer": ["1"] * 8})
+    timing = budget._time_evaluations(evaluator, object(), None, rows, completion_tokens=9)
+    assert evaluator.seen == [9] and evaluator.max_new_tokens == 16
+    assert timing.completion_tokens == 9 and timing.greedy_batches == 2
+    assert budget._time_evaluations(evaluator, object(), None, rows, 40).completion_tokens is None
+    assert evaluator.seen == [9, 16]
+    plan = dataclasses.replace(default_plan(8), evals=timing)
+    assert "timed at 9 tokens a completion" in budget.plan_text(plan)
+    assert budget.Plan.from_record(plan.record()) == plan
+
+
+def test_sft_is_timed_by_the_median_of_its_steps_after_the_warm_up(monkeypatch):
+    """The first steps of a CPU run build kernels for each new padded length (4-7 s against a steady 3 s,
+    docs/budget.md): the step time is the median of the TIMED_STEPS after WARMUP_STEPS, the first
+    step kept apart. Mutation: the mean of every step after the first -> red."""
+    from types import SimpleNamespace
+
+    gaps = [13.5, 7.2, 5.5, 6.7, 3.1, 2.9, 3.3, 3.0]  # a run's first eight SFT steps, bf16 CPU
+    assert len(gaps) == budget.WARMUP_STEPS["sft"] + budget.TIMED_STEPS["sft"]
+    now = [0.0]
+    monkeypatch.setattr(budget.time, "perf_counter", lambda: now[0])
+
+    class Trainer:
+        def __init__(self, clock):
+            self.clock = clock
+
+        def train(self):
+            self.clock.on_train_begin(None, None, None)
+            for gap in gaps:
+                now[0] += gap
+                self.clock.on_step_end(None, None, None)
+            self.clock.on_save(None, None, None)
+
+    class Phase:
+        name = "sft"
+
+        def args_and_bridge(self, model, run, outcome):
+            return SimpleNamespace(max_steps=0, save_steps=0, save_strategy=None, save_total_limit=1), None
+
+        def trainer(self, model, args, run, callbacks):
+            assert args.max_steps == len(gaps)
+            return Trainer(callbacks[0])
+
+    monkeypatch.setattr("rlvr.training_loop.phase.quiet", lambda trainer: trainer)
+    run = SimpleNamespace(tokenizer=None, train_dataset=None, generator=None, fits=None)
+    with tempfile.TemporaryDirectory() as folder:
+        run.run_dir = Path(folder)
+        timing = budget._time_phase(Phase(), object(), run)
+    assert timing.first_step == 13.5 and timing.steps_timed == 4
+    assert timing.step == pytest.approx(3.05)

@@ -122,3 +122,53 @@ def test_cpu_native_bf16_reads_onednn():
 
     hardware.cpu_native_bf16.cache_clear()
     assert hardware.cpu_native_bf16() == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+class _Probe(__import__("torch").nn.Linear):
+    """A layer that records whether its forward ran under CPU autocast, and at which dtype."""
+
+    seen: list
+
+    def forward(self, x):
+        import torch
+
+        self.seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
+        return super().forward(x)
+
+
+def _probe():
+    layer = _Probe(4, 4)
+    layer.seen = []
+    return layer
+
+
+@pytest.mark.parametrize(("abilities", "wraps"), [({"cpu_bf16": True}, True), ({}, False)])
+def test_a_placed_model_evaluates_at_the_precision_it_trains_in(machine, abilities, wraps):
+    """Placement gives an fp32 model that trains in bf16 the autocast forward its first trainer would
+    (accelerate's), so the baseline evaluation runs at the precision of every evaluation after
+    training; outputs come back in fp32 as accelerate's do. On an fp32 machine nothing changes.
+    Mutation: place() without evaluate_at_training_precision -> red (bf16 case)."""
+    import torch
+
+    machine(**abilities)
+    layer = make_loop(sft={"max_steps": 1}, grpo={"max_steps": 1}).place(_probe())
+    out = layer(torch.ones(2, 4))
+    assert layer.seen == [torch.bfloat16 if wraps else None]
+    assert out.dtype == torch.float32 and hasattr(layer, "_original_forward") is wraps
+
+
+def test_the_training_precision_forward_is_put_on_once_and_only_on_fp32_weights():
+    """A model a trainer has wrapped already (accelerate's _original_forward) is left as it is; so is
+    one whose weights are bf16 already (nothing to autocast), and an fp32 precision. Mutation: the
+    _original_forward check dropped -> red (wrapped twice)."""
+    import torch
+
+    from rlvr.training_loop.loop import evaluate_at_training_precision
+
+    bf16 = hardware.Hardware("cpu", "bf16", "pinned")
+    layer = _probe()
+    assert evaluate_at_training_precision(layer, bf16) is True
+    first = layer.forward
+    assert evaluate_at_training_precision(layer, bf16) is False and layer.forward is first
+    assert evaluate_at_training_precision(_probe().to(torch.bfloat16), bf16) is False
+    assert evaluate_at_training_precision(_probe(), hardware.Hardware("cpu", "fp32", "auto")) is False

@@ -20,6 +20,7 @@ import dataclasses
 import gc
 import json
 import math
+import statistics
 import tempfile
 import time
 import typing
@@ -41,11 +42,14 @@ PLAN_FILE = "budget_plan.json"
 # Held back from the budget for what the plan does not time: writing the report and its chart, the
 # console and W&B, and a machine whose load changes while the run goes on (other processes on it).
 MARGIN = 0.05
-# Steps timed per phase after one untimed warm-up step (allocations, kernel choices, the data loader);
-# the calibration's time counts against the budget. A GRPO step generates a whole batch of rollouts (the
-# base model's mostly run to max_completion_length, the most a step generates) and trains on all of them
-# (_time_phase), so one is its upper bound; SFT's steps vary with their rows' lengths, so three.
-TIMED_STEPS = {"sft": 3, "grpo": 1}
+# Steps timed per phase, after WARMUP_STEPS untimed ones (allocations, kernel choices, the data loader);
+# the calibration's time counts against the budget. A GRPO step generates a whole batch of rollouts and
+# trains on all of them (_time_phase), so one is its upper bound. SFT's steps vary with their rows'
+# lengths, and on a CPU each new padded length first builds its kernels (oneDNN): measured on the 2-core
+# EPYC (bf16, 2026-12-02), steps 2-5 of a run took 4.2-7.2 s and its steady steps 2.6-3.2 s, so a timing
+# of steps 2-4 planned SFT at about twice its time. SFT is timed on steps 5-8, by their median.
+TIMED_STEPS = {"sft": 4, "grpo": 1}
+WARMUP_STEPS = {"sft": 4, "grpo": 1}
 
 
 # -- what is measured ------------------------------------------------------------------------------
@@ -70,6 +74,9 @@ class EvalTiming:
     greedy_batches: int  # batches in one greedy evaluation of the held-out questions
     sampled_batch: float = 0.0  # the same for evaluation.sampled (0: off)
     sampled_batches: int = 0
+    # The completion length the batches were timed at where SFT runs first (its reference answers'
+    # longest, in tokens: :func:`reference_tokens`); None: the evaluator's max_new_tokens.
+    completion_tokens: int | None = None
 
     @property
     def greedy(self) -> float:
@@ -489,10 +496,11 @@ class _Quiet:
         pass
 
 
-def _time_phase(phase: Any, model: Any, run: Any) -> PhaseTiming:
+def _time_phase(phase: Any, model: Any, run: Any, completion_tokens: int | None = None) -> PhaseTiming:
     """A few steps of ``phase`` with its own trainer and TRL config (device fitting included), into a
     throwaway folder, with one checkpoint at the last step; none of it reaches the run (no events, no
-    evaluations, no checkpoint of the run's; the weights and random states are restored)."""
+    evaluations, no checkpoint of the run's; the weights and random states are restored). GRPO's
+    rollouts are generated to at most ``completion_tokens`` (:func:`reference_tokens`) where given."""
     from transformers.trainer_utils import SaveStrategy
 
     from rlvr.training_loop.phase import TrainOutcome, quiet
@@ -502,33 +510,64 @@ def _time_phase(phase: Any, model: Any, run: Any) -> PhaseTiming:
         # Every rollout forwarded and backpropagated: the base model's rollouts mostly carry no signal,
         # which a trained model's do, and a skipped rollout costs nothing (an upper bound of the step).
         timed.signal_configured = {**phase.signal_configured, "skip_zero_advantage": False}
-    steps = 1 + TIMED_STEPS.get(phase.name, 1)
+    steps = WARMUP_STEPS.get(phase.name, 1) + TIMED_STEPS.get(phase.name, 1)
     clock = _Clock()
     with tempfile.TemporaryDirectory(prefix=".budget-calibration-", dir=run.run_dir) as folder:
         quiet_run = _Quiet(run, Path(folder))
         args, _ = timed.args_and_bridge(model, quiet_run, TrainOutcome(model=model))
         args.max_steps, args.save_steps = steps, steps
         args.save_strategy, args.save_total_limit = SaveStrategy.STEPS, None
+        if completion_tokens is not None and hasattr(args, "max_completion_length"):
+            args.max_completion_length = min(args.max_completion_length, completion_tokens)
         start = time.perf_counter()
         trainer = quiet(timed.trainer(model, args, quiet_run, [clock]))
         setup = time.perf_counter() - start
         trainer.train()
         del trainer
     gaps = [b - a for a, b in zip(clock.ends, clock.ends[1:], strict=False)]
-    later = gaps[1:] or gaps
+    later = gaps[-TIMED_STEPS.get(phase.name, 1) :] if len(gaps) > 1 else gaps
     return PhaseTiming(
         setup=round(setup, 3),
         first_step=round(gaps[0], 3),
-        step=round(sum(later) / len(later), 3),
+        step=round(statistics.median(later), 3),
         save=round(max(clock.saves, default=0.0), 3),
         steps_timed=len(later),
     )
 
 
-def _time_evaluations(evaluator: Any, model: Any, tokenizer: Any, eval_data: Any) -> EvalTiming:
+def reference_tokens(loop: Any, tokenizer: Any, dataset: Any) -> int | None:
+    """The length, in tokens, of the longest reference completion of ``dataset`` as SFT trains on it
+    (the prompt's ``format_answer``; one token more for where a tokenizer joins it differently in
+    context), where the run's first enabled phase is SFT; else None.
+
+    Every evaluation after the baseline, and every GRPO rollout, is of a model that SFT has taught to
+    answer in that form and stop at the closing tag (the generation's stop string); the base model the
+    calibration times runs to ``max_new_tokens`` instead. Measured on the 2-core EPYC (2026-11-29): the
+    evaluations timed on the base model's length ran about 3x faster after SFT (docs/budget.md)."""
+    phases = [p for p in getattr(loop, "phases", []) if p.enabled]
+    if not phases or phases[0].name != "sft" or getattr(phases[0], "prompt", None) is None:
+        return None
+    prompt = phases[0].prompt
+    answers = [a for a in dataset["answer"] if a is not None]
+    if not answers:
+        return None
+    encoded = tokenizer([prompt.format_answer(str(a)) for a in answers], add_special_tokens=False)
+    return max(len(ids) for ids in encoded["input_ids"]) + 1
+
+
+def _time_evaluations(
+    evaluator: Any, model: Any, tokenizer: Any, eval_data: Any, completion_tokens: int | None = None
+) -> EvalTiming:
     """One batch of a greedy evaluation and one of a sampled one (``evaluation.sampled``), generated
-    and scored as an evaluation does, at the batch size it uses on this device; no file is written."""
+    and scored as an evaluation does, at the batch size it uses on this device, with completions of at
+    most ``completion_tokens`` where given (:func:`reference_tokens`); no file is written."""
     from rlvr.evaluation.evaluator import cuda_batch
+
+    if completion_tokens is not None and completion_tokens < evaluator.max_new_tokens:
+        evaluator = copy.copy(evaluator)
+        evaluator.max_new_tokens = completion_tokens
+    else:
+        completion_tokens = None
 
     on_cuda = getattr(getattr(model, "device", None), "type", None) == "cuda"
     batch = (
@@ -538,7 +577,9 @@ def _time_evaluations(evaluator: Any, model: Any, tokenizer: Any, eval_data: Any
     )
     rows = evaluator.rows(eval_data)
     greedy = evaluator.evaluate_questions(model, tokenizer, rows.select(range(min(batch, len(rows)))))
-    timing = EvalTiming(round(greedy.seconds, 3), math.ceil(len(rows) / batch))
+    timing = EvalTiming(
+        round(greedy.seconds, 3), math.ceil(len(rows) / batch), completion_tokens=completion_tokens
+    )
     view = evaluator.sampled_view()
     if view is None:
         return timing
@@ -557,13 +598,14 @@ def calibrate(
     restored after: :func:`weights_kept`, :func:`rng_kept`). The reward set's buffers of the GRPO
     steps timed (their completions rows and counters) are drained, so the run's first step reports
     its own."""
+    tokens = reference_tokens(loop, run.tokenizer, evaluator.rows(eval_data))
     with rng_kept():
-        evals = _time_evaluations(evaluator, model, run.tokenizer, eval_data)
+        evals = _time_evaluations(evaluator, model, run.tokenizer, eval_data, tokens)
         timings = {}
         for phase in loop.phases:
             if phase.enabled:
                 with weights_kept(model):
-                    timings[phase.name] = _time_phase(phase, model, run)
+                    timings[phase.name] = _time_phase(phase, model, run, tokens)
                 rewards = getattr(phase, "rewards", None)
                 if rewards is not None:
                     rewards.completions()
@@ -697,9 +739,15 @@ def plan_text(budget: Plan) -> str:
         if e.sampled_batches
         else ""
     )
+    length = (
+        f"; timed at {e.completion_tokens} tokens a completion, the reference answers' length SFT teaches "
+        "(GRPO's rollouts too)"
+        if e.completion_tokens
+        else ""
+    )
     lines.append(
         f"  evaluation.every_n_steps {configured} -> {planned}; an evaluation: greedy {e.greedy:.0f} s "
-        f"({e.greedy_batches} batch(es) x {e.greedy_batch:.1f} s){sampled}"
+        f"({e.greedy_batches} batch(es) x {e.greedy_batch:.1f} s){sampled}{length}"
     )
     s = budget.stages
     lines.append(
