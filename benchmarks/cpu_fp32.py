@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", type=Path, help="a finished run to break down (part 2)")
     parser.add_argument("--no-anatomy", action="store_true")
     args = parser.parse_args(argv)
+    if args.no_anatomy and not args.run_dir:
+        parser.error(
+            "--no-anatomy skips the step arms; add --run-dir <a finished run> to break down, or drop it"
+        )
     if args.avx2 and os.environ.get("ATEN_CPU_CAPABILITY") != "avx2":
         argv_ = [a for a in (argv if argv is not None else sys.argv[1:])]
         raise SystemExit(subprocess.call([sys.executable, __file__, *argv_], env={**os.environ, **AVX2}))

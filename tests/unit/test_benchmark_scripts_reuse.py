@@ -47,3 +47,14 @@ def test_a_run_stopped_on_purpose_is_reused_by_its_step_records_only_under_its_s
     assert finished(run, ["seed=1"]) is False  # no report.json: not a finished run
     with pytest.raises(SystemExit):
         finished(run, ["seed=2"], record="metrics.jsonl")
+
+
+def test_cpu_fp32_refuses_a_call_that_would_measure_nothing(capsys):
+    """benchmarks/cpu_fp32.py --no-anatomy without --run-dir exited 0 having printed nothing (a 3-second
+    "measurement" on 2026-12-02): it now says what to add."""
+    import cpu_fp32
+
+    with pytest.raises(SystemExit) as exc:
+        cpu_fp32.main(["--no-anatomy"])
+    assert exc.value.code == 2
+    assert "--run-dir" in capsys.readouterr().err
