@@ -188,7 +188,14 @@ def test_a_real_time_limit_warns_with_usr2_and_the_requeued_task_finishes_as_uni
     and evaluation of an uninterrupted run. The job never ends TIMEOUT."""
     plain = plain_run(tmp_path / "uninterrupted", slurm, *TIME_LIMITED)
     sweep = tmp_path / "sweep"
-    limits = ("hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")
+    # As many requeues as a slow machine needs: a 2-minute slot of the real AVX2-only EPYC (2026-12-02)
+    # trained about 75 of the 400 GRPO steps, so the task needed more than conf/hydra/launcher/slurm's 3
+    # and submitit gave up ("timed-out too many times").
+    limits = (
+        "hydra.launcher.timeout_min=2",
+        "hydra.launcher.signal_delay_s=60",
+        "hydra.launcher.max_num_timeout=12",
+    )
     proc = launch(sweep, slurm, *TIME_LIMITED, *limits, "resume=auto")
     (task,) = array_jobs(sweep, 1)
     script = next((sweep / ".submitit").glob("*/*_submission.sh")).read_text().splitlines()
