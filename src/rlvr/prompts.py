@@ -142,13 +142,20 @@ class PromptTemplate:
             return None
         return completion[start + len(self.answer_start) : end].strip()
 
-    def format_answer(self, answer: str) -> str:
-        """A gold completion for SFT warm start: an (empty) reasoning block, then the marked answer.
+    def format_answer(self, answer: str, working: str | None = None) -> str:
+        """A gold completion for SFT warm start: the reasoning block (empty without ``working``), then
+        the marked answer; a family without reasoning markers puts the working before the answer (the
+        format reward's "any text, then the answer block").
 
         >>> PromptTemplate("{question}", reasoning_start="<think>", reasoning_end="</think>").format_answer("4")
         '<think></think><answer>4</answer>'
+        >>> PromptTemplate("{question}").format_answer("4", working="1 + 3 = 4")
+        '1 + 3 = 4 <answer>4</answer>'
         """
-        reasoning = "" if self.reasoning_start is None else f"{self.reasoning_start}{self.reasoning_end}"
+        if self.reasoning_start is not None:
+            reasoning = f"{self.reasoning_start}{working or ''}{self.reasoning_end}"
+        else:
+            reasoning = f"{working} " if working else ""
         return f"{reasoning}{self.answer_start}{answer}{self.answer_end}"
 
     @property

@@ -537,8 +537,9 @@ def _time_phase(phase: Any, model: Any, run: Any, completion_tokens: int | None 
 
 def reference_tokens(loop: Any, tokenizer: Any, dataset: Any) -> int | None:
     """The length, in tokens, of the longest reference completion of ``dataset`` as SFT trains on it
-    (the prompt's ``format_answer``; one token more for where a tokenizer joins it differently in
-    context), where the run's first enabled phase is SFT; else None.
+    (the SFT phase's ``completion``: the answer, after its working with ``target: worked``; one token
+    more for where a tokenizer joins it differently in context), where the run's first enabled phase is
+    SFT; else None.
 
     Every evaluation after the baseline, and every GRPO rollout, is of a model that SFT has taught to
     answer in that form and stop at the closing tag (the generation's stop string); the base model the
@@ -547,11 +548,11 @@ def reference_tokens(loop: Any, tokenizer: Any, dataset: Any) -> int | None:
     phases = [p for p in getattr(loop, "phases", []) if p.enabled]
     if not phases or phases[0].name != "sft" or getattr(phases[0], "prompt", None) is None:
         return None
-    prompt = phases[0].prompt
-    answers = [a for a in dataset["answer"] if a is not None]
-    if not answers:
+    entries = dataset["entry"] if "entry" in dataset.column_names else [None] * len(dataset)
+    rows = [(str(a), e) for a, e in zip(dataset["answer"], entries, strict=True) if a is not None]
+    if not rows:
         return None
-    encoded = tokenizer([prompt.format_answer(str(a)) for a in answers], add_special_tokens=False)
+    encoded = tokenizer([phases[0].completion(a, e) for a, e in rows], add_special_tokens=False)
     return max(len(ids) for ids in encoded["input_ids"]) + 1
 
 

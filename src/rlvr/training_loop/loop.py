@@ -139,6 +139,17 @@ class SFTPhase(Phase):
             "frozen_layers": int(self.trl_fields.pop("frozen_layers", 0) or 0),
         }
         self.fp32_cpu = dict(self.trl_fields.pop("fp32_cpu", None) or {})
+        self.target = self.trl_fields.pop("target", "answer")
+        # The tokens a later generation has for a completion (TrainingLoop: GRPO's max_completion_length).
+        self.completion_room: int | None = None
+
+    def completion(self, answer: Any, entry: Any = None) -> str:
+        """What SFT trains one row to write (``target``): the prompt's marked answer, after the row's
+        worked solution where ``target: worked`` and its task gives one (rlvr.data.working)."""
+        from rlvr.data.working import working_of
+
+        working = working_of(entry, answer) if self.target == "worked" else None
+        return self.prompt.format_answer(answer, working)
 
     def freezing(self) -> tuple[dict[str, Any], str | None]:
         """What SFT leaves untrained on this machine, and the key that chose it where that is not the
@@ -243,11 +254,38 @@ class SFTPhase(Phase):
                 "training_loop.sft: training rows without a reference answer; SFT imitates references. "
                 "Use training_loop=rft_grpo (or grpo), or training_loop.sft.enabled=false"
             )
-        sft_data = dataset.map(
-            lambda row: {
-                "completion": [{"role": "assistant", "content": self.prompt.format_answer(row["answer"])}]
-            },
-            remove_columns=[c for c in dataset.column_names if c != "prompt"],
+        entries = dataset["entry"] if "entry" in dataset.column_names else [None] * len(dataset)
+        completions = [self.completion(a, e) for a, e in zip(dataset["answer"], entries, strict=True)]
+        if self.target == "worked":
+            worked = sum(
+                c != self.prompt.format_answer(a) for c, a in zip(completions, dataset["answer"], strict=True)
+            )
+            if not worked:
+                raise ValueError(
+                    f"{self.key}.target=worked: none of the {len(dataset)} training rows has a working its task "
+                    "gives (rlvr.data.working writes integer + - * expressions, e.g. basic_arithmetic); set "
+                    f"{self.key}.target=answer"
+                )
+            room = self.completion_room
+            encoded = run.tokenizer(completions, add_special_tokens=False)["input_ids"]
+            longest = max(len(ids) for ids in encoded) + 1  # and the end-of-turn token
+            if room is not None and longest > room:
+                raise ValueError(
+                    f"{self.key}.target=worked: the longest worked completion is {longest} tokens, more than "
+                    f"training_loop.grpo.max_completion_length={room} (GRPO's rollouts; evaluation.max_new_tokens "
+                    f"follows it by default) holds, so its answer would be cut off; set "
+                    f"training_loop.grpo.max_completion_length={-(-longest // 16) * 16}"
+                )
+            import logging
+
+            logging.getLogger(__name__).info(
+                "%s.target=worked: %d of %d training rows have a worked solution (the rest: the answer alone)",
+                self.key,
+                worked,
+                len(dataset),
+            )
+        sft_data = dataset.select_columns(["prompt"]).add_column(
+            "completion", [[{"role": "assistant", "content": c}] for c in completions]
         )
         return RLVRSFTTrainer(
             model=model,
@@ -405,6 +443,8 @@ class TrainingLoop:
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
         self.rft_phase = RFTPhase(rft, seed, lambda: self.hardware, prompt, rewards)
         self.grpo_phase = GRPOPhase(grpo, seed, lambda: self.hardware, rewards, dict(signal))
+        # What a completion SFT teaches must fit: GRPO's rollouts (and evaluation.max_new_tokens, by default)
+        self.sft_phase.completion_room = grpo.get("max_completion_length")
 
     @property
     def phases(self) -> tuple[Phase, ...]:

@@ -56,6 +56,8 @@ SCHEDULE_KEYS = tuple(
     "training_loop.sft.freeze_embeddings",
     "training_loop.sft.frozen_layers",
     "training_loop.sft.fp32_cpu",
+    # what SFT imitates (the answer, or a working then the answer)
+    "training_loop.sft.target",
 )
 
 

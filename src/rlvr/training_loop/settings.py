@@ -183,6 +183,8 @@ _SFT_OWN: dict[str, Any] = {
     "cuda_batch_size": _count(64, MOST_ROWS, "rows per SFT step on a CUDA GPU; null keeps per_device_train_batch_size") | None,
     # What SFT does not train (rlvr.training_loop.loop.SFTPhase.freezing): less backward work, the same rows.
     **_FREEZING,
+    # What SFT imitates: the marked answer, or a worked solution then the answer (rlvr.data.working).
+    "target": Annotated[Literal["answer", "worked"], Field(description="answer: the marked answer; worked: the row's working (rlvr.data.working), then the answer")],
     # Those two where SFT trains in fp32 on a CPU (no native bf16: precision auto picks fp32 there).
     "fp32_cpu": Annotated[FP32CPU | None, Field(description="freeze_embeddings and frozen_layers where SFT trains in fp32 on a CPU; null: as above")],
 }  # fmt: skip
