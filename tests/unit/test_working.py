@@ -138,3 +138,36 @@ def test_a_target_other_than_answer_or_worked_is_refused_by_the_gate():
     issues = check_targets(cfg, runtime_args(cfg))
     assert [i.key for i in issues] == ["training_loop.sft.target"], issues
     assert "worked" in str(issues[0].problem) + str(issues[0].fix), issues[0]
+
+
+def test_the_memory_estimate_reads_the_worked_completion_not_the_answer(make_phase_rows):
+    """The GPU memory check sizes SFT's sequences by the longest completion it trains on: with worked
+    targets, the working's length. Mutation: data_checks passing the prompt's format_answer -> red."""
+    from rlvr.model import memory
+    from tests.conftest import make_loop
+
+    class Chars:
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return "".join(m["content"] for m in messages)
+
+        def __call__(self, texts, add_special_tokens=True):
+            if isinstance(texts, str):
+                return {"input_ids": list(texts)}
+            return {"input_ids": [list(t) for t in texts]}
+
+    entry = {"question": "Calculate 3 + -6 + -6.", "answer": "-9", "metadata": {"expression": "3 + -6 + -6"}}
+    rows = make_phase_rows([entry])
+    loop = make_loop(sft={"max_steps": 4, "target": "worked"}, grpo={"max_completion_length": 64})
+    captured = {}
+
+    def run_checks(model, loop, setup, lengths):
+        captured["lengths"] = lengths
+        return [], []
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(memory, "run_checks", run_checks)
+        memory.data_checks(None, loop, None, rows, Chars(), loop.sft_phase.prompt)
+    assert captured["lengths"] == (
+        len(entry["question"]),
+        len("3 + -6 = -3, -3 + -6 = -9 <answer>-9</answer>"),
+    )

@@ -53,6 +53,7 @@ check before anything loads then compares with that card, in the precision ``aut
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -690,7 +691,9 @@ def data_lengths(
 ) -> tuple[int, int] | None:
     """The longest prompt (its chat messages as TRL tokenizes them, with the model's chat template)
     and the longest formatted gold answer of ``dataset``'s first ``limit`` rows, in tokens; None
-    when they cannot be told (no chat prompts, no template): the estimate keeps its budget then."""
+    when they cannot be told (no chat prompts, no template): the estimate keeps its budget then.
+    ``format_answer`` takes a row's answer, or its answer and ``entry`` where it takes two arguments
+    (the SFT phase's ``completion``: a worked target is longer than the answer)."""
     try:
         rows = dataset.select(range(min(limit, len(dataset))))
         texts = [
@@ -699,7 +702,12 @@ def data_lengths(
         ]
         # the template's text already holds its special tokens
         prompts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        answers = [len(tokenizer(format_answer(a))["input_ids"]) for a in rows["answer"]]
+        if len(inspect.signature(format_answer).parameters) > 1:
+            entries = rows["entry"] if "entry" in rows.column_names else [None] * len(rows)
+            targets = [format_answer(a, e) for a, e in zip(rows["answer"], entries, strict=True)]
+        else:
+            targets = [format_answer(a) for a in rows["answer"]]
+        answers = [len(tokenizer(t)["input_ids"]) for t in targets]
     except Exception:  # a plugin's dataset without these columns, a tokenizer without a template
         return None
     return (max(prompts), max(answers)) if prompts and answers else None
@@ -893,6 +901,8 @@ def data_checks(
     train on (tokenized by the model's own chat template) in place of the budget it assumed before.
     Returns those lengths, the refusals and the warnings."""
     # a plugin's prompt object may have no SFT target format: the answer's own text is the bound then
-    lengths = data_lengths(train, tokenizer, getattr(prompts, "format_answer", str))
+    sft = getattr(loop, "sft_phase", None)
+    target = sft.completion if sft is not None and sft.enabled else getattr(prompts, "format_answer", str)
+    lengths = data_lengths(train, tokenizer, target)
     issues, warnings = run_checks(model, loop, setup, lengths)
     return lengths, issues, warnings
