@@ -143,8 +143,9 @@ def test_a_target_other_than_answer_or_worked_is_refused_by_the_gate():
 def test_the_memory_estimate_reads_the_worked_completion_not_the_answer(make_phase_rows):
     """The GPU memory check sizes SFT's sequences by the longest completion it trains on: with worked
     targets, the working's length. Mutation: data_checks passing the prompt's format_answer -> red."""
-    from rlvr.model import memory
     from tests.conftest import make_loop
+
+    from rlvr.model import memory
 
     class Chars:
         def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
