@@ -8,7 +8,7 @@ the shared PromptTemplate).
 The components: ``reasoning_gym`` (any task by name), ``files`` (file and ``datasets`` sources, a row
 turned into a question by ``processors``), ``mixture`` (several tasks by weight) and ``curriculum``.
 ``base`` holds their contract, ``identity`` the split by content, ``references`` which training data
-has reference answers.
+has reference answers, ``working`` an arithmetic answer's step-by-step working (SFT's worked target).
 """
 
 from rlvr.data.base import DataComponent, TaskData
