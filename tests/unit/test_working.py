@@ -86,9 +86,12 @@ def test_the_sft_phase_trains_on_the_working_only_where_asked_and_refuses_a_task
     worked = make_loop(sft={"max_steps": 4, "target": "worked"}, grpo={"enabled": False}).sft_phase
     assert worked.completion("-9", json.dumps(entry)) == "3 + -6 = -3, -3 + -6 = -9 <answer>-9</answer>"
 
-    run = SimpleNamespace(train_dataset=make_phase_rows([{"question": "q", "answer": "4", "metadata": {}}]))
+    from tests.unit.test_budget import _CharTokenizer
+
+    rows = make_phase_rows([{"question": "q", "answer": "4", "metadata": {}}])
+    run = SimpleNamespace(train_dataset=rows, tokenizer=_CharTokenizer())
     with pytest.raises(
-        ValueError, match=r"training_loop\.sft\.target=worked: none of the 1 training rows.*target=answer"
+        ValueError, match=r"training_loop\.sft\.target='worked': none of the 1 training rows.*target=answer"
     ):
         worked.trainer(model=None, args=None, run=run, callbacks=[])
 
@@ -105,11 +108,52 @@ def test_worked_completions_longer_than_the_rollouts_budget_are_refused_naming_t
     phase = make_loop(sft={"max_steps": 4, "target": "worked"}, grpo={"max_completion_length": 16}).sft_phase
     run = SimpleNamespace(train_dataset=make_phase_rows([entry]), tokenizer=_CharTokenizer())
     longest = len("3 + -6 = -3, -3 + -6 = -9 <answer>-9</answer>") + 1
-    with pytest.raises(
-        ValueError,
-        match=rf"is {longest} tokens, more than training_loop\.grpo\.max_completion_length=16 .*max_completion_length=48",
-    ):
+    said = rf"is {longest} tokens .*, more than training_loop\.grpo\.max_completion_length=16 .*max_completion_length=48"
+    with pytest.raises(ValueError, match=said):
         phase.trainer(model=None, args=None, run=run, callbacks=[])
+    # the same refusal at the run's preflight, before the baseline evaluation (rlvr.pipeline.orchestrator)
+    loop = make_loop(sft={"max_steps": 4, "target": "worked"}, grpo={"max_completion_length": 16})
+    [issue] = loop.see_data(run.train_dataset, run.tokenizer)
+    assert issue.key == "training_loop.sft.target" and re.search(said, str(issue)), issue
+
+
+def test_auto_trains_on_the_working_where_it_fits_and_on_the_answer_where_not_and_says_which(make_phase_rows):
+    """``target: auto``: the working where the rows have one and the longest fits GRPO's
+    max_completion_length; else the answer, never a refusal, and the console and provenance.json say
+    which and why (naming the length that would hold the working). Mutations: the room check dropped
+    -> the short-room loop trains on a cut-off working -> red; the record left out -> red."""
+    from tests.conftest import make_loop
+    from tests.unit.test_budget import _CharTokenizer
+
+    entry = {"question": "Calculate 3 + -6 + -6.", "answer": "-9", "metadata": {"expression": "3 + -6 + -6"}}
+    plain = {"question": "q", "answer": "4", "metadata": {}}
+    rows, tokenizer = make_phase_rows([entry, plain]), _CharTokenizer()
+    longest = len("3 + -6 = -3, -3 + -6 = -9 <answer>-9</answer>") + 1
+
+    roomy = make_loop(sft={"max_steps": 4, "target": "auto"}, grpo={"max_completion_length": 64})
+    assert roomy.see_data(rows, tokenizer) == []
+    assert (
+        roomy.sft_phase.completion("-9", json.dumps(entry)) == "3 + -6 = -3, -3 + -6 = -9 <answer>-9</answer>"
+    )
+    said = roomy.hardware_record()["sft_target"]
+    assert (
+        said.startswith("SFT trains on worked solutions: 1 of 2 training rows")
+        and f"longest {longest} " in said
+    )
+
+    tight = make_loop(sft={"max_steps": 4, "target": "auto"}, grpo={"max_completion_length": 16})
+    assert tight.see_data(rows, tokenizer) == []
+    assert tight.sft_phase.completion("-9", json.dumps(entry)) == "<answer>-9</answer>"
+    said = tight.hardware_record()["sft_target"]
+    assert said.startswith("SFT trains on the answer alone (training_loop.sft.target=auto:")
+    assert "set training_loop.grpo.max_completion_length=48 to train on workings" in said
+
+    none = make_loop(sft={"max_steps": 4, "target": "auto"}, grpo={"max_completion_length": 64})
+    assert none.see_data(make_phase_rows([plain]), tokenizer) == []
+    assert "none of the 1 training rows has a working" in none.hardware_record()["sft_target"]
+    # the answer target says nothing: it is what SFT always trained on
+    answer = make_loop(sft={"max_steps": 4}, grpo={"max_completion_length": 16})
+    assert answer.see_data(rows, tokenizer) == [] and "sft_target" not in answer.hardware_record()
 
 
 @pytest.fixture

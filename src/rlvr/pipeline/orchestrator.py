@@ -118,10 +118,13 @@ def load_model(run: Run) -> None:
 
 def preflight(run: Run) -> None:
     """Refusals that need the data and the tokenizer, before the model is placed: a prompt longer than
-    the context, then the memory check again with the data's own lengths, each naming its numbers."""
-    too_long = prompt_length_issues(run.task_data, run.prompts, run.loaded.tokenizer, run.loaded.model)
-    if too_long:
-        raise ConfigValidationError(too_long)
+    the context, what the training loop decides from the rows (SFT's target), then the memory check
+    again with the data's own lengths, each naming its numbers."""
+    refused = prompt_length_issues(run.task_data, run.prompts, run.loaded.tokenizer, run.loaded.model)
+    see_data = getattr(run.training_loop, "see_data", None)  # a plugin's loop may have none
+    refused += see_data(run.task_data.train, run.loaded.tokenizer) if see_data else []
+    if refused:
+        raise ConfigValidationError(refused)
     run.lengths, issues, warnings = data_checks(
         run.model, run.training_loop, run.distributed, run.task_data.train, run.loaded.tokenizer, run.prompts
     )

@@ -142,14 +142,71 @@ class SFTPhase(Phase):
         self.target = self.trl_fields.pop("target", "answer")
         # The tokens a later generation has for a completion (TrainingLoop: GRPO's max_completion_length).
         self.completion_room: int | None = None
+        # What ``worked`` / ``auto`` came to for this run's rows (:meth:`choose_target`), and what the
+        # console and provenance.json say of it.
+        self.chosen_target: str | None = None
+        self.target_text: str | None = None
 
     def completion(self, answer: Any, entry: Any = None) -> str:
         """What SFT trains one row to write (``target``): the prompt's marked answer, after the row's
-        worked solution where ``target: worked`` and its task gives one (rlvr.data.working)."""
+        worked solution where the target is ``worked`` (or ``auto``, until :meth:`choose_target` has
+        chosen: the longer of the two bounds a length check) and its task gives one (rlvr.data.working)."""
         from rlvr.data.working import working_of
 
-        working = working_of(entry, answer) if self.target == "worked" else None
+        kind = self.chosen_target or self.target
+        working = working_of(entry, answer) if kind in ("worked", "auto") else None
         return self.prompt.format_answer(answer, working)
+
+    def choose_target(self, dataset: Any, tokenizer: Any) -> list[ConfigIssue]:
+        """Decide what SFT trains on once the rows and the tokenizer are loaded (the orchestrator's
+        preflight, before the baseline evaluation; :meth:`trainer` where none ran). Worked solutions
+        need rows whose task gives one and room for the longest in ``completion_room`` (GRPO's rollouts;
+        evaluation.max_new_tokens follows it by default): a cut-off working has no answer, so every
+        evaluation would score it 0. ``worked`` is refused where either fails (the issue names the
+        length to set); ``auto`` takes the working where both hold, else the answer, and says which and why."""
+        if self.target == "answer" or self.chosen_target is not None:
+            return []
+        from rlvr.data.working import working_of
+
+        key = f"{self.key}.target"
+        entries = dataset["entry"] if "entry" in dataset.column_names else [None] * len(dataset)
+        pairs = [
+            (a, working_of(e, a)) for a, e in zip(dataset["answer"], entries, strict=True) if a is not None
+        ]
+        worked = [self.prompt.format_answer(a, w) for a, w in pairs if w is not None]
+        longest = None
+        if not worked:
+            problem = (
+                f"none of the {len(dataset)} training rows has a working its task gives (rlvr.data.working "
+                "writes integer + - * expressions, e.g. basic_arithmetic's)"
+            )
+            fix = f"set {key}=answer"
+        else:
+            longest = max(len(ids) for ids in tokenizer(worked, add_special_tokens=False)["input_ids"]) + 1
+            room = self.completion_room
+            problem = fix = ""
+            if room is not None and longest > room:
+                problem = (
+                    f"the longest worked completion is {longest} tokens (with its end-of-turn token), more than "
+                    f"training_loop.grpo.max_completion_length={room} (GRPO's rollouts; evaluation.max_new_tokens "
+                    "follows it by default) holds, so its answer would be cut off"
+                )
+                fix = f"set training_loop.grpo.max_completion_length={-(-longest // 16) * 16}"
+        if problem and self.target == "worked":
+            return [ConfigIssue(key, "worked", problem, fix)]
+        if problem:
+            self.chosen_target = "answer"
+            self.target_text = (
+                f"SFT trains on the answer alone ({key}=auto: {problem}; {fix} to train on workings)"
+            )
+        else:
+            self.chosen_target = "worked"
+            self.target_text = (
+                f"SFT trains on worked solutions: {len(worked)} of {len(dataset)} training rows have one (the "
+                f"rest: the answer alone), the longest {longest} tokens ({key}={self.target}; {key}=answer "
+                "trains on the answer alone)"
+            )
+        return []
 
     def freezing(self) -> tuple[dict[str, Any], str | None]:
         """What SFT leaves untrained on this machine, and the key that chose it where that is not the
@@ -255,35 +312,14 @@ class SFTPhase(Phase):
                 "Use training_loop=rft_grpo (or grpo), or training_loop.sft.enabled=false"
             )
         entries = dataset["entry"] if "entry" in dataset.column_names else [None] * len(dataset)
-        completions = [self.completion(a, e) for a, e in zip(dataset["answer"], entries, strict=True)]
-        if self.target == "worked":
-            worked = sum(
-                c != self.prompt.format_answer(a) for c, a in zip(completions, dataset["answer"], strict=True)
-            )
-            if not worked:
-                raise ValueError(
-                    f"{self.key}.target=worked: none of the {len(dataset)} training rows has a working its task "
-                    "gives (rlvr.data.working writes integer + - * expressions, e.g. basic_arithmetic); set "
-                    f"{self.key}.target=answer"
-                )
-            room = self.completion_room
-            encoded = run.tokenizer(completions, add_special_tokens=False)["input_ids"]
-            longest = max(len(ids) for ids in encoded) + 1  # and the end-of-turn token
-            if room is not None and longest > room:
-                raise ValueError(
-                    f"{self.key}.target=worked: the longest worked completion is {longest} tokens, more than "
-                    f"training_loop.grpo.max_completion_length={room} (GRPO's rollouts; evaluation.max_new_tokens "
-                    f"follows it by default) holds, so its answer would be cut off; set "
-                    f"training_loop.grpo.max_completion_length={-(-longest // 16) * 16}"
-                )
+        issues = self.choose_target(dataset, run.tokenizer)
+        if issues:
+            raise ConfigValidationError(issues)
+        if self.target_text:
             import logging
 
-            logging.getLogger(__name__).info(
-                "%s.target=worked: %d of %d training rows have a worked solution (the rest: the answer alone)",
-                self.key,
-                worked,
-                len(dataset),
-            )
+            logging.getLogger(__name__).info(self.target_text)
+        completions = [self.completion(a, e) for a, e in zip(dataset["answer"], entries, strict=True)]
         sft_data = dataset.select_columns(["prompt"]).add_column(
             "completion", [[{"role": "assistant", "content": c}] for c in completions]
         )
@@ -455,11 +491,18 @@ class TrainingLoop:
     def hardware(self) -> hardware.Hardware:
         return hardware.resolve(self.device, self.precision)
 
+    def see_data(self, train: Any, tokenizer: Any) -> list[ConfigIssue]:
+        """What the loaded training rows decide before anything trains: SFT's target
+        (:meth:`SFTPhase.choose_target`); the refusals, each naming its key and the fix."""
+        return self.sft_phase.choose_target(train, tokenizer) if self.sft_phase.enabled else []
+
     def hardware_record(self) -> dict[str, Any]:
         """The device and precision chosen and why, and what that choice changed in the phases
         (provenance.json's ``hardware``; the console says the same as training starts)."""
-        text = self.sft_phase.freezing_text() if self.sft_phase.enabled else None
-        return {**self.hardware.record(), **({"sft_frozen": text} if text else {})}
+        sft = self.sft_phase
+        text = sft.freezing_text() if sft.enabled else None
+        said = {"sft_frozen": text, "sft_target": sft.target_text if sft.enabled else None}
+        return {**self.hardware.record(), **{k: v for k, v in said.items() if v}}
 
     def place(self, model: Any) -> Any:
         """Move a freshly loaded model to the training device, so evaluations before training run there
@@ -505,8 +548,9 @@ class TrainingLoop:
         record = self.hardware_record()
         outcome = TrainOutcome(model=model, hardware=record)
         print(f"hardware: {record['device']}, {record['precision']} ({record['reason']})")
-        if "sft_frozen" in record:
-            print(f"  {record['sft_frozen']}")
+        for said in ("sft_frozen", "sft_target"):
+            if said in record:
+                print(f"  {record[said]}")
         for message in hardware.warnings(self.device, self.precision):
             run.emit(ev.RunWarning(message))
         resumed_phase, checkpoint = resume if resume else (None, None)

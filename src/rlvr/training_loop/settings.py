@@ -184,7 +184,7 @@ _SFT_OWN: dict[str, Any] = {
     # What SFT does not train (rlvr.training_loop.loop.SFTPhase.freezing): less backward work, the same rows.
     **_FREEZING,
     # What SFT imitates: the marked answer, or a worked solution then the answer (rlvr.data.working).
-    "target": Annotated[Literal["answer", "worked"], Field(description="answer: the marked answer; worked: the row's working (rlvr.data.working), then the answer")],
+    "target": Annotated[Literal["answer", "worked", "auto"], Field(description="answer: the marked answer; worked: the row's working (rlvr.data.working), then the answer; auto: worked where the rows have workings and the longest fits grpo.max_completion_length, else answer")],
     # Those two where SFT trains in fp32 on a CPU (no native bf16: precision auto picks fp32 there).
     "fp32_cpu": Annotated[FP32CPU | None, Field(description="freeze_embeddings and frozen_layers where SFT trains in fp32 on a CPU; null: as above")],
 }  # fmt: skip
