@@ -117,12 +117,9 @@ def load_model(run: Run) -> None:
 
 
 def preflight(run: Run) -> None:
-    """Refusals that need the data and the tokenizer, before the model is placed: a prompt longer than
-    the context, what the training loop decides from the rows (SFT's target), then the memory check
-    again with the data's own lengths, each naming its numbers."""
+    """Refusals needing the data and tokenizer: a prompt past the context, SFT's target, the memory check."""
     refused = prompt_length_issues(run.task_data, run.prompts, run.loaded.tokenizer, run.loaded.model)
-    see_data = getattr(run.training_loop, "see_data", None)  # a plugin's loop may have none
-    refused += see_data(run.task_data.train, run.loaded.tokenizer) if see_data else []
+    refused += run.training_loop.see_data(run.task_data.train, run.loaded.tokenizer)  # SFT's target
     if refused:
         raise ConfigValidationError(refused)
     run.lengths, issues, warnings = data_checks(
