@@ -106,6 +106,9 @@ class FakeLoop:
     def place(self, model):
         return model
 
+    def see_data(self, train, tokenizer):  # SFT's target: nothing to decide here
+        return []
+
     def run(self, model, session, resume=None):
         if self.fail:
             raise RuntimeError("training exploded")
