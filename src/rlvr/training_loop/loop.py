@@ -201,10 +201,10 @@ class SFTPhase(Phase):
             )
         else:
             self.chosen_target = "worked"
+            rest = " (the rest: the answer alone)" if len(worked) < len(dataset) else ""
             self.target_text = (
-                f"SFT trains on worked solutions: {len(worked)} of {len(dataset)} training rows have one (the "
-                f"rest: the answer alone), the longest {longest} tokens ({key}={self.target}; {key}=answer "
-                "trains on the answer alone)"
+                f"SFT trains on worked solutions: {len(worked)} of {len(dataset)} training rows have one{rest}, "
+                f"the longest {longest} tokens ({key}={self.target}; {key}=answer trains on the answer alone)"
             )
         return []
 
@@ -315,10 +315,6 @@ class SFTPhase(Phase):
         issues = self.choose_target(dataset, run.tokenizer)
         if issues:
             raise ConfigValidationError(issues)
-        if self.target_text:
-            import logging
-
-            logging.getLogger(__name__).info(self.target_text)
         completions = [self.completion(a, e) for a, e in zip(dataset["answer"], entries, strict=True)]
         sft_data = dataset.select_columns(["prompt"]).add_column(
             "completion", [[{"role": "assistant", "content": c}] for c in completions]
