@@ -166,6 +166,9 @@ class ShardedLoop:
     def hardware_record(self):
         return self.hardware.record()
 
+    def see_data(self, train, tokenizer):  # SFT's target: nothing to decide here
+        return []
+
     def place(self, model):
         return model
 
