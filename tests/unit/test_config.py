@@ -84,11 +84,14 @@ def test_the_generation_budget_is_one_value_for_rollouts_and_evaluation_unless_s
             cfg, "training_loop.grpo.max_completion_length"
         )
 
-    assert budgets([]) == (16, 16)
+    assert budgets([]) == (80, 80)  # room for the worked solutions SFT teaches
+    assert budgets(["training_loop=grpo"]) == (16, 16)  # no worked SFT there
+    assert budgets(["training_loop=rft_grpo"]) == (16, 16)
+    assert budgets(["training_loop=rft"]) == (16, 16)
     assert budgets(["experiment=smoke"]) == (12, 12)
     assert budgets(["experiment=gsm_symbolic_gpu"]) == (512, 512)
     assert budgets(["training_loop.grpo.max_completion_length=64"]) == (64, 64)
-    assert budgets(["evaluation.max_new_tokens=32"]) == (32, 16)  # split on purpose
+    assert budgets(["evaluation.max_new_tokens=32"]) == (32, 80)  # split on purpose
     assert budgets([], "benchmark") == (16, None)  # no rollouts there: its own budget
 
 

@@ -163,6 +163,47 @@ def test_training_correctness_up_while_held_out_accuracy_falls_sounds_the_alarm(
     assert reward_hacking(grpo_rows(flat, fmt), WEIGHTS, "correctness", held_out(100, 70)) == []
 
 
+def sampled_change(before: int, after: int, n: int = 200) -> ev.StageChange:
+    from rlvr.records.learning import SAMPLED_GRPO_STAGE, stage_changes
+
+    evals = [
+        make_eval_result("after_sft_sampled", 2, before, n),
+        make_eval_result("final_sampled", 12, after, n),
+    ]
+    (change,) = [c for c in stage_changes(evals) if c.stage == SAMPLED_GRPO_STAGE]
+    return change
+
+
+def test_the_held_out_fall_is_read_at_the_training_temperature_where_the_run_sampled():
+    """Measured 2026-12-03 (seed 43, the worked default): training correctness +8.8 points, greedy
+    96.0% -> 92.5% (CI [-6.0, -1.0]), sampled 87.0% -> 88.4%: GRPO's gain carried to new questions
+    at the temperature it trained at, so no reward-hacking alarm (the paired changes show the fall)."""
+    from rlvr.records.learning import reward_hacking
+
+    rising = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75]
+    rows, fmt = grpo_rows(rising, [1.0] * 12), WEIGHTS
+    assert reward_hacking(rows, fmt, "correctness", held_out(100, 70), sampled_change(60, 70)) == []
+    # the sampled measure fell too (or did not rise): the greedy fall is the alarm
+    (alarm,) = reward_hacking(rows, fmt, "correctness", held_out(100, 70), sampled_change(60, 60))
+    assert "after_sft 50.0% -> final 35.0%" in alarm
+    # a sampled fall with its interval below 0 is the alarm, named by its own labels, greedy flat or not
+    (alarm,) = reward_hacking(rows, fmt, "correctness", held_out(100, 100), sampled_change(100, 60))
+    assert "after_sft_sampled 50.0% -> final_sampled 30.0%" in alarm and "fell 20.0 points" in alarm
+    # neither fell: no alarm
+    assert reward_hacking(rows, fmt, "correctness", held_out(100, 100), sampled_change(60, 60)) == []
+    # a run's warnings read both from its evaluations
+    outcome = SimpleNamespace(steps={"sft": 10, "grpo": 12}, history=rows, stopped={})
+    reward = SimpleNamespace(
+        terms={n: SimpleNamespace(weight=w) for n, w in WEIGHTS.items()}, success_term=lambda: "correctness"
+    )
+    greedy = [make_eval_result("after_sft", 10, 100), make_eval_result("final", 22, 70)]
+    sampled = [make_eval_result("after_sft_sampled", 10, 60), make_eval_result("final_sampled", 22, 70)]
+    empty = RunHistory(attempts=[], history=[])
+    assert run_warnings(outcome, empty, greedy + sampled, reward) == []
+    (alarm,) = run_warnings(outcome, empty, greedy, reward)
+    assert "after_sft 50.0% -> final 35.0%" in alarm
+
+
 def test_the_alarm_reaches_the_runs_warnings_with_its_reward_set_and_evaluations():
     rising = [0.2 + 0.05 * i for i in range(12)]
     history = RunHistory(attempts=[], history=[])

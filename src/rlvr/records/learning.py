@@ -16,6 +16,8 @@ from rlvr.evaluation.results import answer_spread, constant_gain, paired, task_s
 from rlvr.events import COMPLETED, COMPLETED_WITH_WARNINGS, EvalResult, StageChange
 from rlvr.stages import STAGE_CHANGES, EvalLabel
 
+SAMPLED_GRPO_STAGE = next(name for name, before, _ in STAGE_CHANGES if before == EvalLabel.AFTER_SFT_SAMPLED)
+
 # The share of a GRPO step's groups with no reward variance: the pipeline's own check when the
 # reward set logs it (rlvr.reward.terms), else TRL's, under this one name (TRL_NAMES in
 # rlvr.training_loop.callbacks maps TRL's frac_reward_zero_std to it where its logs enter).
@@ -180,6 +182,7 @@ def reward_hacking(
     weights: dict[str, float],
     success: str | None,
     held_out: StageChange | None,
+    held_out_sampled: StageChange | None = None,
 ) -> list[str]:
     """The reward-hacking alarm of a GRPO phase: what it was rewarded for rose, the task did not.
 
@@ -187,8 +190,11 @@ def reward_hacking(
       last, the other terms' weighted reward rose (by >= 0.05 and two standard errors) while the
       verifier's term (``success``) did not rise.
     - Training correctness rose while held-out accuracy fell: the verifier's term rose by >= 5
-      points of its completions while the paired change on the held-out questions across GRPO
-      (``held_out``: after SFT -> final, greedy) fell with its whole 95% interval below 0.
+      points of its completions while a paired change on the held-out questions across GRPO fell
+      with its whole 95% interval below 0: ``held_out_sampled`` (after SFT -> final at the training
+      temperature, the measure the training correctness is), or ``held_out`` (greedy). A greedy fall
+      beside a sampled rise is not the alarm: what GRPO learned to earn carried to new questions at
+      the temperature it trained at (the report's paired changes show both).
 
     ``history``: the run's training rows (``grpo/reward/<term>/mean`` per logged step), ``weights``:
     term -> weight (rlvr.reward.terms.RewardSet).
@@ -215,8 +221,14 @@ def reward_hacking(
                 f"{se:.3f}) while the verifier's term {success} did not ({verified:+.3f}, from "
                 f"{start:.3f}): the model earns reward the task does not give. Fix: {HACKING_FIX.format(name=top)}"
             )
-    if held_out is not None and verified >= MIN_RISE and held_out.change.ci_high < 0:
-        c, grpo = held_out.change, held_out
+    sampled_rose = held_out_sampled is not None and held_out_sampled.change.delta > 0
+    fell = [
+        c
+        for c in (held_out_sampled, None if sampled_rose else held_out)
+        if c is not None and c.change.ci_high < 0
+    ]
+    if fell and verified >= MIN_RISE:
+        c, grpo = fell[0].change, fell[0]
         found.append(
             f"Reward-hacking alarm: GRPO's training correctness ({success}) rose {100 * verified:+.1f} "
             f"points from the first to the last third of its {len(rows)} logged steps while held-out "
@@ -247,6 +259,14 @@ def run_warnings(
         # GRPO's own change; the whole run's when GRPO was the only phase that trained
         only_grpo = not any(n for phase, n in steps.items() if phase != "grpo")
         wanted = ("GRPO", "whole run") if only_grpo else ("GRPO",)
-        changes = [c for c in stage_changes(evaluations or []) if c.stage in wanted]
-        found += reward_hacking(rows, weights, reward.success_term(), changes[0] if changes else None)
+        every = stage_changes(evaluations or [])
+        changes = [c for c in every if c.stage in wanted]
+        sampled = [c for c in every if c.stage == SAMPLED_GRPO_STAGE]
+        found += reward_hacking(
+            rows,
+            weights,
+            reward.success_term(),
+            changes[0] if changes else None,
+            sampled[0] if sampled else None,
+        )
     return found

@@ -29,9 +29,10 @@ def grpo_stage_note(model: Any, tasks: list[str], grpo: Any) -> str | None:
     ):
         return None
     return (
-        f"GRPO stage ({steps} steps): on this model and task (2-core CPU, 3 seeds) a 16-step stage moved "
-        "greedy accuracy by -0.2 to -2.6 points and accuracy at the sampling temperature by +1.3 to "
-        "+1.6; 16, 64 and 256 GRPO steps did not beat more SFT for the same time, greedy or sampled, "
-        "on 2 seeds (benchmarks/grpo_budget.md). At this budget the GRPO stage demonstrates the RL "
-        "path and is not expected to gain."
+        f"GRPO stage ({steps} steps): on this model and task (2-core CPU, 3 seeds each) a 16-step stage "
+        "after the default's 160 worked SFT steps moved greedy accuracy by -3.5 to +0.5 points and "
+        "accuracy at the sampling temperature by -0.8 to +1.6 (benchmarks/cpu_fp32.md); after 640 "
+        "answer-only SFT steps by -2.6 to -0.2 and +1.3 to +1.6, and 16, 64 and 256 GRPO steps did not "
+        "beat more SFT for the same time, greedy or sampled, on 2 seeds (benchmarks/grpo_budget.md). At "
+        "this budget the GRPO stage demonstrates the RL path and is not expected to gain."
     )
