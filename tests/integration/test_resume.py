@@ -172,6 +172,44 @@ def test_preemption_signal_checkpoints_once_and_exits_75(tmp_path, sig):
     assert f"stopped by {sig.name}" in out
 
 
+# The entry point run the way a job step runs it, then SLURM's warning landing as the finished process
+# shuts down (sent by the process itself: no timing to race with).
+WARNED_AFTER_THE_END = """
+import os, runpy, signal, sys
+sys.argv = sys.argv[1:]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print("the run returned", code, flush=True)
+os.kill(os.getpid(), signal.SIGUSR2)
+print("still here after the warning", flush=True)
+sys.exit(code)
+"""
+
+
+def test_the_schedulers_warning_after_the_run_completed_changes_nothing(tmp_path):
+    """CI, 2026-12-03 (tests/slurm, the real time limit): a requeued task completed its run, and SLURM's
+    USR2 warning reached the process while it shut down; USR2's default action killed it and SLURM
+    recorded FAILED for a run that had COMPLETED. A completed run now ignores the warning until it
+    exits (rlvr.training_loop.checkpoints.PreemptionGuard). Mutation: the guard restoring the default
+    action after a completed run -> the process dies of USR2 (returncode -12)."""
+    run_dir = tmp_path / "done"
+    done = subprocess.run(
+        [sys.executable, "-c", WARNED_AFTER_THE_END, *cmd(run_dir, "training_loop.grpo.max_steps=1")[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "the run returned 0" in out and "still here after the warning" in out, out[-3000:]
+    last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["event"] == "pipeline_end" and last["status"] in ("COMPLETED", "COMPLETED_WITH_WARNINGS")
+
+
 def test_submitit_job_warned_by_usr2_checkpoints_requeues_and_matches_uninterrupted(uninterrupted, tmp_path):
     """SLURM's time-limit warning (``--signal=USR2@<signal_delay_s>``) or a preemption with
     ``send_user_signal`` inside a real submitit job: submitit's local executor runs the task as a real

@@ -379,3 +379,38 @@ def test_a_signal_after_the_stop_was_carried_out_keeps_the_exit_code_75():
     finally:
         signal.signal(signal.SIGUSR2, before)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_completed_run_leaves_the_warning_signal_ignored_not_with_submitits_requeue():
+    """After every stage is done (Run.run sets ``finished``) a scheduler warning has nothing to save:
+    submitit's handler, restored, would requeue the finished task, and any Python handler is reset to
+    the default action (death by USR2) while CPython finalizes. The guard leaves SIG_IGN, which the
+    kernel keeps to the process's end; SIGTERM gets its previous handler back."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from rlvr.training_loop.checkpoints import PreemptionGuard
+
+    previous = FakeSubmititHandler()
+    before = signal.signal(signal.SIGUSR2, previous)
+    try:
+        with PreemptionGuard() as guard:
+            guard.finished = True
+        assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        ignored = int(
+            next(
+                ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("SigIgn:")
+            ).split()[1],
+            16,
+        )
+        assert ignored >> (signal.SIGUSR2 - 1) & 1  # the kernel's own disposition, not a Python handler
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert previous.calls == []  # no requeue of a completed run
+        signal.signal(signal.SIGUSR2, previous)
+        with PreemptionGuard():  # a run that did not complete gives submitit its handler back
+            pass
+        assert signal.getsignal(signal.SIGUSR2) is previous
+    finally:
+        signal.signal(signal.SIGUSR2, before)

@@ -371,13 +371,21 @@ class PreemptionGuard(TrainerCallback):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        warning = warning_signal()
         for signum, previous in self._previous.items():
             # Once a stop is under way the process is on its way out with exit code 75: a later
             # signal (SLURM's SIGTERM after its warning) must not kill it with the default action
             # between here and that exit. A Python handler that owned the signal (submitit's) is
             # restored: it is handed over and run by the caller.
             stopping = self.requested and not callable(previous)
-            signal.signal(signum, signal.SIG_IGN if stopping else previous)
+            # A completed run ignores the scheduler's warning from here to its exit. Restored, a
+            # warning landing while the process shuts down requeues the finished task (submitit's
+            # handler) or kills it: CPython puts the default action back on every Python handler as
+            # it finalizes, and SLURM then says FAILED for a run that COMPLETED (CI, 2026-12-03: the
+            # time-limit test's last attempt died of USR2 just after submitit wrote its result).
+            # SIG_IGN is the disposition finalization leaves in place.
+            done = self.finished and signum == warning
+            signal.signal(signum, signal.SIG_IGN if stopping or done else previous)
         self._previous = {}
 
     def hand_over(self) -> Callable[[], None] | None:
