@@ -63,8 +63,10 @@ def test_registered_once_at_import_and_registering_again_changes_nothing():
 
 
 def test_the_allowed_list_names_exactly_these_resolvers_deliberately():
+    from rlvr.runtime.hardware import FP32_CPU_RESOLVER
+
     custom = {n for n in SAFE_RESOLVERS if not n.startswith(("oc.", "now", "hydra"))}
-    assert custom == set(RESOLVER_NAMES)
+    assert custom == {*RESOLVER_NAMES, FP32_CPU_RESOLVER}
 
 
 def test_prompt_configs_select_markers_through_the_resolvers():

@@ -162,7 +162,20 @@ def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue])
     except BaseException:  # a refusal, or a bug in a component (its own exception and traceback)
         checked.close()
         raise
+    _say_fp32_cpu_settings(cfg, checked)
     return checked
+
+
+def _say_fp32_cpu_settings(cfg: DictConfig, checked: GateResult) -> None:
+    """Give the training loop the values ``${rlvr.fp32_cpu:...}`` chose for a run that trains in fp32 on
+    a CPU, for the console and provenance.json (rlvr.training_loop.loop.TrainingLoop.hardware_record)."""
+    from rlvr.runtime.hardware import fp32_cpu_settings, trains_fp32_on_cpu
+
+    loop = checked.components.get("training_loop")
+    if loop is None or not hasattr(loop, "fp32_cpu_settings") or not trains_fp32_on_cpu(checked.cfg):
+        return
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    loop.fp32_cpu_settings = fp32_cpu_settings(raw, OmegaConf.to_container(checked.cfg))
 
 
 def close_components(components: dict[str, Any]) -> None:

@@ -12,9 +12,10 @@ than fp32; with AMX or AVX512-BF16, bf16 is the faster (benchmarks/precision.md)
 from __future__ import annotations
 
 import functools
+import re
 import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rlvr.issues import ConfigIssue
 
@@ -141,3 +142,57 @@ def warnings(device: str, precision: str, key: str = "training_loop") -> list[st
             f"slower than fp32 here (benchmarks/precision.md); set {key}.precision=auto for fp32"
         ]
     return []
+
+
+# -- settings that differ by machine kind: ${rlvr.fp32_cpu:<on an fp32 CPU>,<elsewhere>} --------------
+FP32_CPU_RESOLVER = "rlvr.fp32_cpu"
+_FP32_CPU_VALUE = re.compile(r"^\$\{\s*" + re.escape(FP32_CPU_RESOLVER) + r"\s*:(.*)\}$", re.S)
+
+
+def trains_fp32_on_cpu(cfg: Any) -> bool:
+    """Whether the run ``cfg`` describes trains in fp32 on a CPU: its ``training_loop.device`` /
+    ``precision`` resolved on this machine (:func:`resolve`). A value that is none of the choices
+    counts as no (the config gate names it)."""
+    from omegaconf import OmegaConf
+
+    device = OmegaConf.select(cfg, "training_loop.device", default="auto")
+    precision = OmegaConf.select(cfg, "training_loop.precision", default="auto")
+    if device not in DEVICES or precision not in PRECISIONS:
+        return False
+    chosen = resolve(device, precision)
+    return chosen.device == "cpu" and chosen.precision == "fp32"
+
+
+def fp32_cpu_value(on_fp32_cpu: Any, elsewhere: Any, *, _root_: Any) -> Any:
+    """The resolver ``${rlvr.fp32_cpu:A,B}``: A where the run trains in fp32 on a CPU (no native bf16
+    matmul, so ``precision: auto`` picks fp32 there; or precision pinned to fp32 on a CPU), else B.
+    The default run is lighter there (conf/training_loop/sft_grpo.yaml, benchmarks/cpu_fp32.md); a
+    key set on the command line or in an experiment file replaces the whole expression. Pure: it
+    returns one of its two arguments as written, reading only the config and this machine's CPU."""
+    return on_fp32_cpu if trains_fp32_on_cpu(_root_) else elsewhere
+
+
+def register_resolvers() -> None:
+    """Register ``rlvr.fp32_cpu`` (idempotent)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(FP32_CPU_RESOLVER):
+        OmegaConf.register_new_resolver(FP32_CPU_RESOLVER, fp32_cpu_value)
+
+
+def fp32_cpu_settings(raw: Any, resolved: Any, path: str = "") -> list[str]:
+    """The keys whose value ``${rlvr.fp32_cpu:...}`` chose, as ``key=value (the expression)``; empty
+    where the run does not train in fp32 on a CPU (every such key then has its other value, the one
+    the config shows). ``raw``: the composed config as a container, unresolved; ``resolved``: the
+    same resolved."""
+    found: list[str] = []
+    if isinstance(raw, dict) and isinstance(resolved, dict):
+        for key, value in raw.items():
+            sub = f"{path}.{key}" if path else str(key)
+            found += fp32_cpu_settings(value, resolved.get(key), sub)
+    elif isinstance(raw, list) and isinstance(resolved, list):
+        for i, (value, done) in enumerate(zip(raw, resolved, strict=False)):
+            found += fp32_cpu_settings(value, done, f"{path}[{i}]")
+    elif isinstance(raw, str) and _FP32_CPU_VALUE.match(raw.strip()):
+        found.append(f"{path}={resolved} ({raw.strip()})")
+    return found

@@ -37,7 +37,11 @@ PROJECT_PACKAGE = "rlvr"
 APP_FUNCTIONS = frozenset({"rlvr.app.train", "rlvr.benchmark.runner.run"})
 # rlvr.marker / rlvr.family_of are pure table look-ups (rlvr.prompt_families; tests/unit/test_resolvers.py
 # plays the attacker). Any resolver added here must be as pure: no I/O, no environment, no code.
-SAFE_RESOLVERS = frozenset({"now", "hydra", "oc.env", "oc.select", "rlvr.marker", "rlvr.family_of"})
+# rlvr.fp32_cpu returns one of its two arguments as written, chosen by the run's device and precision on
+# this machine's CPU (rlvr.runtime.hardware.fp32_cpu_value): no I/O, no environment variable, no code.
+SAFE_RESOLVERS = frozenset(
+    {"now", "hydra", "oc.env", "oc.select", "rlvr.marker", "rlvr.family_of", "rlvr.fp32_cpu"}
+)
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
 

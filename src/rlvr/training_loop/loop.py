@@ -470,6 +470,10 @@ class TrainingLoop:
         self.seed = seed
         self.device = device
         self.precision = precision
+        # The run's settings that ${rlvr.fp32_cpu:...} chose because it trains in fp32 on a CPU, as
+        # "key=value (expression)" (the config gate sets them: rlvr.config.gate; the console and
+        # provenance.json say them).
+        self.fp32_cpu_settings: list[str] = []
         from rlvr.training_loop.rft import RFTPhase  # it builds on this module's Phase
 
         self.sft_phase = SFTPhase(sft, seed, lambda: self.hardware, prompt)
@@ -498,6 +502,12 @@ class TrainingLoop:
         sft = self.sft_phase
         text = sft.freezing_text() if sft.enabled else None
         said = {"sft_frozen": text, "sft_target": sft.target_text if sft.enabled else None}
+        if self.fp32_cpu_settings:
+            said["fp32_cpu"] = (
+                "this CPU trains in fp32, so the run is lighter here (benchmarks/cpu_fp32.md): "
+                + ", ".join(self.fp32_cpu_settings)
+                + "; set a key to choose its value"
+            )
         return {**self.hardware.record(), **{k: v for k, v in said.items() if v}}
 
     def place(self, model: Any) -> Any:
@@ -544,7 +554,7 @@ class TrainingLoop:
         record = self.hardware_record()
         outcome = TrainOutcome(model=model, hardware=record)
         print(f"hardware: {record['device']}, {record['precision']} ({record['reason']})")
-        for said in ("sft_frozen", "sft_target"):
+        for said in ("fp32_cpu", "sft_frozen", "sft_target"):
             if said in record:
                 print(f"  {record[said]}")
         for message in hardware.warnings(self.device, self.precision):

@@ -1,0 +1,74 @@
+"""``${rlvr.fp32_cpu:A,B}``: a setting whose value depends on whether the run trains in fp32 on a CPU
+(rlvr.runtime.hardware.fp32_cpu_value), said on the console and in provenance.json."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+from tests.conftest import compose_config
+
+import rlvr  # noqa: F401  (registers the resolvers, as run_pipeline.py's imports do)
+from rlvr.config.gate import check, checked_config
+from rlvr.issues import ConfigValidationError
+from rlvr.runtime.hardware import cpu_native_bf16
+
+EXPRESSION = "training_loop.grpo.max_steps='${rlvr.fp32_cpu:3,5}'"
+
+
+@pytest.mark.parametrize(
+    ("precision", "steps"),
+    [("fp32", 3), ("bf16", 5)],
+)
+def test_the_value_follows_the_runs_precision_on_a_cpu(precision, steps):
+    cfg = checked_config(
+        compose_config([EXPRESSION, "training_loop.device=cpu", f"training_loop.precision={precision}"])
+    )
+    assert cfg.training_loop.grpo.max_steps == steps
+
+
+def test_auto_precision_takes_the_fp32_value_exactly_where_this_cpu_has_no_native_bf16():
+    cfg = checked_config(compose_config([EXPRESSION, "training_loop.device=cpu"]))
+    assert cfg.training_loop.grpo.max_steps == (5 if cpu_native_bf16() else 3)
+
+
+def test_a_key_set_on_the_command_line_replaces_the_expression():
+    cfg = checked_config(
+        compose_config([EXPRESSION, "training_loop.grpo.max_steps=7", "training_loop.precision=fp32"])
+    )
+    assert cfg.training_loop.grpo.max_steps == 7
+
+
+def test_the_run_says_what_the_fp32_value_chose_and_only_on_an_fp32_cpu(tmp_path):
+    """The config gate hands the training loop the keys the resolver chose (TrainingLoop.hardware_record:
+    the console and provenance.json); on a run that does not train in fp32 on a CPU it says nothing.
+    Mutation: _say_fp32_cpu_settings not called -> red."""
+    on = [EXPRESSION, "training_loop.device=cpu", "training_loop.precision=fp32"]
+    checked = check(compose_config(on), tmp_path / "fp32")
+    try:
+        record = checked.components["training_loop"].hardware_record()
+    finally:
+        checked.close()
+    assert "training_loop.grpo.max_steps=3 (${rlvr.fp32_cpu:3,5})" in record["fp32_cpu"]
+    assert record["precision"] == "fp32"
+
+    off = [EXPRESSION, "training_loop.device=cpu", "training_loop.precision=bf16"]
+    checked = check(compose_config(off), tmp_path / "bf16")
+    try:
+        record = checked.components["training_loop"].hardware_record()
+    finally:
+        checked.close()
+    assert "fp32_cpu" not in record and checked.cfg.training_loop.grpo.max_steps == 5
+
+
+def test_its_arguments_come_back_as_written_never_resolved_again():
+    """The attacker's view: text that looks like an interpolation in an argument is returned as text (the
+    gate then refuses a resolved value that would rebuild one), and a nested resolver is judged by name."""
+    escaped = OmegaConf.create(
+        {
+            "training_loop": {"device": "cpu", "precision": "fp32"},
+            "x": "${rlvr.fp32_cpu:'\\${oc.env:HOME}',1}",
+        }
+    )
+    assert escaped.x == "${oc.env:HOME}"  # text: nothing read from the environment
+    with pytest.raises(ConfigValidationError, match="now_what"):
+        checked_config(compose_config(["training_loop.grpo.max_steps='${rlvr.fp32_cpu:${now_what:1},5}'"]))
