@@ -98,8 +98,11 @@ def test_sampled_settings_are_checked():
 def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
     from rlvr.evaluation.evaluator import SampledEvaluation
 
+    from rlvr.runtime.hardware import trains_fp32_on_cpu
+
     evaluator = _evaluator()
-    assert evaluator.sampled == SampledEvaluation(num_samples=4, temperature=1.0, max_examples=300)
+    k = 2 if trains_fp32_on_cpu(compose_config([])) else 4  # conf: ${rlvr.fp32_cpu:2,4}
+    assert evaluator.sampled == SampledEvaluation(num_samples=k, temperature=1.0, max_examples=300)
     [typo] = _sampled_issues("+evaluation.sampled.num_sample=8")
     assert (typo.key, typo.value) == ("evaluation.sampled.num_sample", 8)
     assert "num_samples" in typo.fix and typo.problem == "not a SampledNode field"
