@@ -38,26 +38,26 @@ def test_a_key_set_on_the_command_line_replaces_the_expression():
     assert cfg.training_loop.grpo.max_steps == 7
 
 
+def _hardware_record(precision: str, run_dir) -> dict:
+    """What the training loop the config gate built would record, for the expression on a CPU."""
+    checked = check(
+        compose_config([EXPRESSION, "training_loop.device=cpu", f"training_loop.precision={precision}"]),
+        run_dir,
+    )
+    try:
+        return checked.components["training_loop"].hardware_record()
+    finally:
+        checked.close()
+
+
 def test_the_run_says_what_the_fp32_value_chose_and_only_on_an_fp32_cpu(tmp_path):
     """The config gate hands the training loop the keys the resolver chose (TrainingLoop.hardware_record:
     the console and provenance.json); on a run that does not train in fp32 on a CPU it says nothing.
     Mutation: _say_fp32_cpu_settings not called -> red."""
-    on = [EXPRESSION, "training_loop.device=cpu", "training_loop.precision=fp32"]
-    checked = check(compose_config(on), tmp_path / "fp32")
-    try:
-        record = checked.components["training_loop"].hardware_record()
-    finally:
-        checked.close()
+    record = _hardware_record("fp32", tmp_path / "fp32")
     assert "training_loop.grpo.max_steps=3 (${rlvr.fp32_cpu:3,5})" in record["fp32_cpu"]
     assert record["precision"] == "fp32"
-
-    off = [EXPRESSION, "training_loop.device=cpu", "training_loop.precision=bf16"]
-    checked = check(compose_config(off), tmp_path / "bf16")
-    try:
-        record = checked.components["training_loop"].hardware_record()
-    finally:
-        checked.close()
-    assert "fp32_cpu" not in record and checked.cfg.training_loop.grpo.max_steps == 5
+    assert "fp32_cpu" not in _hardware_record("bf16", tmp_path / "bf16")
 
 
 def test_its_arguments_come_back_as_written_never_resolved_again():
