@@ -70,6 +70,10 @@ def test_its_arguments_come_back_as_written_never_resolved_again():
         }
     )
     assert escaped.x == "${oc.env:HOME}"  # text: nothing read from the environment
+    cfg = compose_config(["training_loop.device=cpu", "training_loop.precision=fp32"])
+    OmegaConf.update(cfg, "training_loop.grpo.max_steps", escaped._get_node("x")._value())
+    with pytest.raises(ConfigValidationError, match="training_loop.grpo.max_steps"):
+        checked_config(cfg)  # the gate refuses the text that would become an interpolation
     with pytest.raises(ConfigValidationError, match="now_what"):
         checked_config(compose_config(["training_loop.grpo.max_steps='${rlvr.fp32_cpu:${now_what:1},5}'"]))
 
