@@ -97,7 +97,6 @@ def test_sampled_settings_are_checked():
 
 def test_sampled_settings_are_typed_and_an_unknown_key_names_its_fix():
     from rlvr.evaluation.evaluator import SampledEvaluation
-
     from rlvr.runtime.hardware import trains_fp32_on_cpu
 
     evaluator = _evaluator()

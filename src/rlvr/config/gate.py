@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr.config.validation import check_targets, run_key_issues
 from rlvr.issues import ConfigIssue, ConfigValidationError
+from rlvr.runtime.hardware import fp32_cpu_choices
 from rlvr.security.hydra_policy import job_code_issues, output_dir_issues
 from rlvr.security.trust import check_resolvers, credential_issues, decoded_json, rebuilt_interpolations
 
@@ -162,20 +163,10 @@ def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue])
     except BaseException:  # a refusal, or a bug in a component (its own exception and traceback)
         checked.close()
         raise
-    _say_fp32_cpu_settings(cfg, checked)
+    # What ${rlvr.fp32_cpu:...} chose, for the console and provenance.json (TrainingLoop.hardware_record)
+    if hasattr(loop := checked.components.get("training_loop"), "fp32_cpu_settings"):
+        loop.fp32_cpu_settings = fp32_cpu_choices(cfg, checked.cfg)
     return checked
-
-
-def _say_fp32_cpu_settings(cfg: DictConfig, checked: GateResult) -> None:
-    """Give the training loop the values ``${rlvr.fp32_cpu:...}`` chose for a run that trains in fp32 on
-    a CPU, for the console and provenance.json (rlvr.training_loop.loop.TrainingLoop.hardware_record)."""
-    from rlvr.runtime.hardware import fp32_cpu_settings, trains_fp32_on_cpu
-
-    loop = checked.components.get("training_loop")
-    if loop is None or not hasattr(loop, "fp32_cpu_settings") or not trains_fp32_on_cpu(checked.cfg):
-        return
-    raw = OmegaConf.to_container(cfg, resolve=False)
-    loop.fp32_cpu_settings = fp32_cpu_settings(raw, OmegaConf.to_container(checked.cfg))
 
 
 def close_components(components: dict[str, Any]) -> None:

@@ -196,3 +196,14 @@ def fp32_cpu_settings(raw: Any, resolved: Any, path: str = "") -> list[str]:
     elif isinstance(raw, str) and _FP32_CPU_VALUE.match(raw.strip()):
         found.append(f"{path}={resolved} ({raw.strip()})")
     return found
+
+
+def fp32_cpu_choices(composed: Any, resolved: Any) -> list[str]:
+    """:func:`fp32_cpu_settings` of a composed config and its resolved copy (DictConfigs): empty unless
+    the run trains in fp32 on a CPU."""
+    from omegaconf import OmegaConf
+
+    if not trains_fp32_on_cpu(resolved):
+        return []
+    raw = OmegaConf.to_container(composed, resolve=False)
+    return fp32_cpu_settings(raw, OmegaConf.to_container(resolved))
