@@ -164,7 +164,7 @@ def _checked(cfg: DictConfig, run_dir: Path | None, held: Sequence[ConfigIssue])
         checked.close()
         raise
     # What ${rlvr.fp32_cpu:...} chose, for the console and provenance.json (TrainingLoop.hardware_record)
-    if hasattr(loop := checked.components.get("training_loop"), "fp32_cpu_settings"):
+    if hasattr(loop := checked.components.get("training_loop", ()), "fp32_cpu_settings"):
         loop.fp32_cpu_settings = fp32_cpu_choices(cfg, checked.cfg)
     return checked
 
