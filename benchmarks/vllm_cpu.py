@@ -59,6 +59,15 @@ def main() -> None:
     parser.add_argument(
         "--kv-cache-gb", type=float, default=1.0, help="as evaluation.generator.cpu_kv_cache_gb"
     )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=["hf", "hf_continuous", "vllm"],
+        help="hf first: texts compare with it",
+    )
+    parser.add_argument(
+        "--enforce-eager", action="store_true", help="vLLM without torch.compile (no warm-up)"
+    )
     args = parser.parse_args()
 
     path = str(ensure_default_model())
@@ -86,6 +95,7 @@ def main() -> None:
         max_model_len=2048,
         dtype=dtype,
         kv_cache_gb=args.kv_cache_gb,
+        enforce_eager=args.enforce_eager,
     )
     build = time.perf_counter() - start
     assert torch.get_num_threads() == threads, "the engine changed torch's thread count"
@@ -96,6 +106,8 @@ def main() -> None:
             ("hf", BatchedGenerate(model, tok, sampling)),
             ("hf_continuous", HFGenerator(model, tok, sampling)),
         ):
+            if name not in args.backends:
+                continue
             start = time.perf_counter()
             texts[name] = [g[0].text for g in gen.generate(prompts)]
             rates[name] = args.n / (time.perf_counter() - start)
@@ -104,12 +116,20 @@ def main() -> None:
         push = time.perf_counter() - start
         texts["vllm"] = [g[0].text for g in VLLMGenerator(engine, sampling).generate(prompts)]
         rates["vllm"] = args.n / (time.perf_counter() - start)
-        notes["vllm"] = f"engine built once in {build:.0f} s; weight push {push:.1f} s"
+        notes["vllm"] = (
+            f"engine ({'eager' if args.enforce_eager else 'compiled'}) built once in {build:.0f} s; "
+            f"weight push {push:.1f} s"
+        )
         for name in ("hf", "hf_continuous", "vllm"):
-            same = sum(a == b for a, b in zip(texts[name], texts["hf"], strict=True))
+            if name not in texts:
+                continue
+            same = (
+                sum(a == b for a, b in zip(texts[name], texts["hf"], strict=True)) if "hf" in texts else "-"
+            )
+            versus = f"{rates[name] / rates['hf']:.2f}x" if "hf" in rates else "-"
             print(
-                f"| {dtype} | {max_new} | {name} | {rates[name]:.2f} | {rates[name] / rates['hf']:.2f}x "
-                f"| {same}/{args.n} | {notes.get(name, '')} |",
+                f"| {dtype} | {max_new} | {name} | {rates[name]:.2f} | {versus} | {same}/{args.n} "
+                f"| {notes.get(name, '')} |",
                 flush=True,
             )
 

